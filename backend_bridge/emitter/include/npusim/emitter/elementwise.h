@@ -1,0 +1,42 @@
+// Emits ISA programs for elementwise kernels over strided tensors: a copy, or a binary fp32 operation. Programs are
+// specialised to the shape, the strides and the chip: the emitter collapses dimensions that are contiguous in every
+// operand, loops over the outer ones in scalar code, and tiles the innermost one to fit the scratchpad.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "npusim/config/chip_config.h"
+
+namespace npusim::emitter {
+
+enum class ElementwiseOp { Copy, AddF32, MulF32 };
+
+struct ElementwiseSpec {
+  ElementwiseOp op = ElementwiseOp::Copy;
+  int element_bytes = 4;
+  std::vector<int64_t> sizes;                 // the output's shape
+  std::vector<std::vector<int64_t>> strides;  // in elements, one list per operand; operand 0 is the output
+};
+
+struct Kernel {
+  std::string name;
+  std::string assembly;
+  std::vector<uint64_t> words;
+};
+
+// The emitter cannot express this case (too many dimensions after collapsing, a stride beyond the immediate field);
+// the caller takes another route.
+class Unsupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The kernel's argument block is the operands' base addresses, in operand order.
+Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& config);
+
+std::string op_name(ElementwiseOp op);
+
+}  // namespace npusim::emitter

@@ -1,0 +1,171 @@
+// Elementwise kernels: collapse dimensions, nest scalar loops over the outer ones, tile the innermost one.
+//
+// Register use: r1 argument block, r2.. operand pointers (one per operand), r5..r8 outer loop counters,
+// r9 inner tile counter, r10 elements in the current tile, r11 scratch, r20/r21 scratchpad buffers.
+#include "npusim/emitter/elementwise.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "npusim/emitter/assembly_writer.h"
+#include "npusim/isa/assembler.h"
+
+namespace npusim::emitter {
+namespace {
+
+constexpr int kFirstPointer = 2;
+constexpr int kFirstOuterCounter = 5;
+constexpr int kMaxOuterDims = 4;
+constexpr int kTileCounter = 9;
+constexpr int kTileElements = 10;
+constexpr int kScratch = 11;
+constexpr int kBufferA = 20;
+constexpr int kBufferB = 21;
+
+int operand_count(ElementwiseOp op) { return op == ElementwiseOp::Copy ? 2 : 3; }
+
+// Drops size-1 dimensions and merges neighbours that are contiguous in every operand. Strides become bytes.
+ElementwiseSpec collapse(const ElementwiseSpec& spec) {
+  ElementwiseSpec out{spec.op, spec.element_bytes, {}, std::vector<std::vector<int64_t>>(spec.strides.size())};
+  for (size_t dim = 0; dim < spec.sizes.size(); ++dim) {
+    if (spec.sizes[dim] == 1) continue;
+    bool mergeable = !out.sizes.empty();
+    for (size_t k = 0; k < spec.strides.size() && mergeable; ++k)
+      mergeable = out.strides[k].back() == spec.strides[k][dim] * spec.element_bytes * spec.sizes[dim];
+    if (mergeable) {
+      out.sizes.back() *= spec.sizes[dim];
+      for (size_t k = 0; k < spec.strides.size(); ++k) out.strides[k].back() = spec.strides[k][dim] * spec.element_bytes;
+    } else {
+      out.sizes.push_back(spec.sizes[dim]);
+      for (size_t k = 0; k < spec.strides.size(); ++k) out.strides[k].push_back(spec.strides[k][dim] * spec.element_bytes);
+    }
+  }
+  if (out.sizes.empty()) {  // a single element
+    out.sizes.push_back(1);
+    for (auto& strides : out.strides) strides.push_back(spec.element_bytes);
+  }
+  return out;
+}
+
+class ElementwiseEmitter {
+ public:
+  ElementwiseEmitter(const ElementwiseSpec& spec, const config::ChipConfig& config)
+      : spec_(collapse(spec)), operands_(operand_count(spec.op)) {
+    const int buffers = spec_.op == ElementwiseOp::Copy ? 1 : 2;
+    const int64_t elements = static_cast<int64_t>(config.scratchpad_bytes()) / buffers / spec_.element_bytes;
+    tile_elements_ = std::max<int64_t>(1, elements / 64 * 64);
+    if (static_cast<int>(spec_.sizes.size()) - 1 > kMaxOuterDims)
+      throw Unsupported(fmt::format("{} dimensions remain after collapsing; the elementwise emitter handles {}",
+                                    spec_.sizes.size(), kMaxOuterDims + 1));
+    for (const auto& strides : spec_.strides)
+      for (int64_t stride : strides)
+        if (stride > INT32_MAX || stride < INT32_MIN)
+          throw Unsupported(fmt::format("stride of {} bytes does not fit a DMA immediate", stride));
+  }
+
+  std::string emit() {
+    writer_.comment(fmt::format("{}: sizes [{}], byte strides {}", op_name(spec_.op), fmt::join(spec_.sizes, ", "),
+                                fmt::join(spec_.strides, " ")));
+    for (int k = 0; k < operands_; ++k) writer_.line("ld r{}, {}(r1)", kFirstPointer + k, 8 * k);
+    writer_.line("li r{}, 0", kBufferA);
+    writer_.line("li r{}, {}", kBufferB, tile_elements_ * spec_.element_bytes);
+    emit_dimension(0);
+    writer_.line("halt");
+    return writer_.text();
+  }
+
+ private:
+  int last_dim() const { return static_cast<int>(spec_.sizes.size()) - 1; }
+
+  void advance_pointers(int dim, int64_t times) {
+    for (int k = 0; k < operands_; ++k) writer_.add_constant(kFirstPointer + k, spec_.strides[k][dim] * times, kScratch);
+  }
+
+  void emit_dimension(int dim) {
+    if (dim == last_dim()) {
+      emit_innermost();
+      return;
+    }
+    const int counter = kFirstOuterCounter + dim;
+    const std::string loop = writer_.new_label(fmt::format("dim{}", dim));
+    writer_.load_constant(counter, spec_.sizes[dim]);
+    writer_.label(loop);
+    emit_dimension(dim + 1);
+    advance_pointers(dim, 1);
+    writer_.line("addi r{0}, r{0}, -1", counter);
+    writer_.line("bne r{}, r0, {}", counter, loop);
+    advance_pointers(dim, -spec_.sizes[dim]);
+  }
+
+  void emit_innermost() {
+    const int dim = last_dim();
+    const int64_t full_tiles = spec_.sizes[dim] / tile_elements_;
+    const int64_t remainder = spec_.sizes[dim] % tile_elements_;
+    if (full_tiles > 0) {
+      const std::string loop = writer_.new_label("tile");
+      writer_.load_constant(kTileCounter, full_tiles);
+      writer_.load_constant(kTileElements, tile_elements_);
+      writer_.label(loop);
+      emit_tile(dim);
+      advance_pointers(dim, tile_elements_);
+      writer_.line("addi r{0}, r{0}, -1", kTileCounter);
+      writer_.line("bne r{}, r0, {}", kTileCounter, loop);
+    }
+    if (remainder > 0) {
+      writer_.load_constant(kTileElements, remainder);
+      emit_tile(dim);
+    }
+    advance_pointers(dim, -full_tiles * tile_elements_);
+  }
+
+  // One tile: load the inputs, compute, store; fences order the engines because each step reads the previous one's
+  // scratchpad results.
+  void emit_tile(int dim) {
+    const int bits = spec_.element_bytes * 8;
+    const auto stride = [&](int operand) { return spec_.strides[operand][dim]; };
+    const int output = kFirstPointer, first_input = kFirstPointer + 1;
+    writer_.line("dma.ld.b{} r{}, r{}, r{}, {}", bits, kBufferA, first_input, kTileElements, stride(1));
+    if (spec_.op != ElementwiseOp::Copy) {
+      writer_.line("dma.ld.b{} r{}, r{}, r{}, {}", bits, kBufferB, first_input + 1, kTileElements, stride(2));
+      writer_.line("fence");
+      writer_.line("{} r{}, r{}, r{}, r{}", spec_.op == ElementwiseOp::AddF32 ? "vadd.f32" : "vmul.f32", kBufferA,
+                   kBufferA, kBufferB, kTileElements);
+    }
+    writer_.line("fence");
+    writer_.line("dma.st.b{} r{}, r{}, r{}, {}", bits, output, kBufferA, kTileElements, stride(0));
+    writer_.line("fence");
+  }
+
+  ElementwiseSpec spec_;
+  int operands_;
+  int64_t tile_elements_ = 0;
+  AssemblyWriter writer_;
+};
+
+}  // namespace
+
+std::string op_name(ElementwiseOp op) {
+  switch (op) {
+    case ElementwiseOp::Copy: return "copy";
+    case ElementwiseOp::AddF32: return "add_f32";
+    case ElementwiseOp::MulF32: return "mul_f32";
+  }
+  return "?";
+}
+
+Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& config) {
+  if (static_cast<int>(spec.strides.size()) != operand_count(spec.op))
+    throw std::invalid_argument(fmt::format("{} takes {} operands, {} given", op_name(spec.op),
+                                            operand_count(spec.op), spec.strides.size()));
+  for (const auto& strides : spec.strides)
+    if (strides.size() != spec.sizes.size()) throw std::invalid_argument("every operand needs one stride per dimension");
+  if (spec.op != ElementwiseOp::Copy && spec.element_bytes != 4)
+    throw std::invalid_argument("fp32 operations take 4-byte elements");
+  Kernel kernel;
+  kernel.name = op_name(spec.op);
+  kernel.assembly = ElementwiseEmitter(spec, config).emit();
+  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  return kernel;
+}
+
+}  // namespace npusim::emitter

@@ -1,0 +1,20 @@
+# cmake -DINPUT=image.bin -DOUTPUT=image.cpp -DNAMESPACE=ns -DNAME=fn -P EmbedWords.cmake
+# Turns a program image into a C++ source that returns its 64-bit words.
+file(READ ${INPUT} hex HEX)
+string(LENGTH "${hex}" hex_length)
+math(EXPR remainder "${hex_length} % 16")
+if(NOT remainder EQUAL 0 OR hex_length EQUAL 0)
+  message(FATAL_ERROR "${INPUT} is not a whole number of 64-bit words")
+endif()
+set(words "")
+math(EXPR last "${hex_length} - 16")
+foreach(offset RANGE 0 ${last} 16)
+  set(word "")
+  foreach(byte RANGE 7 0 -1)  # little-endian bytes, most significant first in the literal
+    math(EXPR position "${offset} + ${byte} * 2")
+    string(SUBSTRING "${hex}" ${position} 2 pair)
+    string(APPEND word "${pair}")
+  endforeach()
+  string(APPEND words "    0x${word}ull,\n")
+endforeach()
+file(WRITE ${OUTPUT} "// Generated from ${INPUT}; do not edit.\n#include <cstdint>\n\nnamespace ${NAMESPACE} {\nnamespace {\nconst uint64_t kWords[] = {\n${words}};\n}  // namespace\nconst uint64_t* ${NAME}() { return kWords; }\nuint64_t ${NAME}_words() { return sizeof kWords / sizeof kWords[0]; }\n}  // namespace ${NAMESPACE}\n")

@@ -1,0 +1,59 @@
+// The interface the host runtime drives, implemented by the functional emulator and by the timed SystemC model: device
+// memory, a command processor that runs firmware and wakes on a doorbell, and per-launch records.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "npusim/config/chip_config.h"
+#include "npusim/emulator/device_memory.h"
+#include "npusim/emulator/trap.h"
+
+namespace npusim::emulator {
+
+// One kernel launch as the chip saw it. Cycles are zero in functional mode.
+struct LaunchRecord {
+  uint64_t core_mask = 0;
+  uint64_t program = 0;
+  uint64_t instructions = 0;       // retired by all launched cores
+  uint64_t start_cycle = 0, end_cycle = 0;
+  uint64_t dram_bytes_read = 0, dram_bytes_written = 0;
+  bool failed = false;
+};
+
+// The firmware itself trapped; the command processor must be booted again.
+class CommandProcessorFault : public std::runtime_error {
+ public:
+  explicit CommandProcessorFault(KernelFault fault)
+      : std::runtime_error("command processor fault: " + fault.describe()), fault_(std::move(fault)) {}
+  const KernelFault& fault() const { return fault_; }
+
+ private:
+  KernelFault fault_;
+};
+
+class Chip {
+ public:
+  virtual ~Chip() = default;
+
+  virtual const config::ChipConfig& config() const = 0;
+  virtual DeviceMemory& memory() = 0;
+  virtual bool timed() const = 0;
+
+  // Starts the command processor at the firmware entry point and runs it until it waits for the doorbell.
+  virtual void boot(uint64_t firmware_entry) = 0;
+  // Wakes the command processor; returns once it waits for the doorbell again with every launched core idle.
+  // Throws CommandProcessorFault if the firmware trapped.
+  virtual void ring_doorbell() = 0;
+
+  // The trap that made the last failed `wait` report a non-zero status.
+  virtual std::optional<KernelFault> take_kernel_fault() = 0;
+  virtual std::vector<LaunchRecord> take_launch_records() = 0;
+  virtual uint64_t elapsed_cycles() const = 0;
+};
+
+}  // namespace npusim::emulator

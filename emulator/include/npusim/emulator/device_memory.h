@@ -1,0 +1,35 @@
+// Device DRAM: a sparse host backing of the simulated address space. Only pages that were written cost host memory,
+// so a 16 GiB device is cheap until used; unwritten memory reads as zero.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace npusim::emulator {
+
+class DeviceMemory {
+ public:
+  static constexpr uint64_t kPageBytes = 64 * 1024;
+
+  explicit DeviceMemory(uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+
+  uint64_t capacity_bytes() const { return capacity_bytes_; }
+  uint64_t resident_bytes() const { return pages_.size() * kPageBytes; }
+
+  // Both throw Trap (out of bounds) for a range outside [0, capacity).
+  void read(uint64_t address, void* destination, uint64_t bytes) const;
+  void write(uint64_t address, const void* source, uint64_t bytes);
+  void fill(uint64_t address, uint8_t value, uint64_t bytes);
+
+ private:
+  void check_range(uint64_t address, uint64_t bytes, const char* access) const;
+  std::byte* page(uint64_t page_index, bool create) const;
+
+  uint64_t capacity_bytes_;
+  mutable std::unordered_map<uint64_t, std::unique_ptr<std::byte[]>> pages_;
+};
+
+}  // namespace npusim::emulator

@@ -1,0 +1,67 @@
+// What an instruction's semantics can touch: one core's registers and scratchpad, device DRAM, and the hooks for
+// synchronisation and command-processor instructions. The emulator and the SystemC model each implement it, so both
+// run the very same semantics functions and differ only in when things happen.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "npusim/isa/isa.h"
+
+namespace npusim::emulator {
+
+struct ScalarState {
+  std::array<uint64_t, isa::kRegisterCount> registers{};
+  uint64_t pc = 0;
+  uint64_t instructions_retired = 0;
+  bool halted = false;
+};
+
+class ExecContext {
+ public:
+  explicit ExecContext(ScalarState& state) : state_(state) {}
+  virtual ~ExecContext() = default;
+
+  uint64_t reg(int index) const { return state_.registers[index]; }
+  void set_reg(int index, uint64_t value) {
+    if (index != 0) state_.registers[index] = value;
+  }
+  ScalarState& state() { return state_; }
+
+  // Where the current instruction is and where execution continues (pc + 8 unless a branch changes it).
+  uint64_t pc = 0;
+  uint64_t next_pc = 0;
+
+  virtual void read_dram(uint64_t address, void* destination, uint64_t bytes) = 0;
+  // Instruction fetch; a timed model overrides it to bypass the data path (instructions come from an I-cache).
+  virtual uint64_t fetch_word(uint64_t address) {
+    uint64_t word = 0;
+    read_dram(address, &word, sizeof word);
+    return word;
+  }
+  virtual void write_dram(uint64_t address, const void* source, uint64_t bytes) = 0;
+  // The byte range [address, address + bytes) of this core's scratchpad; traps if it is outside.
+  std::span<std::byte> scratchpad(uint64_t address, uint64_t bytes);
+  virtual uint64_t read_csr(isa::Csr csr) = 0;
+
+  // Synchronisation; the emulator runs engines in program order, so these only matter to the timed model.
+  virtual void fence() {}
+
+  // Command-processor instructions. The defaults trap: NPU cores do not have them.
+  virtual void wait_for_doorbell();
+  virtual void launch_cores(uint64_t program, uint64_t arguments, uint64_t core_mask);
+  virtual uint64_t wait_cores();
+  virtual void copy_host_to_device(uint64_t device_address, uint64_t host_address, uint64_t bytes);
+  virtual void copy_device_to_host(uint64_t host_address, uint64_t device_address, uint64_t bytes);
+  virtual void copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes);
+
+ protected:
+  virtual std::span<std::byte> scratchpad_memory() = 0;
+
+ private:
+  ScalarState& state_;
+};
+
+}  // namespace npusim::emulator

@@ -1,0 +1,40 @@
+// The fetch–decode–execute loop shared by every scalar unit that runs instructions in program order.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "npusim/emulator/exec_context.h"
+#include "npusim/emulator/trap.h"
+
+namespace npusim::emulator {
+
+// Executes one instruction at the context's pc and advances it; returns the instruction. Traps propagate.
+isa::Instruction step(ExecContext& context);
+
+// Steps until `done()` or a trap; a trap, or more than `budget` instructions, becomes the returned fault.
+template <typename Done>
+std::optional<KernelFault> run_until(ExecContext& context, int core, Done done, uint64_t budget);
+
+// The fault for a trap at `pc`: the disassembly of the word there when it decodes, else the raw word.
+KernelFault make_fault(ExecContext& context, int core, uint64_t pc, const std::string& cause);
+
+template <typename Done>
+std::optional<KernelFault> run_until(ExecContext& context, int core, Done done, uint64_t budget) {
+  ScalarState& state = context.state();
+  try {
+    while (!done()) {
+      if (state.instructions_retired >= budget)
+        throw Trap(fmt::format("watchdog: more than {} instructions (NPUSIM_WATCHDOG / runtime.watchdog_instructions)",
+                               budget));
+      step(context);
+    }
+  } catch (const Trap& trap) {
+    return make_fault(context, core, state.pc, trap.what());
+  }
+  return std::nullopt;
+}
+
+}  // namespace npusim::emulator

@@ -1,0 +1,65 @@
+// Page-granular sparse memory with bounds checks.
+#include "npusim/emulator/device_memory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "npusim/emulator/trap.h"
+
+namespace npusim::emulator {
+
+void DeviceMemory::check_range(uint64_t address, uint64_t bytes, const char* access) const {
+  if (address > capacity_bytes_ || bytes > capacity_bytes_ - address)
+    throw Trap(fmt::format("DRAM {} of {} bytes at 0x{:x} is outside the device's {} MiB", access, bytes, address,
+                           capacity_bytes_ >> 20));
+}
+
+std::byte* DeviceMemory::page(uint64_t page_index, bool create) const {
+  auto it = pages_.find(page_index);
+  if (it != pages_.end()) return it->second.get();
+  if (!create) return nullptr;
+  auto storage = std::make_unique<std::byte[]>(kPageBytes);  // value-initialised: fresh memory reads as zero
+  return pages_.emplace(page_index, std::move(storage)).first->second.get();
+}
+
+void DeviceMemory::read(uint64_t address, void* destination, uint64_t bytes) const {
+  check_range(address, bytes, "read");
+  auto* out = static_cast<std::byte*>(destination);
+  while (bytes > 0) {
+    const uint64_t offset = address % kPageBytes;
+    const uint64_t chunk = std::min(bytes, kPageBytes - offset);
+    if (const std::byte* source = page(address / kPageBytes, false)) std::memcpy(out, source + offset, chunk);
+    else std::memset(out, 0, chunk);
+    out += chunk;
+    address += chunk;
+    bytes -= chunk;
+  }
+}
+
+void DeviceMemory::write(uint64_t address, const void* source, uint64_t bytes) {
+  check_range(address, bytes, "write");
+  const auto* in = static_cast<const std::byte*>(source);
+  while (bytes > 0) {
+    const uint64_t offset = address % kPageBytes;
+    const uint64_t chunk = std::min(bytes, kPageBytes - offset);
+    std::memcpy(page(address / kPageBytes, true) + offset, in, chunk);
+    in += chunk;
+    address += chunk;
+    bytes -= chunk;
+  }
+}
+
+void DeviceMemory::fill(uint64_t address, uint8_t value, uint64_t bytes) {
+  check_range(address, bytes, "write");
+  while (bytes > 0) {
+    const uint64_t offset = address % kPageBytes;
+    const uint64_t chunk = std::min(bytes, kPageBytes - offset);
+    std::memset(page(address / kPageBytes, true) + offset, value, chunk);
+    address += chunk;
+    bytes -= chunk;
+  }
+}
+
+}  // namespace npusim::emulator

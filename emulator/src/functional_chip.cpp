@@ -1,0 +1,168 @@
+// The functional chip: cores run to completion when the command processor waits for them.
+#include "npusim/emulator/functional_chip.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <utility>
+
+#include "npusim/emulator/semantics.h"
+#include "npusim/emulator/step.h"
+
+namespace npusim::emulator {
+
+class FunctionalChip::CoreContext : public ExecContext {
+ public:
+  CoreContext(FunctionalChip& chip, int index)
+      : ExecContext(state_), chip_(chip), index_(index), scratchpad_(chip.config_.scratchpad_bytes()) {}
+
+  void read_dram(uint64_t address, void* destination, uint64_t bytes) override {
+    chip_.memory_.read(address, destination, bytes);
+    bytes_read += bytes;
+  }
+  void write_dram(uint64_t address, const void* source, uint64_t bytes) override {
+    chip_.memory_.write(address, source, bytes);
+    bytes_written += bytes;
+  }
+  uint64_t read_csr(isa::Csr csr) override {
+    switch (csr) {
+      case isa::Csr::CoreId: return static_cast<uint64_t>(index_);
+      case isa::Csr::CoreCount: return static_cast<uint64_t>(chip_.config_.chip_cores);
+      case isa::Csr::Cycle: return 0;
+      case isa::Csr::InstructionsRetired: return state_.instructions_retired;
+    }
+    throw Trap(fmt::format("unknown control/status register {}", static_cast<int>(csr)));
+  }
+
+  std::optional<KernelFault> run(uint64_t program, uint64_t arguments) {
+    state_ = ScalarState{};
+    state_.pc = program;
+    state_.registers[1] = arguments;
+    bytes_read = bytes_written = 0;
+    const auto budget = static_cast<uint64_t>(chip_.config_.runtime_watchdog_instructions);
+    return run_until(*this, index_, [&] { return state_.halted; }, budget);
+  }
+
+  const ScalarState& state() const { return state_; }
+  uint64_t bytes_read = 0, bytes_written = 0;
+
+ protected:
+  std::span<std::byte> scratchpad_memory() override { return scratchpad_; }
+
+ private:
+  ScalarState state_;
+  FunctionalChip& chip_;
+  int index_;
+  std::vector<std::byte> scratchpad_;
+};
+
+class FunctionalChip::CommandProcessorContext : public ExecContext {
+ public:
+  explicit CommandProcessorContext(FunctionalChip& chip) : ExecContext(state_), chip_(chip) {}
+
+  void read_dram(uint64_t address, void* destination, uint64_t bytes) override {
+    chip_.memory_.read(address, destination, bytes);
+  }
+  void write_dram(uint64_t address, const void* source, uint64_t bytes) override {
+    chip_.memory_.write(address, source, bytes);
+  }
+  uint64_t read_csr(isa::Csr csr) override {
+    return csr == isa::Csr::CoreCount ? static_cast<uint64_t>(chip_.config_.chip_cores) : 0;
+  }
+
+  void wait_for_doorbell() override {
+    if (pending_doorbells_ > 0) --pending_doorbells_;
+    else sleeping_ = true;
+  }
+  void launch_cores(uint64_t program, uint64_t arguments, uint64_t core_mask) override {
+    launch_ = {program, arguments, core_mask};
+  }
+  uint64_t wait_cores() override {
+    if (!launch_) throw Trap("wait without a launch");
+    LaunchRecord record{launch_->core_mask, launch_->program};
+    uint64_t status = 0;
+    for (int core = 0; core < static_cast<int>(chip_.cores_.size()); ++core) {
+      if (!(launch_->core_mask >> core & 1)) continue;
+      CoreContext& context = *chip_.cores_[core];
+      std::optional<KernelFault> fault = context.run(launch_->program, launch_->arguments);
+      record.instructions += context.state().instructions_retired;
+      record.dram_bytes_read += context.bytes_read;
+      record.dram_bytes_written += context.bytes_written;
+      if (fault && status == 0) {
+        status = static_cast<uint64_t>(core) + 1;
+        chip_.kernel_fault_ = std::move(fault);
+      }
+    }
+    record.failed = status != 0;
+    chip_.launch_records_.push_back(record);
+    launch_.reset();
+    return status;
+  }
+  void copy_host_to_device(uint64_t device_address, uint64_t host_address, uint64_t bytes) override {
+    chip_.memory_.write(device_address, reinterpret_cast<const void*>(host_address), bytes);
+  }
+  void copy_device_to_host(uint64_t host_address, uint64_t device_address, uint64_t bytes) override {
+    chip_.memory_.read(device_address, reinterpret_cast<void*>(host_address), bytes);
+  }
+  void copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes) override {
+    std::vector<std::byte> buffer(bytes);
+    chip_.memory_.read(source, buffer.data(), bytes);
+    chip_.memory_.write(destination, buffer.data(), bytes);
+  }
+
+  void boot(uint64_t entry) {
+    state_ = ScalarState{};
+    state_.pc = entry;
+    pending_doorbells_ = 0;
+    launch_.reset();
+    run();
+  }
+  void ring() {
+    ++pending_doorbells_;
+    run();
+  }
+
+ protected:
+  std::span<std::byte> scratchpad_memory() override { return {}; }
+
+ private:
+  struct PendingLaunch {
+    uint64_t program, arguments, core_mask;
+  };
+
+  void run() {
+    sleeping_ = false;
+    // The firmware has no budget of its own: it sleeps in wfd whenever the ring is empty.
+    if (auto fault = run_until(*this, -1, [&] { return sleeping_; }, UINT64_MAX)) throw CommandProcessorFault(*fault);
+  }
+
+  ScalarState state_;
+  FunctionalChip& chip_;
+  bool sleeping_ = false;
+  int pending_doorbells_ = 0;
+  std::optional<PendingLaunch> launch_;
+};
+
+FunctionalChip::FunctionalChip(config::ChipConfig config)
+    : config_(std::move(config)), memory_(config_.dram_capacity_bytes()) {
+  for (int core = 0; core < config_.chip_cores; ++core) cores_.push_back(std::make_unique<CoreContext>(*this, core));
+  command_processor_ = std::make_unique<CommandProcessorContext>(*this);
+}
+
+FunctionalChip::~FunctionalChip() = default;
+
+void FunctionalChip::boot(uint64_t firmware_entry) { command_processor_->boot(firmware_entry); }
+void FunctionalChip::ring_doorbell() { command_processor_->ring(); }
+
+std::optional<KernelFault> FunctionalChip::take_kernel_fault() { return std::exchange(kernel_fault_, std::nullopt); }
+std::vector<LaunchRecord> FunctionalChip::take_launch_records() { return std::exchange(launch_records_, {}); }
+
+std::optional<KernelFault> FunctionalChip::run_kernel(int core, uint64_t program, uint64_t arguments) {
+  if (core < 0 || core >= static_cast<int>(cores_.size()))
+    throw std::out_of_range(fmt::format("core {} does not exist; the chip has {}", core, cores_.size()));
+  return cores_[core]->run(program, arguments);
+}
+
+const ScalarState& FunctionalChip::core_state(int core) const { return cores_.at(core)->state(); }
+
+}  // namespace npusim::emulator

@@ -1,0 +1,51 @@
+// Instruction dispatch, generated from the table, plus fetch and the ExecContext defaults.
+#include <fmt/format.h>
+
+#include "npusim/emulator/semantics.h"
+#include "npusim/emulator/trap.h"
+#include "npusim/isa/encoding.h"
+
+namespace npusim::emulator {
+
+void execute(ExecContext& context, const isa::Instruction& instruction) {
+  context.next_pc = context.pc + isa::kInstructionBytes;
+  switch (instruction.opcode) {
+#define NPUSIM_INSTRUCTION(Name, mnemonic, code, operands, timing, doc) \
+  case isa::Opcode::Name: semantics::Name(context, instruction); break;
+#include "npusim/isa/instructions.def"
+#undef NPUSIM_INSTRUCTION
+  }
+}
+
+isa::Instruction fetch(ExecContext& context) {
+  if (context.pc % isa::kInstructionBytes != 0) throw Trap(fmt::format("misaligned pc 0x{:x}", context.pc));
+  const uint64_t word = context.fetch_word(context.pc);
+  try {
+    return isa::decode(word);
+  } catch (const isa::IllegalInstruction& error) {
+    throw Trap(fmt::format("illegal instruction: {}", error.what()));
+  }
+}
+
+std::span<std::byte> ExecContext::scratchpad(uint64_t address, uint64_t bytes) {
+  std::span<std::byte> memory = scratchpad_memory();
+  if (address > memory.size() || bytes > memory.size() - address)
+    throw Trap(fmt::format("scratchpad access of {} bytes at 0x{:x} is outside the {} KiB scratchpad", bytes, address,
+                           memory.size() / 1024));
+  return memory.subspan(address, bytes);
+}
+
+namespace {
+[[noreturn]] void not_on_npu_core(const char* what) {
+  throw Trap(fmt::format("{} is a command-processor instruction; NPU cores cannot execute it", what));
+}
+}  // namespace
+
+void ExecContext::wait_for_doorbell() { not_on_npu_core("wfd"); }
+void ExecContext::launch_cores(uint64_t, uint64_t, uint64_t) { not_on_npu_core("launch"); }
+uint64_t ExecContext::wait_cores() { not_on_npu_core("wait"); }
+void ExecContext::copy_host_to_device(uint64_t, uint64_t, uint64_t) { not_on_npu_core("copy.h2d"); }
+void ExecContext::copy_device_to_host(uint64_t, uint64_t, uint64_t) { not_on_npu_core("copy.d2h"); }
+void ExecContext::copy_device_to_device(uint64_t, uint64_t, uint64_t) { not_on_npu_core("copy.d2d"); }
+
+}  // namespace npusim::emulator

@@ -1,0 +1,36 @@
+// Scalar integer arithmetic, logic and control/status registers.
+#include "npusim/emulator/semantics.h"
+
+namespace npusim::emulator::semantics {
+namespace {
+using isa::Instruction;
+int64_t as_signed(uint64_t value) { return static_cast<int64_t>(value); }
+uint64_t imm(const Instruction& i) { return static_cast<uint64_t>(static_cast<int64_t>(i.imm)); }
+}  // namespace
+
+void Add(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) + c.reg(i.rs2)); }
+void Sub(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) - c.reg(i.rs2)); }
+void Mul(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) * c.reg(i.rs2)); }
+void And(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) & c.reg(i.rs2)); }
+void Or(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) | c.reg(i.rs2)); }
+void Xor(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) ^ c.reg(i.rs2)); }
+void Sll(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) << (c.reg(i.rs2) & 63)); }
+void Srl(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) >> (c.reg(i.rs2) & 63)); }
+void Sra(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, as_signed(c.reg(i.rs1)) >> (c.reg(i.rs2) & 63)); }
+void Slt(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, as_signed(c.reg(i.rs1)) < as_signed(c.reg(i.rs2))); }
+void Sltu(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) < c.reg(i.rs2)); }
+void Addi(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) + imm(i)); }
+void Andi(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) & imm(i)); }
+void Ori(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) | imm(i)); }
+void Xori(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) ^ imm(i)); }
+void Slli(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) << (i.imm & 63)); }
+void Srli(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) >> (i.imm & 63)); }
+void Srai(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, as_signed(c.reg(i.rs1)) >> (i.imm & 63)); }
+void Slti(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, as_signed(c.reg(i.rs1)) < i.imm); }
+void Li(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, imm(i)); }
+void Lhi(ExecContext& c, const Instruction& i) {
+  c.set_reg(i.rd, (static_cast<uint64_t>(static_cast<uint32_t>(i.imm)) << 32) | (c.reg(i.rd) & 0xffffffffu));
+}
+void Csrr(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.read_csr(static_cast<isa::Csr>(i.imm))); }
+
+}  // namespace npusim::emulator::semantics

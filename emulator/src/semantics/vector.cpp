@@ -1,0 +1,31 @@
+// Vector engine elementwise operations on scratchpad data.
+#include <cstring>
+
+#include "npusim/emulator/semantics.h"
+
+namespace npusim::emulator::semantics {
+namespace {
+using isa::Instruction;
+
+// Operands may alias (x + x, in-place), so each element is read before the result is written.
+template <typename Operation>
+void binary_f32(ExecContext& c, const Instruction& i, Operation operation) {
+  const uint64_t count = c.reg(i.rs3);
+  const uint64_t bytes = count * sizeof(float);
+  std::byte* out = c.scratchpad(c.reg(i.rd), bytes).data();
+  const std::byte* a = c.scratchpad(c.reg(i.rs1), bytes).data();
+  const std::byte* b = c.scratchpad(c.reg(i.rs2), bytes).data();
+  for (uint64_t k = 0; k < count; ++k) {
+    float x, y;
+    std::memcpy(&x, a + k * sizeof(float), sizeof(float));
+    std::memcpy(&y, b + k * sizeof(float), sizeof(float));
+    const float result = operation(x, y);
+    std::memcpy(out + k * sizeof(float), &result, sizeof(float));
+  }
+}
+}  // namespace
+
+void VaddF32(ExecContext& c, const Instruction& i) { binary_f32(c, i, [](float x, float y) { return x + y; }); }
+void VmulF32(ExecContext& c, const Instruction& i) { binary_f32(c, i, [](float x, float y) { return x * y; }); }
+
+}  // namespace npusim::emulator::semantics

@@ -1,0 +1,80 @@
+// One simulated NPU as the host sees it: device memory, copies, program loading and kernel launches, all carried
+// out by the chip's own command-processor firmware through the command ring. Launches are synchronous for now.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "npusim/config/chip_config.h"
+#include "npusim/emulator/chip.h"
+#include "npusim/runtime/device_allocator.h"
+
+namespace npusim::runtime {
+
+enum class Mode { Functional, Timed };
+Mode parse_mode(const std::string& text);  // throws std::invalid_argument naming the accepted values
+std::string mode_name(Mode mode);
+
+// A kernel trapped or the firmware failed; the message names the kernel, core, PC, instruction and cause.
+class DeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What the device did for one command, for reports.
+struct CommandRecord {
+  std::string name;             // kernel name, or copy_h2d / copy_d2h / copy_d2d
+  uint64_t bytes = 0;           // bytes copied (copies) or moved to and from DRAM (kernels)
+  uint64_t instructions = 0;    // instructions the NPU cores retired (kernels)
+  uint64_t kernel_cycles = 0;   // from launch to the last core's halt (timed mode)
+  uint64_t device_cycles = 0;   // the whole command, firmware included (timed mode)
+};
+
+class Device {
+ public:
+  Device(const config::ChipConfig& config, Mode mode);
+  ~Device();
+
+  const config::ChipConfig& config() const { return chip_->config(); }
+  Mode mode() const { return mode_; }
+
+  uint64_t allocate(uint64_t bytes) { return allocator_.allocate(bytes); }
+  void free(uint64_t address) { allocator_.free(address); }
+  MemoryStats memory_stats() const { return allocator_.stats(); }
+  void reset_peak_memory() { allocator_.reset_peak(); }
+
+  void copy_host_to_device(uint64_t destination, const void* source, uint64_t bytes);
+  void copy_device_to_host(void* destination, uint64_t source, uint64_t bytes);
+  void copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes);
+
+  // Places a program image in device memory; the address stays valid for the device's lifetime.
+  uint64_t load_program(std::span<const uint64_t> words);
+  // Runs the program on the cores in `core_mask`; each core starts with r1 = address of `arguments`.
+  void launch(const std::string& kernel_name, uint64_t program, std::span<const uint64_t> arguments,
+              uint64_t core_mask = 1);
+
+  std::vector<CommandRecord> take_records();
+  uint64_t elapsed_cycles() const { return chip_->elapsed_cycles(); }
+
+ private:
+  struct Submitted {
+    uint64_t status;
+    uint64_t device_cycles;
+  };
+  Submitted submit(uint64_t kind, uint64_t arg0, uint64_t arg1, uint64_t arg2);
+  void boot_firmware();
+
+  Mode mode_;
+  std::unique_ptr<emulator::Chip> chip_;
+  DeviceAllocator allocator_;
+  std::mutex submit_mutex_;
+  uint64_t next_sequence_ = 1;
+  std::vector<CommandRecord> records_;
+};
+
+}  // namespace npusim::runtime

@@ -1,0 +1,45 @@
+// Device memory allocator: hands out simulated DRAM addresses (never host pointers) from the heap region, first fit,
+// with coalescing of freed ranges, and keeps the statistics torch.npusim.memory_stats reports.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+namespace npusim::runtime {
+
+struct MemoryStats {
+  uint64_t allocated_bytes = 0;
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t reserved_bytes = 0;  // the heap's size: the simulated device owns all of it
+  uint64_t allocations = 0;     // live allocations
+  uint64_t total_allocations = 0;
+};
+
+class OutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class DeviceAllocator {
+ public:
+  static constexpr uint64_t kAlignment = 256;
+
+  DeviceAllocator(uint64_t heap_base, uint64_t heap_end);
+
+  uint64_t allocate(uint64_t bytes);  // throws OutOfMemory naming the request and the figures
+  void free(uint64_t address);        // throws std::invalid_argument for an address it did not hand out
+  uint64_t size_of(uint64_t address) const;
+  MemoryStats stats() const;
+  void reset_peak();
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<uint64_t, uint64_t> free_ranges_;  // start → size
+  std::map<uint64_t, uint64_t> live_;         // start → size
+  MemoryStats stats_;
+};
+
+}  // namespace npusim::runtime

@@ -1,0 +1,129 @@
+// Host side of the command ring: write a slot, ring the doorbell, read the completion the firmware published.
+#include "npusim/runtime/device.h"
+
+#include <fmt/format.h>
+
+#include "npusim/emulator/functional_chip.h"
+#include "npusim/firmware/ring_abi.h"
+#include "npusim/sim/timed_chip.h"
+
+namespace npusim::runtime {
+
+namespace abi = npusim::firmware;
+
+Mode parse_mode(const std::string& text) {
+  if (text == "functional") return Mode::Functional;
+  if (text == "timed") return Mode::Timed;
+  throw std::invalid_argument(fmt::format("unknown mode '{}': expected 'functional' or 'timed'", text));
+}
+
+std::string mode_name(Mode mode) { return mode == Mode::Functional ? "functional" : "timed"; }
+
+namespace {
+std::unique_ptr<emulator::Chip> make_chip(const config::ChipConfig& config, Mode mode) {
+  if (mode == Mode::Timed) return sim::make_timed_chip(config);
+  return std::make_unique<emulator::FunctionalChip>(config);
+}
+}  // namespace
+
+Device::Device(const config::ChipConfig& config, Mode mode)
+    : mode_(mode), chip_(make_chip(config, mode)), allocator_(abi::HEAP_BASE, config.dram_capacity_bytes()) {
+  boot_firmware();
+}
+
+Device::~Device() = default;
+
+void Device::boot_firmware() {
+  emulator::DeviceMemory& memory = chip_->memory();
+  memory.fill(abi::RING_BASE, 0, abi::RING_SLOTS + abi::RING_CAPACITY * sizeof(abi::CommandSlot));
+  memory.write(abi::FIRMWARE_BASE, abi::firmware_image(), abi::firmware_image_words() * sizeof(uint64_t));
+  chip_->boot(abi::FIRMWARE_BASE);
+}
+
+Device::Submitted Device::submit(uint64_t kind, uint64_t arg0, uint64_t arg1, uint64_t arg2) {
+  emulator::DeviceMemory& memory = chip_->memory();
+  uint64_t tail = 0;
+  memory.read(abi::RING_BASE + abi::RING_TAIL, &tail, sizeof tail);
+  const abi::CommandSlot slot{kind, arg0, arg1, arg2, next_sequence_++, {}};
+  const uint64_t slot_address = abi::RING_BASE + abi::RING_SLOTS + (tail % abi::RING_CAPACITY) * sizeof slot;
+  memory.write(slot_address, &slot, sizeof slot);
+  ++tail;
+  memory.write(abi::RING_BASE + abi::RING_TAIL, &tail, sizeof tail);
+
+  const uint64_t cycles_before = chip_->elapsed_cycles();
+  try {
+    chip_->ring_doorbell();
+  } catch (const emulator::CommandProcessorFault& fault) {
+    boot_firmware();  // the ring is reset with it, so the device is usable again
+    throw DeviceError(fmt::format("npusim firmware failed on command {} ({}): {}", slot.sequence, kind, fault.what()));
+  }
+  uint64_t completed = 0, status = 0;
+  memory.read(abi::RING_BASE + abi::RING_COMPLETED, &completed, sizeof completed);
+  memory.read(abi::RING_BASE + abi::RING_STATUS, &status, sizeof status);
+  if (completed != slot.sequence)
+    throw DeviceError(fmt::format("npusim firmware completed command {} while {} was expected", completed,
+                                  slot.sequence));
+  return {status, chip_->elapsed_cycles() - cycles_before};
+}
+
+void Device::copy_host_to_device(uint64_t destination, const void* source, uint64_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard lock(submit_mutex_);
+  const Submitted done = submit(abi::COMMAND_COPY_H2D, destination, reinterpret_cast<uint64_t>(source), bytes);
+  records_.push_back({"copy_h2d", bytes, 0, 0, done.device_cycles});
+}
+
+void Device::copy_device_to_host(void* destination, uint64_t source, uint64_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard lock(submit_mutex_);
+  const Submitted done = submit(abi::COMMAND_COPY_D2H, reinterpret_cast<uint64_t>(destination), source, bytes);
+  records_.push_back({"copy_d2h", bytes, 0, 0, done.device_cycles});
+}
+
+void Device::copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard lock(submit_mutex_);
+  const Submitted done = submit(abi::COMMAND_COPY_D2D, destination, source, bytes);
+  records_.push_back({"copy_d2d", bytes, 0, 0, done.device_cycles});
+}
+
+uint64_t Device::load_program(std::span<const uint64_t> words) {
+  const uint64_t address = allocator_.allocate(words.size_bytes());
+  chip_->memory().write(address, words.data(), words.size_bytes());
+  return address;
+}
+
+void Device::launch(const std::string& kernel_name, uint64_t program, std::span<const uint64_t> arguments,
+                    uint64_t core_mask) {
+  std::lock_guard lock(submit_mutex_);
+  const uint64_t argument_block = allocator_.allocate(std::max<uint64_t>(arguments.size_bytes(), 8));
+  chip_->memory().write(argument_block, arguments.data(), arguments.size_bytes());
+  Submitted done{};
+  try {
+    done = submit(abi::COMMAND_LAUNCH, program, argument_block, core_mask);
+  } catch (...) {
+    allocator_.free(argument_block);
+    throw;
+  }
+  allocator_.free(argument_block);
+  std::vector<emulator::LaunchRecord> launches = chip_->take_launch_records();
+  CommandRecord record{kernel_name, 0, 0, 0, done.device_cycles};
+  for (const auto& launch : launches) {
+    record.bytes += launch.dram_bytes_read + launch.dram_bytes_written;
+    record.instructions += launch.instructions;
+    record.kernel_cycles += launch.end_cycle - launch.start_cycle;
+  }
+  records_.push_back(record);
+  if (done.status != 0) {
+    const std::optional<emulator::KernelFault> fault = chip_->take_kernel_fault();
+    throw DeviceError(fmt::format("npusim kernel '{}' failed: {}", kernel_name,
+                                  fault ? fault->describe() : fmt::format("status {}", done.status)));
+  }
+}
+
+std::vector<CommandRecord> Device::take_records() {
+  std::lock_guard lock(submit_mutex_);
+  return std::exchange(records_, {});
+}
+
+}  // namespace npusim::runtime

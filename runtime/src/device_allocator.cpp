@@ -1,0 +1,81 @@
+// First-fit allocation over an ordered map of free ranges.
+#include "npusim/runtime/device_allocator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace npusim::runtime {
+
+DeviceAllocator::DeviceAllocator(uint64_t heap_base, uint64_t heap_end) {
+  free_ranges_.emplace(heap_base, heap_end - heap_base);
+  stats_.reserved_bytes = heap_end - heap_base;
+}
+
+uint64_t DeviceAllocator::allocate(uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  const uint64_t size = std::max<uint64_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
+    if (it->second < size) continue;
+    const uint64_t address = it->first;
+    const uint64_t remaining = it->second - size;
+    free_ranges_.erase(it);
+    if (remaining > 0) free_ranges_.emplace(address + size, remaining);
+    live_.emplace(address, size);
+    stats_.allocated_bytes += size;
+    stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+    ++stats_.allocations;
+    ++stats_.total_allocations;
+    return address;
+  }
+  throw OutOfMemory(fmt::format(
+      "npusim device out of memory: tried to allocate {} bytes; {} bytes allocated in {} blocks, {} bytes free of {} "
+      "(largest free block {} bytes)",
+      bytes, stats_.allocated_bytes, stats_.allocations, stats_.reserved_bytes - stats_.allocated_bytes,
+      stats_.reserved_bytes,
+      std::max_element(free_ranges_.begin(), free_ranges_.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; })
+          ->second));
+}
+
+void DeviceAllocator::free(uint64_t address) {
+  std::lock_guard lock(mutex_);
+  auto live = live_.find(address);
+  if (live == live_.end()) throw std::invalid_argument(fmt::format("free of unknown device address 0x{:x}", address));
+  uint64_t start = address, size = live->second;
+  live_.erase(live);
+  stats_.allocated_bytes -= size;
+  --stats_.allocations;
+  auto next = free_ranges_.lower_bound(start);
+  if (next != free_ranges_.end() && start + size == next->first) {
+    size += next->second;
+    next = free_ranges_.erase(next);
+  }
+  if (next != free_ranges_.begin()) {
+    auto previous = std::prev(next);
+    if (previous->first + previous->second == start) {
+      start = previous->first;
+      size += previous->second;
+      free_ranges_.erase(previous);
+    }
+  }
+  free_ranges_.emplace(start, size);
+}
+
+uint64_t DeviceAllocator::size_of(uint64_t address) const {
+  std::lock_guard lock(mutex_);
+  auto live = live_.find(address);
+  return live == live_.end() ? 0 : live->second;
+}
+
+MemoryStats DeviceAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void DeviceAllocator::reset_peak() {
+  std::lock_guard lock(mutex_);
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
+}
+
+}  // namespace npusim::runtime

@@ -1,0 +1,168 @@
+// Command processor timing: one cycle per firmware instruction, DRAM and host-link transactions through TLM, and
+// real waits for the cores it launched.
+#include "command_processor.h"
+
+#include <systemc>
+#include <tlm_utils/tlm_quantumkeeper.h>
+
+#include <fmt/format.h>
+
+#include "npusim/emulator/step.h"
+#include "tlm_port.h"
+
+namespace npusim::sim {
+
+using emulator::Trap;
+
+class CommandProcessor::FirmwareContext : public emulator::ExecContext {
+ public:
+  FirmwareContext(CommandProcessor& cp, tlm_utils::tlm_quantumkeeper& keeper)
+      : ExecContext(cp.state_), cp_(cp), keeper_(keeper) {}
+
+  void read_dram(uint64_t address, void* destination, uint64_t bytes) override {
+    access(cp_.dram_port, tlm::TLM_READ_COMMAND, address, destination, bytes);
+  }
+  void write_dram(uint64_t address, const void* source, uint64_t bytes) override {
+    access(cp_.dram_port, tlm::TLM_WRITE_COMMAND, address, const_cast<void*>(source), bytes);
+  }
+  uint64_t fetch_word(uint64_t address) override {
+    uint64_t word = 0;
+    cp_.memory_.read(address, &word, sizeof word);
+    return word;
+  }
+  uint64_t read_csr(isa::Csr csr) override {
+    switch (csr) {
+      case isa::Csr::CoreCount: return static_cast<uint64_t>(cp_.config_.chip_cores);
+      case isa::Csr::Cycle: return cp_.clock_.to_cycles(keeper_.get_current_time());
+      case isa::Csr::InstructionsRetired: return cp_.state_.instructions_retired;
+      default: return 0;
+    }
+  }
+
+  void wait_for_doorbell() override {
+    keeper_.sync();
+    while (cp_.pending_doorbells_ == 0) sc_core::wait(cp_.doorbell_event_);
+    --cp_.pending_doorbells_;
+  }
+
+  void launch_cores(uint64_t program, uint64_t arguments, uint64_t core_mask) override {
+    if (core_mask == 0 || core_mask >> cp_.cores_.size() != 0)
+      throw Trap(fmt::format("launch core mask 0x{:x} names cores the chip does not have ({} cores)", core_mask,
+                             cp_.cores_.size()));
+    keeper_.sync();
+    launch_ = emulator::LaunchRecord{core_mask, program};
+    launch_start_ = sc_core::sc_time_stamp();
+    launch_->start_cycle = cp_.clock_.to_cycles(launch_start_);
+    dram_read_at_launch_ = cp_.dram_.bytes_read();
+    dram_written_at_launch_ = cp_.dram_.bytes_written();
+    for (size_t core = 0; core < cp_.cores_.size(); ++core)
+      if (core_mask >> core & 1) cp_.cores_[core]->start(program, arguments);
+  }
+
+  uint64_t wait_cores() override {
+    if (!launch_) throw Trap("wait without a launch");
+    keeper_.sync();
+    uint64_t status = 0;
+    for (size_t core = 0; core < cp_.cores_.size(); ++core) {
+      if (!(launch_->core_mask >> core & 1)) continue;
+      NpuCore& npu = *cp_.cores_[core];
+      while (npu.busy()) sc_core::wait(npu.done_event());
+      launch_->instructions += npu.instructions_retired();
+      if (auto fault = npu.take_fault(); fault && status == 0) {
+        status = core + 1;
+        cp_.kernel_fault_ = std::move(fault);
+      }
+    }
+    launch_->end_cycle = launch_->start_cycle + cp_.clock_.to_cycles(sc_core::sc_time_stamp() - launch_start_);
+    launch_->dram_bytes_read = cp_.dram_.bytes_read() - dram_read_at_launch_;
+    launch_->dram_bytes_written = cp_.dram_.bytes_written() - dram_written_at_launch_;
+    launch_->failed = status != 0;
+    cp_.launch_records_.push_back(*launch_);
+    launch_.reset();
+    return status;
+  }
+
+  // Copies are store-and-forward through a staging buffer: read side, then write side.
+  void copy_host_to_device(uint64_t device_address, uint64_t host_address, uint64_t bytes) override {
+    std::vector<std::byte> buffer(bytes);
+    access(cp_.host_port, tlm::TLM_READ_COMMAND, host_address, buffer.data(), bytes);
+    access(cp_.dram_port, tlm::TLM_WRITE_COMMAND, device_address, buffer.data(), bytes);
+  }
+  void copy_device_to_host(uint64_t host_address, uint64_t device_address, uint64_t bytes) override {
+    std::vector<std::byte> buffer(bytes);
+    access(cp_.dram_port, tlm::TLM_READ_COMMAND, device_address, buffer.data(), bytes);
+    access(cp_.host_port, tlm::TLM_WRITE_COMMAND, host_address, buffer.data(), bytes);
+  }
+  void copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes) override {
+    std::vector<std::byte> buffer(bytes);
+    access(cp_.dram_port, tlm::TLM_READ_COMMAND, source, buffer.data(), bytes);
+    access(cp_.dram_port, tlm::TLM_WRITE_COMMAND, destination, buffer.data(), bytes);
+  }
+
+ protected:
+  std::span<std::byte> scratchpad_memory() override { return {}; }
+
+ private:
+  template <typename Socket>
+  void access(Socket& socket, tlm::tlm_command command, uint64_t address, void* data, uint64_t bytes) {
+    if (bytes == 0) return;
+    sc_core::sc_time delay = keeper_.get_local_time();
+    transport(socket, command, address, data, bytes, delay);
+    keeper_.set(delay);
+  }
+
+  CommandProcessor& cp_;
+  tlm_utils::tlm_quantumkeeper& keeper_;
+  std::optional<emulator::LaunchRecord> launch_;
+  sc_core::sc_time launch_start_;
+  uint64_t dram_read_at_launch_ = 0, dram_written_at_launch_ = 0;
+};
+
+CommandProcessor::CommandProcessor(sc_core::sc_module_name name, const config::ChipConfig& config,
+                                   emulator::DeviceMemory& memory, std::vector<NpuCore*> cores, const Dram& dram)
+    : sc_module(name),
+      dram_port("dram_port"),
+      host_port("host_port"),
+      config_(config),
+      memory_(memory),
+      cores_(std::move(cores)),
+      dram_(dram),
+      clock_(config.chip_clock_ghz) {
+  SC_HAS_PROCESS(CommandProcessor);
+  SC_THREAD(run);
+}
+
+void CommandProcessor::boot(uint64_t firmware_entry) {
+  firmware_entry_ = firmware_entry;
+  pending_doorbells_ = 0;
+  boot_event_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void CommandProcessor::ring_doorbell() {
+  ++pending_doorbells_;
+  doorbell_event_.notify(sc_core::SC_ZERO_TIME);
+}
+
+// Each boot runs the firmware until it traps; the host then boots it again.
+void CommandProcessor::run() {
+  while (true) {
+    sc_core::wait(boot_event_);
+    state_ = emulator::ScalarState{};
+    state_.pc = firmware_entry_;
+    tlm_utils::tlm_quantumkeeper keeper;
+    keeper.reset();
+    FirmwareContext context(*this, keeper);
+    try {
+      while (true) {
+        emulator::step(context);
+        keeper.inc(clock_.cycles(1));
+        if (keeper.need_sync()) keeper.sync();
+      }
+    } catch (const Trap& trap) {
+      firmware_fault_ = emulator::make_fault(context, -1, state_.pc, trap.what());
+    }
+    keeper.sync();
+  }
+}
+
+}  // namespace npusim::sim

@@ -1,0 +1,205 @@
+// NPU core timing: the scalar unit spends one cycle per instruction (plus a refill after taken branches) and
+// decouples from SystemC time with a quantum keeper; engines advance time once per tile instruction.
+#include "npu_core.h"
+
+#include <systemc>
+#include <tlm_utils/tlm_quantumkeeper.h>
+
+#include <fmt/format.h>
+
+#include "npusim/emulator/semantics.h"
+#include "npusim/emulator/step.h"
+#include "tlm_port.h"
+
+namespace npusim::sim {
+
+using emulator::Trap;
+
+class NpuCore::ScalarContext : public emulator::ExecContext {
+ public:
+  ScalarContext(NpuCore& core, tlm_utils::tlm_quantumkeeper& keeper)
+      : ExecContext(core.state_), core_(core), keeper_(keeper) {}
+
+  void read_dram(uint64_t address, void* destination, uint64_t bytes) override {
+    access(tlm::TLM_READ_COMMAND, address, destination, bytes);
+  }
+  void write_dram(uint64_t address, const void* source, uint64_t bytes) override {
+    access(tlm::TLM_WRITE_COMMAND, address, const_cast<void*>(source), bytes);
+  }
+  uint64_t fetch_word(uint64_t address) override {
+    uint64_t word = 0;
+    core_.memory_.read(address, &word, sizeof word);
+    return word;
+  }
+  uint64_t read_csr(isa::Csr csr) override {
+    switch (csr) {
+      case isa::Csr::CoreId: return static_cast<uint64_t>(core_.index_);
+      case isa::Csr::CoreCount: return static_cast<uint64_t>(core_.config_.chip_cores);
+      case isa::Csr::Cycle: return core_.clock_.to_cycles(keeper_.get_current_time());
+      case isa::Csr::InstructionsRetired: return core_.state_.instructions_retired;
+    }
+    throw Trap(fmt::format("unknown control/status register {}", static_cast<int>(csr)));
+  }
+  void fence() override {
+    keeper_.sync();
+    core_.wait_engines_idle();
+  }
+
+ protected:
+  std::span<std::byte> scratchpad_memory() override { return core_.scratchpad_; }
+
+ private:
+  void access(tlm::tlm_command command, uint64_t address, void* data, uint64_t bytes) {
+    sc_core::sc_time delay = keeper_.get_local_time();
+    transport(core_.scalar_port, command, address, data, bytes, delay);
+    keeper_.set(delay);
+  }
+
+  NpuCore& core_;
+  tlm_utils::tlm_quantumkeeper& keeper_;
+};
+
+// Runs one issued tile instruction. All its DRAM transactions start together (the DMA engine pipelines them); the
+// instruction completes when the last one does.
+class NpuCore::EngineContext : public emulator::ExecContext {
+ public:
+  EngineContext(NpuCore& core, emulator::ScalarState& snapshot) : ExecContext(snapshot), core_(core) {}
+
+  void read_dram(uint64_t address, void* destination, uint64_t bytes) override {
+    access(tlm::TLM_READ_COMMAND, address, destination, bytes);
+  }
+  void write_dram(uint64_t address, const void* source, uint64_t bytes) override {
+    access(tlm::TLM_WRITE_COMMAND, address, const_cast<void*>(source), bytes);
+  }
+  uint64_t fetch_word(uint64_t address) override {
+    uint64_t word = 0;
+    core_.memory_.read(address, &word, sizeof word);
+    return word;
+  }
+  uint64_t read_csr(isa::Csr) override { throw Trap("engines cannot read control/status registers"); }
+
+  sc_core::sc_time memory_time = sc_core::SC_ZERO_TIME;
+
+ protected:
+  std::span<std::byte> scratchpad_memory() override { return core_.scratchpad_; }
+
+ private:
+  void access(tlm::tlm_command command, uint64_t address, void* data, uint64_t bytes) {
+    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+    transport(core_.dma_port, command, address, data, bytes, delay);
+    memory_time = std::max(memory_time, delay);
+  }
+
+  NpuCore& core_;
+};
+
+NpuCore::NpuCore(sc_core::sc_module_name name, int index, const config::ChipConfig& config,
+                 emulator::DeviceMemory& memory)
+    : sc_module(name),
+      scalar_port("scalar_port"),
+      dma_port("dma_port"),
+      index_(index),
+      config_(config),
+      memory_(memory),
+      clock_(config.chip_clock_ghz),
+      scratchpad_(config.scratchpad_bytes()),
+      dma_queue_("dma_queue", static_cast<int>(config.core_engine_queue_depth)),
+      vector_queue_("vector_queue", static_cast<int>(config.core_engine_queue_depth)) {
+  SC_HAS_PROCESS(NpuCore);
+  SC_THREAD(scalar_unit);
+  SC_THREAD(dma_engine);
+  SC_THREAD(vector_engine);
+}
+
+void NpuCore::start(uint64_t program, uint64_t arguments) {
+  program_ = program;
+  arguments_ = arguments;
+  busy_ = true;
+  start_event_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void NpuCore::scalar_unit() {
+  while (true) {
+    sc_core::wait(start_event_);
+    run_kernel();
+    busy_ = false;
+    done_event_.notify(sc_core::SC_ZERO_TIME);
+  }
+}
+
+void NpuCore::run_kernel() {
+  fault_.reset();
+  state_ = emulator::ScalarState{};
+  state_.pc = program_;
+  state_.registers[1] = arguments_;
+  tlm_utils::tlm_quantumkeeper keeper;
+  keeper.reset();
+  ScalarContext context(*this, keeper);
+  const auto budget = static_cast<uint64_t>(config_.runtime_watchdog_instructions);
+  try {
+    while (!state_.halted && !fault_) {
+      if (state_.instructions_retired >= budget)
+        throw Trap(fmt::format("watchdog: more than {} instructions (runtime.watchdog_instructions)", budget));
+      context.pc = state_.pc;
+      const isa::Instruction instruction = emulator::fetch(context);
+      const isa::TimingClass timing = isa::info(instruction.opcode).timing;
+      if (timing == isa::TimingClass::Dma || timing == isa::TimingClass::Vector) {
+        keeper.sync();  // the engine sees the instruction at the scalar unit's local time
+        (timing == isa::TimingClass::Dma ? dma_queue_ : vector_queue_)
+            .write(IssuedInstruction{instruction, state_.pc, state_.registers});
+        ++outstanding_;
+        context.next_pc = state_.pc + isa::kInstructionBytes;
+      } else {
+        emulator::execute(context, instruction);
+      }
+      keeper.inc(clock_.cycles(1));
+      if (timing == isa::TimingClass::Branch && context.next_pc != state_.pc + isa::kInstructionBytes)
+        keeper.inc(clock_.cycles(static_cast<uint64_t>(config_.core_branch_taken_penalty_cycles)));
+      state_.pc = context.next_pc;
+      ++state_.instructions_retired;
+      if (keeper.need_sync()) keeper.sync();
+    }
+  } catch (const Trap& trap) {
+    record_fault(context, state_.pc, trap.what());
+  }
+  keeper.sync();
+  wait_engines_idle();
+}
+
+void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, bool is_dma) {
+  while (true) {
+    IssuedInstruction item = queue.read();
+    if (!fault_) {
+      emulator::ScalarState snapshot;
+      snapshot.registers = item.registers;
+      EngineContext context(*this, snapshot);
+      context.pc = item.pc;
+      sc_core::sc_time busy = sc_core::SC_ZERO_TIME;
+      try {
+        emulator::execute(context, item.instruction);
+        if (is_dma) {
+          busy = clock_.cycles(static_cast<uint64_t>(config_.core_dma_setup_cycles)) + context.memory_time;
+        } else {
+          const uint64_t elements = snapshot.registers[item.instruction.rs3];
+          const auto lanes = static_cast<uint64_t>(config_.core_vector_lanes);
+          busy = clock_.cycles(static_cast<uint64_t>(config_.core_vector_pipeline_cycles) + (elements + lanes - 1) / lanes);
+        }
+      } catch (const Trap& trap) {
+        record_fault(context, item.pc, trap.what());
+      }
+      sc_core::wait(busy);
+    }
+    --outstanding_;
+    engine_idle_event_.notify();
+  }
+}
+
+void NpuCore::wait_engines_idle() {
+  while (outstanding_ > 0) sc_core::wait(engine_idle_event_);
+}
+
+void NpuCore::record_fault(emulator::ExecContext& context, uint64_t pc, const std::string& cause) {
+  if (!fault_) fault_ = emulator::make_fault(context, index_, pc, cause);
+}
+
+}  // namespace npusim::sim

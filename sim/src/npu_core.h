@@ -1,0 +1,74 @@
+// One NPU core: a scalar unit that runs the program in order and issues tile instructions into per-engine queues, a
+// DMA engine and a vector engine that drain their queues concurrently, and the core's scratchpad.
+#pragma once
+
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include <array>
+#include <optional>
+#include <ostream>
+#include <utility>
+#include <vector>
+
+#include "clock.h"
+#include "npusim/config/chip_config.h"
+#include "npusim/emulator/device_memory.h"
+#include "npusim/emulator/exec_context.h"
+#include "npusim/emulator/trap.h"
+
+namespace npusim::sim {
+
+// A tile instruction in an engine queue, with the scalar registers as they were when it was issued.
+struct IssuedInstruction {
+  isa::Instruction instruction;
+  uint64_t pc = 0;
+  std::array<uint64_t, isa::kRegisterCount> registers{};
+};
+// sc_fifo requires a printer for its element type.
+inline std::ostream& operator<<(std::ostream& out, const IssuedInstruction& item) {
+  return out << "instruction at pc 0x" << std::hex << item.pc << std::dec;
+}
+
+class NpuCore : public sc_core::sc_module {
+ public:
+  tlm_utils::simple_initiator_socket<NpuCore> scalar_port;
+  tlm_utils::simple_initiator_socket<NpuCore> dma_port;
+
+  NpuCore(sc_core::sc_module_name name, int index, const config::ChipConfig& config, emulator::DeviceMemory& memory);
+
+  // Called by the command processor's thread.
+  void start(uint64_t program, uint64_t arguments);
+  bool busy() const { return busy_; }
+  const sc_core::sc_event& done_event() const { return done_event_; }
+  std::optional<emulator::KernelFault> take_fault() { return std::exchange(fault_, std::nullopt); }
+  uint64_t instructions_retired() const { return state_.instructions_retired; }
+
+ private:
+  class ScalarContext;
+  class EngineContext;
+
+  void scalar_unit();
+  void run_kernel();
+  void dma_engine() { engine_loop(dma_queue_, true); }
+  void vector_engine() { engine_loop(vector_queue_, false); }
+  void engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, bool is_dma);
+  void wait_engines_idle();
+  void record_fault(emulator::ExecContext& context, uint64_t pc, const std::string& cause);
+
+  int index_;
+  const config::ChipConfig& config_;
+  emulator::DeviceMemory& memory_;
+  Clock clock_;
+  std::vector<std::byte> scratchpad_;
+  emulator::ScalarState state_;
+  sc_core::sc_fifo<IssuedInstruction> dma_queue_, vector_queue_;
+  sc_core::sc_event start_event_, done_event_, engine_idle_event_;
+  int outstanding_ = 0;
+  bool busy_ = false;
+  uint64_t program_ = 0, arguments_ = 0;
+  std::optional<emulator::KernelFault> fault_;
+};
+
+}  // namespace npusim::sim

@@ -1,0 +1,13 @@
+# npusim-as on a malformed file must fail with "file:line:col: message" and a caret line.
+execute_process(COMMAND ${AS} ${SOURCE} -o ${WORK}/malformed.bin RESULT_VARIABLE status ERROR_VARIABLE errors)
+if(status EQUAL 0)
+  message(FATAL_ERROR "npusim-as accepted a malformed file")
+endif()
+string(FIND "${errors}" "${SOURCE}:3:13: expected a register r0..r31, found 'r7x'" found)
+if(found EQUAL -1)
+  message(FATAL_ERROR "unexpected diagnostic:\n${errors}")
+endif()
+string(FIND "${errors}" "\n            ^" caret)
+if(caret EQUAL -1)
+  message(FATAL_ERROR "no caret under column 13:\n${errors}")
+endif()

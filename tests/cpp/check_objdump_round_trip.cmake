@@ -1,0 +1,15 @@
+# npusim-objdump IMAGE > listing.s; npusim-as listing.s -o again.bin; again.bin must equal IMAGE byte for byte.
+execute_process(COMMAND ${OBJDUMP} ${IMAGE} OUTPUT_FILE ${WORK}/round_trip.s RESULT_VARIABLE status)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "npusim-objdump failed: ${status}")
+endif()
+execute_process(COMMAND ${AS} ${WORK}/round_trip.s -o ${WORK}/round_trip.bin RESULT_VARIABLE status
+                ERROR_VARIABLE errors)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "npusim-as rejected the listing: ${errors}")
+endif()
+file(SHA256 ${IMAGE} expected)
+file(SHA256 ${WORK}/round_trip.bin actual)
+if(NOT expected STREQUAL actual)
+  message(FATAL_ERROR "reassembled bytes differ from ${IMAGE}")
+endif()

@@ -1,0 +1,56 @@
+// Configuration loading and validation.
+#include <gtest/gtest.h>
+
+#include "npusim/config/chip_config.h"
+
+namespace npusim::config {
+namespace {
+
+std::string error_of(const std::string& yaml) {
+  try {
+    load_config_text(yaml, "bad.yaml");
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+TEST(Config, PresetsLoadAndDiffer) {
+  const auto dirs = std::vector{source_config_dir()};
+  const ChipConfig edge = load_config("edge", dirs);
+  const ChipConfig datacenter = load_config("datacenter", dirs);
+  EXPECT_EQ(edge.name, "edge");
+  EXPECT_EQ(load_config("default", dirs).chip_cores, 1);
+  EXPECT_GT(datacenter.dram_bandwidth_gbps, 10 * edge.dram_bandwidth_gbps);
+  EXPECT_EQ(list_presets(dirs), (std::vector<std::string>{"datacenter", "default", "edge"}));
+}
+
+TEST(Config, UnknownKeyNamesFileLineAndKey) {
+  EXPECT_EQ(error_of("chip:\n  cores: 2\n  corse: 3\n"), "bad.yaml:3: unknown key 'chip.corse'");
+}
+
+TEST(Config, UnknownSectionIsAnError) { EXPECT_EQ(error_of("chips:\n  cores: 2\n"), "bad.yaml:1: unknown section 'chips'"); }
+
+TEST(Config, WrongTypeIsAnError) {
+  EXPECT_EQ(error_of("dram:\n  bandwidth_gbps: fast\n"), "bad.yaml:2: key 'dram.bandwidth_gbps' must be a Real, found 'fast'");
+}
+
+TEST(Config, OutOfRangeValueIsAnError) {
+  EXPECT_EQ(error_of("chip:\n  cores: 0\n"), "bad.yaml:2: key 'chip.cores' = 0 is outside [1, 64]");
+}
+
+TEST(Config, UnknownPresetListsTheKnownOnes) {
+  try {
+    load_config("huge", {source_config_dir()});
+    FAIL();
+  } catch (const ConfigError& error) {
+    EXPECT_STREQ(error.what(), "unknown configuration 'huge'; presets: datacenter, default, edge");
+  }
+}
+
+TEST(Config, EveryParameterHasUnitOrDescription) {
+  for (const auto& param : parameter_table()) EXPECT_FALSE(param.doc.empty()) << param.section << "." << param.key;
+}
+
+}  // namespace
+}  // namespace npusim::config

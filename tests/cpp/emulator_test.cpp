@@ -1,0 +1,173 @@
+// Instruction semantics on the functional emulator, and its traps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "npusim/emulator/functional_chip.h"
+#include "npusim/isa/assembler.h"
+
+namespace npusim::emulator {
+namespace {
+
+constexpr uint64_t kProgram = 0x10000;
+constexpr uint64_t kData = 0x20000;
+
+class Emulator : public ::testing::Test {
+ protected:
+  Emulator() : chip_(small_config()) {}
+
+  static config::ChipConfig small_config() {
+    config::ChipConfig config;
+    config.dram_capacity_mib = 64;
+    config.core_scratchpad_kib = 16;
+    config.runtime_watchdog_instructions = 10000;
+    return config;
+  }
+
+  std::optional<KernelFault> run(const std::string& source) {
+    const auto words = isa::assemble(source, "test.s");
+    chip_.memory().write(kProgram, words.data(), words.size() * 8);
+    return chip_.run_kernel(0, kProgram, kData);
+  }
+  uint64_t reg(int index) const { return chip_.core_state(0).registers[index]; }
+
+  FunctionalChip chip_;
+};
+
+TEST_F(Emulator, ScalarArithmeticWrapsAndShifts) {
+  ASSERT_FALSE(run("li r2, -1\n li r3, 2\n add r4, r2, r3\n sub r5, r0, r3\n mul r6, r3, r3\n srai r7, r2, 60\n"
+                   " srli r8, r2, 60\n slt r9, r2, r3\n sltu r10, r2, r3\n halt\n"));
+  EXPECT_EQ(reg(4), 1u);
+  EXPECT_EQ(reg(5), static_cast<uint64_t>(-2));
+  EXPECT_EQ(reg(6), 4u);
+  EXPECT_EQ(reg(7), ~0ull);
+  EXPECT_EQ(reg(8), 0xfu);
+  EXPECT_EQ(reg(9), 1u);
+  EXPECT_EQ(reg(10), 0u);
+}
+
+TEST_F(Emulator, RegisterZeroIgnoresWrites) {
+  ASSERT_FALSE(run("li r0, 5\n addi r1, r0, 0\n halt\n"));
+  EXPECT_EQ(reg(1), 0u);
+}
+
+TEST_F(Emulator, LhiBuildsSixtyFourBitConstants) {
+  ASSERT_FALSE(run("li r2, -16\n lhi r2, 0x12345678\n halt\n"));
+  EXPECT_EQ(reg(2), 0x12345678fffffff0ull);
+}
+
+TEST_F(Emulator, LoopsWithBranches) {
+  ASSERT_FALSE(run("li r2, 10\n li r3, 0\nloop: add r3, r3, r2\n addi r2, r2, -1\n bne r2, r0, loop\n halt\n"));
+  EXPECT_EQ(reg(3), 55u);
+}
+
+TEST_F(Emulator, JalLinksAndJalrReturns) {
+  ASSERT_FALSE(run(" jal r31, function\n li r3, 7\n halt\nfunction: li r2, 9\n jalr r0, r31, 0\n"));
+  EXPECT_EQ(reg(2), 9u);
+  EXPECT_EQ(reg(3), 7u);
+}
+
+TEST_F(Emulator, LoadsAndStoresDram) {
+  ASSERT_FALSE(run("li r2, -2\n st r2, 8(r1)\n ld r3, 8(r1)\n lw r4, 8(r1)\n sw r2, 16(r1)\n ld r5, 16(r1)\n halt\n"));
+  EXPECT_EQ(reg(3), static_cast<uint64_t>(-2));
+  EXPECT_EQ(reg(4), 0xfffffffeu);
+  EXPECT_EQ(reg(5), 0xfffffffeu);
+}
+
+TEST_F(Emulator, CsrReportsCoreIdentity) {
+  ASSERT_FALSE(run("csrr r2, coreid\n csrr r3, ncores\n halt\n"));
+  EXPECT_EQ(reg(2), 0u);
+  EXPECT_EQ(reg(3), 1u);
+}
+
+TEST_F(Emulator, StridedDmaGathersAndScattersThroughTheScratchpad) {
+  std::vector<float> input(16);
+  for (int k = 0; k < 16; ++k) input[k] = static_cast<float>(k);
+  chip_.memory().write(kData, input.data(), 64);
+  // Gather every fourth element, then store them contiguously after the input.
+  ASSERT_FALSE(run("li r2, 4\n dma.ld.b32 r0, r1, r2, 16\n fence\n addi r3, r1, 64\n dma.st.b32 r3, r0, r2, 4\n halt\n"));
+  float gathered[4];
+  chip_.memory().read(kData + 64, gathered, sizeof gathered);
+  EXPECT_EQ(gathered[0], 0.0f);
+  EXPECT_EQ(gathered[1], 4.0f);
+  EXPECT_EQ(gathered[3], 12.0f);
+}
+
+TEST_F(Emulator, DmaWithZeroStrideBroadcasts) {
+  const float value = 2.5f;
+  chip_.memory().write(kData, &value, 4);
+  ASSERT_FALSE(run("li r2, 8\n dma.ld.b32 r0, r1, r2, 0\n addi r3, r1, 64\n dma.st.b32 r3, r0, r2, 4\n halt\n"));
+  float out[8];
+  chip_.memory().read(kData + 64, out, sizeof out);
+  for (float x : out) EXPECT_EQ(x, 2.5f);
+}
+
+TEST_F(Emulator, VectorAddAndMultiplyAreIeeeFloat32) {
+  const float a[4] = {1.5f, -0.0f, INFINITY, 1e38f};
+  const float b[4] = {2.25f, 0.0f, -INFINITY, 10.0f};
+  chip_.memory().write(kData, a, 16);
+  chip_.memory().write(kData + 16, b, 16);
+  ASSERT_FALSE(run("li r2, 4\n li r3, 16\n li r4, 32\n li r5, 48\n dma.ld.b32 r0, r1, r2, 4\n addi r6, r1, 16\n"
+                   " dma.ld.b32 r3, r6, r2, 4\n vadd.f32 r4, r0, r3, r2\n vmul.f32 r5, r0, r3, r2\n"
+                   " addi r7, r1, 64\n dma.st.b32 r7, r4, r2, 4\n addi r7, r1, 96\n dma.st.b32 r7, r5, r2, 4\n halt\n"));
+  float sum[4], product[4];
+  chip_.memory().read(kData + 64, sum, 16);
+  chip_.memory().read(kData + 96, product, 16);
+  for (int k = 0; k < 4; ++k) {
+    const float expected_sum = a[k] + b[k], expected_product = a[k] * b[k];
+    EXPECT_EQ(std::memcmp(&sum[k], &expected_sum, 4), 0) << k;
+    EXPECT_EQ(std::memcmp(&product[k], &expected_product, 4), 0) << k;
+  }
+  EXPECT_TRUE(std::isnan(sum[2]));
+  EXPECT_TRUE(std::isinf(product[3]));
+}
+
+TEST_F(Emulator, IllegalInstructionTrapsWithPcAndWord) {
+  const auto fault = run("li r2, 1\n .dword 0xff\n halt\n");
+  ASSERT_TRUE(fault);
+  EXPECT_EQ(fault->pc, kProgram + 8);
+  EXPECT_EQ(fault->instruction, ".dword 0x00000000000000ff");
+  EXPECT_NE(fault->cause.find("undefined opcode 0xff"), std::string::npos) << fault->cause;
+}
+
+TEST_F(Emulator, OutOfBoundsDramAccessTraps) {
+  const auto fault = run("li r2, 0\n lhi r2, 1\n ld r3, 0(r2)\n halt\n");
+  ASSERT_TRUE(fault);
+  EXPECT_EQ(fault->instruction, "ld r3, 0(r2)");
+  EXPECT_NE(fault->cause.find("outside the device's 64 MiB"), std::string::npos) << fault->cause;
+  EXPECT_NE(fault->describe().find("core 0, pc 0x10010 (ld r3, 0(r2))"), std::string::npos) << fault->describe();
+}
+
+TEST_F(Emulator, MisalignedLoadTraps) {
+  const auto fault = run("ld r3, 4(r1)\n halt\n");
+  ASSERT_TRUE(fault);
+  EXPECT_NE(fault->cause.find("misaligned 8-byte access"), std::string::npos);
+}
+
+TEST_F(Emulator, ScratchpadOverrunTraps) {
+  const auto fault = run("li r2, 4097\n dma.ld.b32 r0, r1, r2, 4\n halt\n");  // 16 KiB scratchpad = 4096 floats
+  ASSERT_TRUE(fault);
+  EXPECT_NE(fault->cause.find("outside the 16 KiB scratchpad"), std::string::npos) << fault->cause;
+}
+
+TEST_F(Emulator, CommandProcessorInstructionTrapsOnCore) {
+  const auto fault = run("wfd\n");
+  ASSERT_TRUE(fault);
+  EXPECT_NE(fault->cause.find("command-processor instruction"), std::string::npos);
+}
+
+TEST_F(Emulator, WatchdogEndsEndlessLoop) {
+  const auto fault = run("spin: jal r0, spin\n");
+  ASSERT_TRUE(fault);
+  EXPECT_NE(fault->cause.find("watchdog: more than 10000 instructions"), std::string::npos);
+}
+
+TEST_F(Emulator, ChipIsReusableAfterATrap) {
+  ASSERT_TRUE(run(".dword 0\n"));
+  ASSERT_FALSE(run("li r2, 3\n halt\n"));
+  EXPECT_EQ(reg(2), 3u);
+}
+
+}  // namespace
+}  // namespace npusim::emulator

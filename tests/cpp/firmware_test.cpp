@@ -1,0 +1,129 @@
+// The command-processor firmware driven through the host runtime on the emulator: every command kind, ring
+// wrap-around, error status, and a device that stays usable after failures.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "npusim/firmware/ring_abi.h"
+#include "npusim/isa/assembler.h"
+#include "npusim/runtime/device.h"
+
+namespace npusim {
+namespace {
+
+config::ChipConfig small_config() {
+  config::ChipConfig config;
+  config.dram_capacity_mib = 128;
+  return config;
+}
+
+TEST(Firmware, CopiesHostToDeviceToDeviceToHost) {
+  runtime::Device device(small_config(), runtime::Mode::Functional);
+  std::vector<uint8_t> source(100003);
+  std::iota(source.begin(), source.end(), 0);
+  const uint64_t a = device.allocate(source.size()), b = device.allocate(source.size());
+  device.copy_host_to_device(a, source.data(), source.size());
+  device.copy_device_to_device(b, a, source.size());
+  std::vector<uint8_t> back(source.size());
+  device.copy_device_to_host(back.data(), b, back.size());
+  EXPECT_EQ(back, source);
+  const auto records = device.take_records();
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0].name, "copy_h2d");
+  EXPECT_EQ(records[2].bytes, source.size());
+}
+
+TEST(Firmware, LaunchPassesArgumentsInR1) {
+  runtime::Device device(small_config(), runtime::Mode::Functional);
+  const uint64_t out = device.allocate(8);
+  const uint64_t program = device.load_program(isa::assemble("ld r2, 0(r1)\n ld r3, 8(r1)\n st r3, 0(r2)\n halt\n", "k.s"));
+  const uint64_t arguments[] = {out, 0xfeedface};
+  device.launch("store_argument", program, arguments);
+  uint64_t value = 0;
+  device.copy_device_to_host(&value, out, 8);
+  EXPECT_EQ(value, 0xfeedfaceu);
+  const auto records = device.take_records();
+  EXPECT_EQ(records[0].name, "store_argument");
+  EXPECT_EQ(records[0].instructions, 4u);
+}
+
+TEST(Firmware, RingWrapsAroundManyTimes) {
+  runtime::Device device(small_config(), runtime::Mode::Functional);
+  const uint64_t cell = device.allocate(8);
+  for (uint64_t k = 0; k < 3 * firmware::RING_CAPACITY + 5; ++k) {
+    device.copy_host_to_device(cell, &k, 8);
+    uint64_t back = 0;
+    device.copy_device_to_host(&back, cell, 8);
+    ASSERT_EQ(back, k);
+  }
+}
+
+TEST(Firmware, KernelFaultNamesKernelCorePcAndInstruction) {
+  runtime::Device device(small_config(), runtime::Mode::Functional);
+  const uint64_t program = device.load_program(isa::assemble("li r2, 3\n ld r3, 0(r2)\n halt\n", "k.s"));
+  const uint64_t arguments[] = {0};
+  try {
+    device.launch("misaligned", program, arguments);
+    FAIL() << "no error";
+  } catch (const runtime::DeviceError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              fmt::format("npusim kernel 'misaligned' failed: core 0, pc 0x{:x} (ld r3, 0(r2)): misaligned 8-byte "
+                          "access at 0x3",
+                          program + 8));
+  }
+  // The device keeps working.
+  const uint64_t cell = device.allocate(8);
+  const uint64_t value = 42;
+  device.copy_host_to_device(cell, &value, 8);
+  uint64_t back = 0;
+  device.copy_device_to_host(&back, cell, 8);
+  EXPECT_EQ(back, 42u);
+}
+
+TEST(Firmware, BadCopyAddressFaultsTheFirmwareWhichIsRebooted) {
+  runtime::Device device(small_config(), runtime::Mode::Functional);
+  uint64_t value = 1;
+  EXPECT_THROW(device.copy_host_to_device(uint64_t{1} << 40, &value, 8), runtime::DeviceError);
+  const uint64_t cell = device.allocate(8);
+  device.copy_host_to_device(cell, &value, 8);
+  uint64_t back = 0;
+  device.copy_device_to_host(&back, cell, 8);
+  EXPECT_EQ(back, 1u);
+}
+
+TEST(DeviceAllocator, OutOfMemoryNamesTheFigures) {
+  runtime::Device device(small_config(), runtime::Mode::Functional);
+  try {
+    device.allocate(uint64_t{1} << 30);
+    FAIL();
+  } catch (const runtime::OutOfMemory& error) {
+    EXPECT_NE(std::string(error.what()).find("tried to allocate 1073741824 bytes"), std::string::npos);
+  }
+}
+
+TEST(DeviceAllocator, ReusesFreedMemoryAndTracksPeak) {
+  runtime::Device device(small_config(), runtime::Mode::Functional);
+  const uint64_t a = device.allocate(1000);
+  const uint64_t b = device.allocate(1000);
+  device.free(a);
+  device.free(b);
+  EXPECT_EQ(device.allocate(2000), a);  // coalesced
+  const auto stats = device.memory_stats();
+  EXPECT_EQ(stats.allocated_bytes, 2048u);
+  EXPECT_EQ(stats.peak_allocated_bytes, 2048u);
+  EXPECT_THROW(device.free(12345), std::invalid_argument);
+}
+
+TEST(Mode, UnknownModeIsAClearError) {
+  try {
+    runtime::parse_mode("fast");
+    FAIL();
+  } catch (const std::invalid_argument& error) {
+    EXPECT_STREQ(error.what(), "unknown mode 'fast': expected 'functional' or 'timed'");
+  }
+}
+
+}  // namespace
+}  // namespace npusim

@@ -1,0 +1,126 @@
+// The SystemC model against the emulator: the same programs, through the same firmware, must leave identical device
+// memory; and simple kernels take the time their closed-form derivation says.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "npusim/isa/assembler.h"
+#include "npusim/runtime/device.h"
+
+namespace npusim {
+namespace {
+
+config::ChipConfig test_config() {
+  config::ChipConfig config;  // the defaults of parameters.def: 1 GHz, 100 GB/s and 100 ns DRAM, 16 lanes
+  config.dram_capacity_mib = 256;
+  return config;
+}
+
+// Programs whose results all land in the output buffer (argument 0), so memory alone shows what they computed.
+const std::vector<std::pair<std::string, std::string>> kPrograms = {
+    {"scalar",
+     "ld r2, 0(r1)\n li r3, -7\n li r4, 3\n mul r5, r3, r4\n st r5, 0(r2)\n sra r6, r3, r4\n st r6, 8(r2)\n"
+     " xori r7, r3, 0x55\n sw r7, 16(r2)\n csrr r8, coreid\n st r8, 24(r2)\n halt\n"},
+    {"loop",
+     "ld r2, 0(r1)\n li r3, 100\n li r4, 0\nloop: add r4, r4, r3\n st r4, 0(r2)\n addi r2, r2, 8\n addi r3, r3, -1\n"
+     " bne r3, r0, loop\n halt\n"},
+    {"dma_vector",
+     // out[k] = (in[k] + in[k]) * in[2k], 1000 floats, tiles of 256 with a partial last tile.
+     "ld r2, 0(r1)\n ld r3, 8(r1)\n li r9, 1000\n li r20, 0\n li r21, 4096\nloop: li r10, 256\n"
+     " bltu r10, r9, full\n addi r10, r9, 0\nfull: dma.ld.b32 r20, r3, r10, 4\n slli r11, r10, 0\n"
+     " dma.ld.b32 r21, r3, r10, 8\n fence\n vadd.f32 r20, r20, r20, r10\n vmul.f32 r20, r20, r21, r10\n fence\n"
+     " dma.st.b32 r2, r20, r10, 4\n fence\n slli r12, r10, 2\n add r2, r2, r12\n add r3, r3, r12\n"
+     " sub r9, r9, r10\n bne r9, r0, loop\n halt\n"},
+    {"narrow_dma",
+     "ld r2, 0(r1)\n ld r3, 8(r1)\n li r4, 37\n dma.ld.b8 r0, r3, r4, 3\n fence\n dma.st.b8 r2, r0, r4, 1\n"
+     " li r4, 9\n dma.ld.b16 r0, r3, r4, 6\n li r5, 512\n dma.ld.b64 r5, r3, r4, 16\n fence\n addi r2, r2, 64\n"
+     " dma.st.b16 r2, r0, r4, 2\n addi r2, r2, 64\n dma.st.b64 r2, r5, r4, 8\n fence\n halt\n"},
+};
+
+std::vector<std::byte> run_program(runtime::Device& device, const std::string& source) {
+  const auto words = isa::assemble(source, "program.s");
+  const uint64_t program = device.load_program(words);
+  const uint64_t output = device.allocate(8192), input = device.allocate(8192);
+  std::vector<float> data(2048);
+  for (size_t k = 0; k < data.size(); ++k) data[k] = 0.25f * static_cast<float>(k) - 100.0f;
+  device.copy_host_to_device(input, data.data(), 8192);
+  const uint64_t arguments[] = {output, input};
+  device.launch("program", program, arguments);
+  std::vector<std::byte> result(8192);
+  device.copy_device_to_host(result.data(), output, result.size());
+  device.free(output);
+  device.free(input);
+  return result;
+}
+
+TEST(TimedModel, LeavesTheSameMemoryAsTheEmulator) {
+  runtime::Device functional(test_config(), runtime::Mode::Functional);
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  for (const auto& [name, source] : kPrograms) {
+    const auto expected = run_program(functional, source);
+    const auto actual = run_program(timed, source);
+    EXPECT_EQ(std::memcmp(expected.data(), actual.data(), expected.size()), 0) << name;
+    EXPECT_NE(std::count(expected.begin(), expected.end(), std::byte{0}), static_cast<long>(expected.size())) << name;
+  }
+  EXPECT_GT(timed.elapsed_cycles(), 0u);
+  EXPECT_EQ(functional.elapsed_cycles(), 0u);
+}
+
+TEST(TimedModel, IsDeterministic) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const auto words = isa::assemble(kPrograms[2].second, "program.s");
+  const uint64_t program = timed.load_program(words);
+  const uint64_t buffers[] = {timed.allocate(8192), timed.allocate(8192)};
+  timed.launch("first", program, buffers);
+  timed.launch("second", program, buffers);
+  const auto records = timed.take_records();
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].kernel_cycles, records[1].kernel_cycles);
+  EXPECT_EQ(records[0].device_cycles, records[1].device_cycles);
+}
+
+TEST(TimedModel, SingleDmaLoadMatchesClosedForm) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const auto words = isa::assemble(
+      "li r2, 1024\n ld r3, 0(r1)\n dma.ld.b32 r0, r3, r2, 4\n fence\n halt\n", "dma.s");
+  const uint64_t buffer = timed.allocate(4096);
+  const uint64_t arguments[] = {buffer};
+  timed.launch("dma", timed.load_program(words), arguments);
+  // li: 1 cycle. ld of the argument: 1 cycle + DRAM (one 64-byte burst at 100 GB/s = 0.64 ns, + 100 ns latency)
+  // = 101.64 ns. The DMA issues at 102.64 ns and occupies its engine for setup 16 + 4096 B / 100 GB/s = 40.96
+  // + latency 100 = 156.96 ns, ending at 259.6 ns; the scalar unit's fence ends then, +1 cycle for the fence,
+  // +1 for the halt = 261.6 ns → 262 cycles at 1 GHz.
+  const auto records = timed.take_records();
+  EXPECT_EQ(records.back().kernel_cycles, 262u);
+  EXPECT_EQ(records.back().bytes, 8u + 4096u);
+}
+
+TEST(TimedModel, VectorOpMatchesClosedForm) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const auto words = isa::assemble("li r2, 1000\n vadd.f32 r0, r0, r0, r2\n fence\n halt\n", "vector.s");
+  const uint64_t arguments[] = {0};
+  timed.launch("vector", timed.load_program(words), arguments);
+  // li 1 cycle; vadd issues at 1 and runs pipeline 4 + ceil(1000 / 16 lanes) = 63 → 67 cycles, ending at 68;
+  // fence +1, halt +1 → 70 cycles.
+  EXPECT_EQ(timed.take_records().back().kernel_cycles, 70u);
+}
+
+TEST(TimedModel, KernelTrapIsReportedAndDeviceStaysUsable) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const uint64_t arguments[] = {0};
+  const uint64_t bad = timed.load_program(isa::assemble("li r2, 99999\n dma.ld.b32 r0, r0, r2, 4\n halt\n", "bad.s"));
+  try {
+    timed.launch("bad_kernel", bad, arguments);
+    FAIL() << "the trap was not reported";
+  } catch (const runtime::DeviceError& error) {
+    EXPECT_NE(std::string(error.what()).find("kernel 'bad_kernel' failed: core 0, pc 0x"), std::string::npos)
+        << error.what();
+    EXPECT_NE(std::string(error.what()).find("(dma.ld.b32 r0, r0, r2, 4): scratchpad access"), std::string::npos)
+        << error.what();
+  }
+  const uint64_t good = timed.load_program(isa::assemble("halt\n", "good.s"));
+  EXPECT_NO_THROW(timed.launch("good_kernel", good, arguments));
+}
+
+}  // namespace
+}  // namespace npusim
