@@ -24,6 +24,11 @@ class FunctionalChip::CoreContext : public ExecContext {
     chip_.memory_.write(address, source, bytes);
     bytes_written += bytes;
   }
+  uint64_t fetch_word(uint64_t address) override {  // instruction fetch is not data traffic
+    uint64_t word = 0;
+    chip_.memory_.read(address, &word, sizeof word);
+    return word;
+  }
   uint64_t read_csr(isa::Csr csr) override {
     switch (csr) {
       case isa::Csr::CoreId: return static_cast<uint64_t>(index_);

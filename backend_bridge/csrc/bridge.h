@@ -1,0 +1,22 @@
+// Helpers shared by the PyTorch glue: the device behind a tensor and a tensor's device address.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "npusim/runtime/device.h"
+
+namespace npusim::bridge {
+
+runtime::Device& runtime_device(c10::DeviceIndex index);
+runtime::Device& runtime_device(const at::Tensor& tensor);
+// The simulated DRAM address of the tensor's first element.
+uint64_t device_address(const at::Tensor& tensor);
+
+// Copies within one device, choosing a flat copy command or a strided copy kernel.
+void copy_on_device(const at::Tensor& source, const at::Tensor& destination);
+
+// Counts and warns once per operator that runs on the CPU instead of the NPU (see cpu_fallback.cpp).
+void note_cpu_fallback(const std::string& operator_name);
+
+}  // namespace npusim::bridge

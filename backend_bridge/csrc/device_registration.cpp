@@ -1,0 +1,128 @@
+// Registers npusim with PyTorch's PrivateUse1 slot: the allocator of device memory, the device guard, and the
+// runtime hooks.
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include "bridge.h"
+#include "device_pointers.h"
+#include "npusim/runtime/session.h"
+
+namespace npusim::bridge {
+
+runtime::Device& runtime_device(c10::DeviceIndex index) {
+  try {
+    return runtime::Session::instance().device(index < 0 ? 0 : index);
+  } catch (const std::exception& error) {
+    TORCH_CHECK(false, "npusim: cannot open device ", static_cast<int>(index), ": ", error.what());
+  }
+}
+
+runtime::Device& runtime_device(const at::Tensor& tensor) { return runtime_device(tensor.device().index()); }
+
+uint64_t device_address(const at::Tensor& tensor) { return pointer_to_device_address(tensor.const_data_ptr()); }
+
+namespace {
+
+thread_local c10::DeviceIndex current_device = 0;
+
+void free_device_pointer(void* pointer) {
+  const int device = device_of_pointer(pointer);
+  if (device >= 0) runtime_device(static_cast<c10::DeviceIndex>(device)).free(pointer_to_device_address(pointer));
+}
+
+class DeviceMemoryAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t bytes) override {
+    const c10::DeviceIndex index = current_device;
+    const c10::Device device(c10::DeviceType::PrivateUse1, index);
+    if (bytes == 0) return {nullptr, nullptr, &free_device_pointer, device};
+    uint64_t address = 0;
+    try {
+      address = runtime_device(index).allocate(bytes);
+    } catch (const runtime::OutOfMemory& error) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, error.what());
+    }
+    void* pointer = device_address_to_pointer(index, address);
+    return {pointer, pointer, &free_device_pointer, device};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_device_pointer; }
+  void copy_data(void* destination, const void* source, size_t bytes) const override {
+    const int device = device_of_pointer(destination);
+    runtime_device(static_cast<c10::DeviceIndex>(device))
+        .copy_device_to_device(pointer_to_device_address(destination), pointer_to_device_address(source), bytes);
+  }
+};
+
+DeviceMemoryAllocator allocator;
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocator)
+
+// One device, one in-order default stream: launches complete before they return for now.
+class DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
+ public:
+  c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
+  c10::Device exchangeDevice(c10::Device device) const override {
+    const c10::Device previous = getDevice();
+    setDevice(device);
+    return previous;
+  }
+  c10::Device getDevice() const override { return {c10::DeviceType::PrivateUse1, current_device}; }
+  void setDevice(c10::Device device) const override {
+    TORCH_CHECK(device.index() >= 0 && device.index() < deviceCount(), "npusim: device ", device,
+                " does not exist; there are ", static_cast<int>(deviceCount()));
+    current_device = device.index();
+  }
+  void uncheckedSetDevice(c10::Device device) const noexcept override { current_device = device.index(); }
+  c10::Stream getStream(c10::Device device) const override {
+    return c10::Stream(c10::Stream::DEFAULT, device);
+  }
+  c10::Stream exchangeStream(c10::Stream stream) const override {
+    return c10::Stream(c10::Stream::DEFAULT, stream.device());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(runtime::Session::instance().device_count());
+  }
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeDevice(const c10::DeviceIndex) const override {}
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, DeviceGuard);
+
+class Hooks final : public at::PrivateUse1HooksInterface {
+ public:
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::Device getDeviceFromPtr(void* data) const override {
+    return {c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(std::max(0, device_of_pointer(data)))};
+  }
+  c10::DeviceIndex deviceCount() const override {
+    return static_cast<c10::DeviceIndex>(runtime::Session::instance().device_count());
+  }
+  void setCurrentDevice(c10::DeviceIndex device) const override { current_device = device; }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device; }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
+    return std::exchange(current_device, device);
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override { return exchangeDevice(device); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override;
+};
+
+// Storage.resize_(): reallocate and keep the old contents.
+void Hooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const {
+  c10::DataPtr fresh = allocator.allocate(new_bytes);
+  const size_t kept = std::min(new_bytes, storage.nbytes());
+  if (kept > 0) allocator.copy_data(fresh.get(), storage.data(), kept);
+  storage.set_data_ptr_noswap(std::move(fresh));
+  storage.set_nbytes(new_bytes);
+}
+
+const bool hooks_registered = [] {
+  at::RegisterPrivateUse1HooksInterface(new Hooks());
+  return true;
+}();
+
+}  // namespace
+}  // namespace npusim::bridge

@@ -1,0 +1,108 @@
+// Native elementwise kernels: add and mul on float32 tensors run as emitted ISA programs. Other dtypes take the
+// CPU fallback (counted and reported) until the vector engine has their instructions.
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <torch/library.h>
+
+#include "bridge.h"
+#include "kernel_launcher.h"
+
+namespace npusim::bridge {
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+namespace {
+
+using emitter::ElementwiseOp;
+
+// An operand as the kernel sees it: on the output's device, broadcast to the output's shape.
+at::Tensor as_device_operand(const at::Tensor& operand, const at::Tensor& out, c10::IntArrayRef shape) {
+  at::Tensor on_device = operand.device() == out.device() ? operand : operand.to(out.device(), out.scalar_type());
+  return on_device.expand(shape);
+}
+
+// float32 tensors on the output's device; a CPU scalar (like the 2 in `x * 2`) is moved over as a float32.
+bool runs_natively(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
+  const bool other_ok = (other.device() == out.device() && other.scalar_type() == at::kFloat) ||
+                        (other.is_cpu() && other.dim() == 0 && !other.is_complex());
+  return self.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && self.device() == out.device() &&
+         other_ok;
+}
+
+void launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
+  at::native::resize_output(out, shape);
+  if (out.numel() == 0) return;
+  const at::Tensor a = as_device_operand(self, out, shape);
+  const at::Tensor b = as_device_operand(other, out, shape);
+  emitter::ElementwiseSpec spec{op, 4, out.sizes().vec(), {out.strides().vec(), a.strides().vec(), b.strides().vec()}};
+  const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
+  try {
+    launch_elementwise(out.device().index(), runtime_device(out), spec, addresses);
+  } catch (const runtime::DeviceError& error) {
+    TORCH_CHECK(false, error.what());
+  }
+}
+
+at::Tensor& via_fallback(const char* name, const char* overload, const at::Tensor& self, const at::Tensor& other,
+                         const at::Scalar* alpha, at::Tensor& out) {
+  const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  torch::jit::Stack stack{self, other};
+  if (alpha) stack.emplace_back(*alpha);
+  stack.emplace_back(out);
+  cpu_fallback(handle, &stack);
+  return out;
+}
+
+at::Tensor& npusim_add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
+  if (!runs_natively(self, other, out)) return via_fallback("aten::add", "out", self, other, &alpha, out);
+  if (alpha.toDouble() == 1.0) {
+    launch_binary(ElementwiseOp::AddF32, self, other, out);
+    return out;
+  }
+  // self + alpha * other, both steps on the device.
+  const at::Tensor scaled = at::mul(other, at::scalar_tensor(alpha, other.options().device(c10::kCPU)));
+  launch_binary(ElementwiseOp::AddF32, self, scaled, out);
+  return out;
+}
+
+at::Tensor& npusim_mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  if (!runs_natively(self, other, out)) return via_fallback("aten::mul", "out", self, other, nullptr, out);
+  launch_binary(ElementwiseOp::MulF32, self, other, out);
+  return out;
+}
+
+at::Tensor result_like(const at::Tensor& self, const at::Tensor& other) {
+  const at::Tensor& device_operand = self.is_cpu() ? other : self;
+  return at::empty({0}, device_operand.options().dtype(at::result_type(self, other)));
+}
+
+at::Tensor npusim_add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  at::Tensor out = result_like(self, other);
+  return npusim_add_out(self, other, alpha, out);
+}
+at::Tensor& npusim_add_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  return npusim_add_out(self, other, alpha, self);
+}
+at::Tensor npusim_mul(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out = result_like(self, other);
+  return npusim_mul_out(self, other, out);
+}
+at::Tensor& npusim_mul_(at::Tensor& self, const at::Tensor& other) { return npusim_mul_out(self, other, self); }
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("add.out", npusim_add_out);
+  m.impl("add.Tensor", npusim_add);
+  m.impl("add_.Tensor", npusim_add_);
+  m.impl("mul.out", npusim_mul_out);
+  m.impl("mul.Tensor", npusim_mul);
+  m.impl("mul_.Tensor", npusim_mul_);
+}
+
+}  // namespace npusim::bridge

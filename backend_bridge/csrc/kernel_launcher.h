@@ -1,0 +1,17 @@
+// Runs emitted kernels: emits a program once per (device, kernel specification), keeps it loaded on the device, and
+// writes its assembly to $NPUSIM_DUMP_KERNELS when that is set.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "npusim/emitter/elementwise.h"
+#include "npusim/runtime/device.h"
+
+namespace npusim::bridge {
+
+// Throws emitter::Unsupported when the emitter cannot express the specification.
+void launch_elementwise(int device_index, runtime::Device& device, const emitter::ElementwiseSpec& spec,
+                        std::span<const uint64_t> operand_addresses);
+
+}  // namespace npusim::bridge

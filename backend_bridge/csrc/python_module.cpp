@@ -1,0 +1,86 @@
+// npusim._C: the Python face of the runtime — choosing the chip, device properties, memory statistics, and the
+// per-command records that performance reports are built from.
+#include <torch/extension.h>
+
+#include "fallback_counts.h"
+#include "npusim/runtime/session.h"
+
+namespace npusim::bridge {
+namespace {
+
+namespace py = pybind11;
+
+runtime::Device& device(int index) { return runtime::Session::instance().device(index); }
+
+void init(const std::string& config, const std::string& mode, const std::vector<std::string>& config_dirs) {
+  runtime::SessionOptions options;
+  options.config = config;
+  options.mode = runtime::parse_mode(mode);
+  for (const auto& dir : config_dirs) options.config_dirs.emplace_back(dir);
+  runtime::Session::instance().configure(options);
+}
+
+py::dict properties(int index) {
+  const runtime::Device& d = device(index);
+  const config::ChipConfig& c = d.config();
+  py::dict result;
+  result["name"] = "npusim " + c.name;
+  result["config"] = c.name;
+  result["config_source"] = c.source;
+  result["mode"] = runtime::mode_name(d.mode());
+  result["cores"] = c.chip_cores;
+  result["clock_ghz"] = c.chip_clock_ghz;
+  result["scratchpad_kib"] = c.core_scratchpad_kib;
+  result["vector_lanes"] = c.core_vector_lanes;
+  result["total_memory"] = c.dram_capacity_bytes();
+  result["dram_bandwidth_gbps"] = c.dram_bandwidth_gbps;
+  return result;
+}
+
+py::list take_records(int index) {
+  py::list list;
+  for (const runtime::CommandRecord& record : device(index).take_records()) {
+    py::dict entry;
+    entry["name"] = record.name;
+    entry["bytes"] = record.bytes;
+    entry["instructions"] = record.instructions;
+    entry["kernel_cycles"] = record.kernel_cycles;
+    entry["device_cycles"] = record.device_cycles;
+    list.append(entry);
+  }
+  return list;
+}
+
+py::dict memory_stats(int index) {
+  const runtime::MemoryStats stats = device(index).memory_stats();
+  py::dict result;
+  result["allocated_bytes.all.current"] = stats.allocated_bytes;
+  result["allocated_bytes.all.peak"] = stats.peak_allocated_bytes;
+  result["reserved_bytes.all.current"] = stats.reserved_bytes;
+  result["allocation.all.current"] = stats.allocations;
+  result["allocation.all.allocated"] = stats.total_allocations;
+  return result;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "npusim runtime bindings";
+  m.def("init", &init, py::arg("config"), py::arg("mode"), py::arg("config_dirs"));
+  m.def("set_default_config_dirs", [](const std::vector<std::string>& dirs) {
+    runtime::Session::instance().set_default_config_dirs({dirs.begin(), dirs.end()});
+  });
+  m.def("initialized", [] { return runtime::Session::instance().initialized(); });
+  m.def("device_count", [] { return runtime::Session::instance().device_count(); });
+  m.def("chosen_config", [] { return runtime::Session::instance().options().config; });
+  m.def("chosen_mode", [] { return runtime::mode_name(runtime::Session::instance().options().mode); });
+  m.def("properties", &properties, py::arg("device") = 0);
+  m.def("take_records", &take_records, py::arg("device") = 0);
+  m.def("elapsed_cycles", [](int index) { return device(index).elapsed_cycles(); }, py::arg("device") = 0);
+  m.def("memory_stats", &memory_stats, py::arg("device") = 0);
+  m.def("reset_peak_memory_stats", [](int index) { device(index).reset_peak_memory(); }, py::arg("device") = 0);
+  m.def("fallback_counts", &fallback_counts);
+  m.def("reset_fallback_counts", &reset_fallback_counts);
+}
+
+}  // namespace npusim::bridge

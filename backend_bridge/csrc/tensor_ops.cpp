@@ -1,0 +1,199 @@
+// Tensor creation, views, resizing and copies for npusim tensors. Data never moves through host pointers to device
+// memory: copies are commands to the device's firmware or emitted copy kernels.
+#include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <c10/core/CPUAllocator.h>
+#include <torch/library.h>
+
+#include "bridge.h"
+#include "device_pointers.h"
+#include "kernel_launcher.h"
+
+namespace npusim::bridge {
+namespace {
+
+c10::DispatchKeySet npusim_keys() { return c10::DispatchKeySet(c10::DispatchKey::PrivateUse1); }
+
+at::ScalarType chosen_dtype(std::optional<at::ScalarType> dtype) {
+  return dtype.value_or(c10::get_default_dtype_as_scalartype());
+}
+
+c10::DeviceIndex chosen_index(std::optional<c10::Device> device) {
+  return device && device->has_index() ? device->index() : 0;
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, chosen_index(device)));
+  return at::detail::empty_generic(size, c10::GetAllocator(c10::DeviceType::PrivateUse1), npusim_keys(),
+                                   chosen_dtype(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, chosen_index(device)));
+  return at::detail::empty_strided_generic(size, stride, c10::GetAllocator(c10::DeviceType::PrivateUse1),
+                                           npusim_keys(), chosen_dtype(dtype));
+}
+
+// Grows the storage (keeping its contents) when the tensor's new extent needs more bytes.
+void ensure_storage_bytes(const at::Tensor& self, size_t bytes) {
+  const c10::Storage& storage = self.unsafeGetTensorImpl()->unsafe_storage();
+  if (bytes <= storage.nbytes()) return;
+  const c10::DeviceGuard guard(self.device());
+  c10::DataPtr fresh = storage.allocator()->allocate(bytes);
+  if (storage.nbytes() > 0 && storage.data() != nullptr)
+    storage.allocator()->copy_data(fresh.get(), storage.data(), storage.nbytes());
+  storage.set_data_ptr_noswap(std::move(fresh));
+  storage.set_nbytes(bytes);
+}
+
+const at::Tensor& resize_tensor(const at::Tensor& self, c10::IntArrayRef size,
+                         std::optional<c10::MemoryFormat> memory_format) {
+  at::TensorImpl* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  if (memory_format && *memory_format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(*memory_format);
+  const size_t bytes = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.dtype().itemsize(),
+                                                        self.storage_offset());
+  ensure_storage_bytes(self, bytes);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t storage_offset, c10::IntArrayRef size,
+                        c10::IntArrayRef stride) {
+  at::TensorImpl* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(storage_offset);
+  impl->set_sizes_and_strides(size, stride);
+  return self;
+}
+
+at::Tensor& set_whole_storage(at::Tensor& self, c10::Storage source) {
+  const int64_t elements = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(source), 0, {elements}, {1});
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar_dense(self.cpu()); }
+
+bool plainly_contiguous(const at::Tensor& tensor) { return tensor.is_contiguous() && tensor.is_non_overlapping_and_dense(); }
+
+void copy_host_to_device(const at::Tensor& source, const at::Tensor& destination) {
+  const at::Tensor host = source.to(destination.scalar_type()).expand_as(destination).contiguous();
+  if (plainly_contiguous(destination)) {
+    runtime_device(destination)
+        .copy_host_to_device(device_address(destination), host.const_data_ptr(), host.nbytes());
+    return;
+  }
+  const at::Tensor staging = at::empty(destination.sizes(), destination.options());
+  runtime_device(staging).copy_host_to_device(device_address(staging), host.const_data_ptr(), host.nbytes());
+  copy_on_device(staging, destination);
+}
+
+void copy_device_to_host(const at::Tensor& source, const at::Tensor& destination) {
+  at::Tensor dense = source;
+  if (!plainly_contiguous(source)) {
+    dense = at::empty(source.sizes(), source.options());
+    copy_on_device(source, dense);
+  }
+  at::Tensor host = at::empty(dense.sizes(), dense.options().device(c10::kCPU));
+  runtime_device(dense).copy_device_to_host(host.mutable_data_ptr(), device_address(dense), host.nbytes());
+  destination.copy_(host);
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "npusim: cannot copy a tensor of shape ", self.sizes(),
+              " into one of shape ", dst.sizes());
+  if (dst.numel() == 0) return dst;
+  if (self.is_cpu()) {
+    copy_host_to_device(self, dst);
+  } else if (dst.is_cpu()) {
+    copy_device_to_host(self, dst);
+  } else if (self.scalar_type() == dst.scalar_type()) {
+    copy_on_device(self.expand_as(dst), dst);
+  } else {
+    // Converting dtypes on the device needs vector conversion instructions the ISA does not have yet.
+    note_cpu_fallback("aten::_to_copy (dtype conversion)");
+    copy_host_to_device(self.cpu(), dst);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  resize_tensor(dst, self.sizes(), std::nullopt);
+  return copy_from(self, dst, false);
+}
+
+// The whole storage of a device tensor mirrored on the host, and the tensor's view into that mirror.
+struct HostMirror {
+  at::Tensor bytes;
+  at::Tensor view;
+};
+HostMirror mirror_on_host(const at::Tensor& tensor) {
+  const c10::Storage& storage = tensor.storage();
+  at::Tensor bytes = at::empty({static_cast<int64_t>(storage.nbytes())}, at::kByte);
+  runtime_device(tensor).copy_device_to_host(bytes.mutable_data_ptr(), pointer_to_device_address(storage.data()),
+                                             storage.nbytes());
+  at::Tensor view =
+      bytes.view(tensor.scalar_type()).as_strided(tensor.sizes(), tensor.strides(), tensor.storage_offset());
+  return {bytes, view};
+}
+
+// For layouts no copy kernel can express: edit the destination's storage on the host and write it back.
+void copy_through_host(const at::Tensor& source, const at::Tensor& destination) {
+  note_cpu_fallback("aten::copy_ (strided layout the emitter cannot express)");
+  const at::Tensor host_source = mirror_on_host(source).view.clone();
+  HostMirror host_destination = mirror_on_host(destination);
+  host_destination.view.copy_(host_source);
+  runtime_device(destination)
+      .copy_host_to_device(pointer_to_device_address(destination.storage().data()),
+                           host_destination.bytes.const_data_ptr(), host_destination.bytes.nbytes());
+}
+
+}  // namespace
+
+void copy_on_device(const at::Tensor& source, const at::Tensor& destination) {
+  TORCH_CHECK(source.device() == destination.device(), "npusim: copies between devices ", source.device(), " and ",
+              destination.device(), " are not supported");
+  runtime::Device& device = runtime_device(destination);
+  if (plainly_contiguous(source) && plainly_contiguous(destination) && source.sizes() == destination.sizes()) {
+    device.copy_device_to_device(device_address(destination), device_address(source), destination.nbytes());
+    return;
+  }
+  const auto element_bytes = static_cast<int>(destination.element_size());
+  emitter::ElementwiseSpec spec{emitter::ElementwiseOp::Copy, element_bytes, destination.sizes().vec(),
+                                {destination.strides().vec(), source.strides().vec()}};
+  const uint64_t addresses[] = {device_address(destination), device_address(source)};
+  try {
+    TORCH_CHECK(element_bytes == 1 || element_bytes == 2 || element_bytes == 4 || element_bytes == 8,
+                "npusim: no DMA element size for ", destination.scalar_type());
+    launch_elementwise(destination.device().index(), device, spec, addresses);
+  } catch (const emitter::Unsupported&) {
+    copy_through_host(source, destination);
+  } catch (const runtime::DeviceError& error) {
+    TORCH_CHECK(false, error.what());
+  }
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("resize_", resize_tensor);
+  m.impl("set_.source_Storage", set_whole_storage);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+}
+
+}  // namespace npusim::bridge

@@ -1,0 +1,63 @@
+"""``torch.npusim``: the device module, shaped like ``torch.cuda`` for the parts npusim supports so far."""
+
+import torch
+
+from . import _C
+
+
+def is_available():
+    return True
+
+
+def device_count():
+    return _C.device_count()
+
+
+def current_device():
+    return 0  # one device for now
+
+
+def set_device(device):
+    index = torch.device(device, 0).index if isinstance(device, str) else int(getattr(device, "index", device) or 0)
+    if index != 0:
+        raise RuntimeError(f"npusim: device {index} does not exist; there is 1")
+
+
+def synchronize(device=None):
+    """Wait for the device; launches complete before they return, so there is never work in flight yet."""
+
+
+def get_device_name(device=None):
+    return _C.properties(0)["name"]
+
+
+def get_device_properties(device=None):
+    return _C.properties(0)
+
+
+def memory_stats(device=None):
+    return dict(_C.memory_stats(0))
+
+
+def memory_allocated(device=None):
+    return _C.memory_stats(0)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None):
+    return _C.memory_stats(0)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device=None):
+    return _C.memory_stats(0)["reserved_bytes.all.current"]
+
+
+def reset_peak_memory_stats(device=None):
+    _C.reset_peak_memory_stats(0)
+
+
+def empty_cache():
+    """Nothing to release: the allocator returns freed blocks to the device at once."""
+
+
+def _is_in_bad_fork():
+    return False

@@ -1,0 +1,46 @@
+// The process-wide set of simulated devices, created on first use from the chosen configuration and mode
+// (NPUSIM_CONFIG / NPUSIM_MODE, or configure() before first use).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "npusim/runtime/device.h"
+
+namespace npusim::runtime {
+
+struct SessionOptions {
+  std::string config = "default";  // preset name or YAML path
+  Mode mode = Mode::Functional;
+  std::vector<std::filesystem::path> config_dirs;  // where preset names are looked up
+};
+
+// NPUSIM_CONFIG and NPUSIM_MODE over the given defaults; a bad NPUSIM_MODE raises std::invalid_argument naming it.
+SessionOptions options_from_environment(SessionOptions defaults);
+
+class Session {
+ public:
+  static Session& instance();
+
+  // Chooses the chip before first use; afterwards only the same choice is accepted (std::logic_error otherwise).
+  void configure(const SessionOptions& options);
+  // Where preset names are looked up when the choice comes from the environment at first use.
+  void set_default_config_dirs(std::vector<std::filesystem::path> dirs);
+  const SessionOptions& options();
+  Device& device(int index);
+  int device_count() const { return 1; }
+  bool initialized() const;
+
+ private:
+  Session() = default;
+  mutable std::mutex mutex_;
+  bool configured_ = false;
+  SessionOptions options_;
+  std::vector<std::filesystem::path> default_config_dirs_;
+  std::vector<std::unique_ptr<Device>> devices_;
+};
+
+}  // namespace npusim::runtime

@@ -1,0 +1,75 @@
+// Lazy creation of the process's devices.
+#include "npusim/runtime/session.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+namespace npusim::runtime {
+
+SessionOptions options_from_environment(SessionOptions defaults) {
+  if (const char* config = std::getenv("NPUSIM_CONFIG"); config && *config) defaults.config = config;
+  if (const char* mode = std::getenv("NPUSIM_MODE"); mode && *mode) {
+    try {
+      defaults.mode = parse_mode(mode);
+    } catch (const std::invalid_argument& error) {
+      throw std::invalid_argument(fmt::format("NPUSIM_MODE: {}", error.what()));
+    }
+  }
+  if (defaults.config_dirs.empty()) defaults.config_dirs.push_back(config::source_config_dir());
+  return defaults;
+}
+
+Session& Session::instance() {
+  // Never destroyed: devices may still be referenced by tensors freed during interpreter shutdown.
+  static Session* session = new Session();
+  return *session;
+}
+
+void Session::configure(const SessionOptions& options) {
+  std::lock_guard lock(mutex_);
+  if (!devices_.empty()) {
+    if (options.config != options_.config || options.mode != options_.mode)
+      throw std::logic_error(fmt::format(
+          "npusim is already running config '{}' in {} mode; choose the chip before the first use of the device",
+          options_.config, mode_name(options_.mode)));
+    return;
+  }
+  options_ = options;
+  configured_ = true;
+}
+
+void Session::set_default_config_dirs(std::vector<std::filesystem::path> dirs) {
+  std::lock_guard lock(mutex_);
+  default_config_dirs_ = std::move(dirs);
+}
+
+const SessionOptions& Session::options() {
+  std::lock_guard lock(mutex_);
+  if (!configured_) {
+    SessionOptions defaults;
+    defaults.config_dirs = default_config_dirs_;
+    options_ = options_from_environment(defaults);  // a bad NPUSIM_MODE raises here, at first use
+    configured_ = true;
+  }
+  return options_;
+}
+
+bool Session::initialized() const {
+  std::lock_guard lock(mutex_);
+  return !devices_.empty();
+}
+
+Device& Session::device(int index) {
+  const SessionOptions& chosen = options();
+  std::lock_guard lock(mutex_);
+  if (index < 0 || index >= device_count())
+    throw std::out_of_range(fmt::format("npusim device {} does not exist ({} device)", index, device_count()));
+  if (devices_.empty()) {
+    const config::ChipConfig config = config::load_config(chosen.config, chosen.config_dirs);
+    devices_.push_back(std::make_unique<Device>(config, chosen.mode));
+  }
+  return *devices_[index];
+}
+
+}  // namespace npusim::runtime

@@ -1,0 +1,98 @@
+"""Functional and timed modes agree; bad settings and unsupported operators fail clearly."""
+
+import json
+
+from conftest import run_python
+
+COMPUTE = """
+    import json, torch, npusim
+    a = torch.linspace(-3, 3, 300).reshape(20, 15)
+    b = torch.linspace(1, 2, 15)
+    with npusim.profile() as report:
+        y = ((a.to("npusim") + b.to("npusim")) * a.to("npusim").t().contiguous().t()).cpu()
+    print(json.dumps({"values": y.flatten().tolist(), "cycles": report.total_kernel_cycles,
+                      "expected": ((a + b) * a).flatten().tolist(), "mode": npusim.properties()["mode"]}))
+"""
+
+
+def test_timed_and_functional_give_identical_values_and_timed_counts_cycles():
+    results = {}
+    for mode in ("functional", "timed"):
+        process = run_python(COMPUTE, NPUSIM_MODE=mode)
+        assert process.returncode == 0, process.stderr
+        results[mode] = json.loads(process.stdout.splitlines()[-1])
+        assert results[mode]["mode"] == mode
+    assert results["functional"]["values"] == results["timed"]["values"] == results["timed"]["expected"]
+    assert results["functional"]["cycles"] == 0
+    assert results["timed"]["cycles"] > 0
+
+
+def test_unknown_mode_is_a_clear_error_at_first_use():
+    process = run_python("import torch; torch.ones(1, device='npusim')", NPUSIM_MODE="fast")
+    assert process.returncode != 0
+    assert "NPUSIM_MODE: unknown mode 'fast': expected 'functional' or 'timed'" in process.stderr
+    # importing torch alone still works
+    assert run_python("import torch", NPUSIM_MODE="fast").returncode == 0
+
+
+def test_bad_config_key_names_file_and_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("chip:\n  cores: 1\ndram:\n  bandwidth_gbs: 10\n")
+    process = run_python("import torch; torch.ones(1, device='npusim')", NPUSIM_CONFIG=bad)
+    assert process.returncode != 0
+    assert f"{bad}:4: unknown key 'dram.bandwidth_gbs'" in process.stderr
+
+
+def test_unknown_preset_lists_presets():
+    process = run_python("import npusim; npusim.init(config='huge')")
+    assert process.returncode != 0
+    assert "unknown configuration 'huge'; presets: datacenter, default, edge" in process.stderr
+
+
+def test_presets_change_the_timing():
+    # A bandwidth-bound add of 1 Mi floats (12 MiB moved): the HBM datacenter chip must beat the LPDDR4 edge chip.
+    code = """
+        import torch, npusim
+        x = torch.ones(1 << 20, device="npusim")
+        with npusim.profile() as report:
+            x + x
+        print(report.seconds(report.total_kernel_cycles))
+    """
+    seconds = {}
+    for preset in ("edge", "datacenter"):
+        process = run_python(code, NPUSIM_MODE="timed", NPUSIM_CONFIG=preset)
+        assert process.returncode == 0, process.stderr
+        seconds[preset] = float(process.stdout.splitlines()[-1])
+    # edge: 12 MiB at 12.8 GB/s is about 1 ms; datacenter: 12 MiB at 1600 GB/s is about 8 us plus latencies.
+    assert 0.9e-3 < seconds["edge"] < 2e-3
+    assert seconds["datacenter"] < seconds["edge"] / 20
+
+
+def test_fallback_warns_once_and_can_be_made_an_error():
+    code = """
+        import warnings, torch, npusim
+        x = torch.ones(4).to("npusim")  # a copy, not a device-side fill
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with npusim.profile() as report:
+                torch.sin(x); torch.sin(x)
+        print(sum("aten::sin" in str(w.message) for w in caught), report.fallbacks)
+        print(torch.sin(x).cpu().tolist() == torch.sin(torch.ones(4)).tolist())
+    """
+    process = run_python(code)
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.splitlines() == ["1 {'aten::sin.out': 2}", "True"]
+    process = run_python(code, NPUSIM_FALLBACK="error")
+    assert process.returncode != 0
+    assert "aten::sin" not in process.stdout
+    assert "aten::sin.out has no native npusim kernel and NPUSIM_FALLBACK=error forbids" in process.stderr
+
+
+def test_dump_kernels_writes_assembly(tmp_path):
+    process = run_python(
+        "import torch; x = torch.ones(16, device='npusim'); (x + x).cpu()", NPUSIM_DUMP_KERNELS=tmp_path
+    )
+    assert process.returncode == 0, process.stderr
+    dumped = list(tmp_path.glob("add_f32_*.s"))
+    assert len(dumped) == 1
+    assert "vadd.f32" in dumped[0].read_text()

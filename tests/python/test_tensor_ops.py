@@ -1,0 +1,142 @@
+"""add, mul and copies on npusim against the same ops on CPU."""
+
+import pytest
+import torch
+
+import npusim
+
+SHAPES = [(8,), (1,), (3, 4), (2, 3, 5), (7, 33, 9), (5000,)]
+
+
+def random(shape, seed=0, dtype=torch.float32):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=generator).to(dtype)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("op", [torch.add, torch.mul])
+def test_binary_matches_cpu(op, shape, device):
+    a, b = random(shape, 1), random(shape, 2)
+    result = op(a.to(device), b.to(device))
+    assert result.device.type == "npusim"
+    torch.testing.assert_close(result.cpu(), op(a, b), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op", [torch.add, torch.mul])
+def test_binary_runs_as_emitted_kernel_without_fallback(op, device):
+    a, b = random((64,)).to(device), random((64,), 1).to(device)
+    with npusim.profile() as report:
+        op(a, b)
+    assert [r.name for r in report.kernels] == [{torch.add: "add_f32", torch.mul: "mul_f32"}[op]]
+    assert report.kernels[0].instructions > 0
+    assert report.fallbacks == {}
+
+
+@pytest.mark.parametrize(
+    "make_a, make_b",
+    [
+        (lambda t: t.t(), lambda t: t.t()),  # both transposed
+        (lambda t: t[:, ::2], lambda t: t[:, 1::2]),  # strided slices
+        (lambda t: t.t()[:4], lambda t: t[:4, :]),  # mixed layouts
+        (lambda t: t[0:1, :].expand(4, 8), lambda t: t[:4, :]),  # broadcast view
+    ],
+)
+def test_binary_on_non_contiguous_inputs(make_a, make_b, device):
+    base_a, base_b = random((8, 8), 3), random((8, 8), 4)
+    expected = make_a(base_a) * make_b(base_b) + make_a(base_a)
+    on_device_a, on_device_b = make_a(base_a.to(device)), make_b(base_b.to(device))
+    assert not on_device_a.is_contiguous() or not on_device_b.is_contiguous()
+    torch.testing.assert_close((on_device_a * on_device_b + on_device_a).cpu(), expected, rtol=0, atol=0)
+
+
+def test_broadcasting_and_python_scalars(device):
+    a, b = random((4, 1, 5)), random((3, 1))
+    torch.testing.assert_close((a.to(device) + b.to(device)).cpu(), a + b, rtol=0, atol=0)
+    torch.testing.assert_close((a.to(device) * 2.5 + 1).cpu(), a * 2.5 + 1, rtol=0, atol=0)
+
+
+def test_alpha_in_place_and_out_variants(device):
+    a, b = random((6, 7), 5), random((6, 7), 6)
+    x = a.to(device)
+    x.add_(b.to(device), alpha=-0.5)
+    torch.testing.assert_close(x.cpu(), a.add(b, alpha=-0.5), rtol=0, atol=0)
+    out = torch.empty((6, 7), device=device)
+    torch.mul(a.to(device), b.to(device), out=out)
+    torch.testing.assert_close(out.cpu(), a * b, rtol=0, atol=0)
+    y = a.to(device)
+    y.t().mul_(b.t().to(device))  # in place through a transposed view
+    torch.testing.assert_close(y.cpu(), a * b, rtol=0, atol=0)
+
+
+def test_empty_tensors(device):
+    assert (torch.empty(0, device=device) + torch.empty(0, device=device)).shape == (0,)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool]
+)
+def test_round_trip_copies_every_dtype(dtype, device):
+    source = (random((5, 7), 7) * 50).to(dtype)
+    on_device = source.to(device)
+    assert on_device.dtype == dtype and on_device.device.type == "npusim"
+    assert torch.equal(on_device.cpu(), source)
+    # device → device: a flat copy, then a strided copy kernel
+    assert torch.equal(on_device.clone().cpu(), source)
+    assert torch.equal(on_device.t().contiguous().cpu(), source.t().contiguous())
+
+
+def test_copy_into_non_contiguous_destination(device):
+    destination = torch.zeros(6, 6, device=device)
+    values = random((6, 3), 8)
+    destination[:, ::2] = values.to(device)  # device → strided device view
+    destination[:, 1::2] = values  # host → strided device view
+    expected = torch.zeros(6, 6)
+    expected[:, ::2] = values
+    expected[:, 1::2] = values
+    torch.testing.assert_close(destination.cpu(), expected, rtol=0, atol=0)
+
+
+def test_dtype_conversion_between_devices(device):
+    source = random((10,), 9)
+    torch.testing.assert_close(source.to(device).to(torch.float16).cpu(), source.to(torch.float16), rtol=0, atol=0)
+    torch.testing.assert_close(source.to(device, torch.bfloat16).cpu(), source.to(torch.bfloat16), rtol=0, atol=0)
+
+
+def test_views_share_device_storage(device):
+    x = torch.zeros(4, 4, device=device)
+    row = x[1]
+    row.add_(torch.ones(4, device=device))
+    assert x.cpu()[1].tolist() == [1.0] * 4
+    assert x.view(16).untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+
+
+def test_item_and_printing(device):
+    x = torch.arange(8.0, device=device)
+    assert ((x + x) * x)[3].item() == 18.0
+    assert repr((x + x) * x) == "tensor([ 0.,  2.,  8., 18., 32., 50., 72., 98.], device='npusim:0')"
+
+
+def test_generated_methods_and_device_module(device):
+    x = torch.ones(3).npusim()
+    assert x.is_npusim and x.device == torch.device("npusim:0")
+    assert torch.npusim.is_available() and torch.npusim.device_count() == 1
+    before = torch.npusim.memory_allocated()
+    y = torch.empty(1024, device=device)
+    assert torch.npusim.memory_allocated() >= before + 4096
+    assert torch.npusim.max_memory_allocated() >= torch.npusim.memory_allocated()
+    del y
+    assert torch.npusim.memory_allocated() == before
+    assert torch.npusim.get_device_properties()["total_memory"] > 0
+
+
+def test_host_access_to_device_memory_is_refused(device):
+    x = torch.ones(4, device=device)
+    assert x.data_ptr() != 0
+    with pytest.raises(TypeError):
+        x.numpy()  # host code gets no view of device memory
+
+
+def test_out_of_memory_is_a_torch_error_and_device_stays_usable(device):
+    with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
+        torch.empty(1 << 40, dtype=torch.uint8, device=device)
+    assert (torch.ones(3, device=device) + 1).cpu().tolist() == [2.0, 2.0, 2.0]
