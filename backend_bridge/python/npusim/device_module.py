@@ -61,3 +61,12 @@ def empty_cache():
 
 def _is_in_bad_fork():
     return False
+
+
+def manual_seed(seed):
+    """Random numbers for npusim tensors are drawn on the CPU (through the fallback) from the CPU generator, which
+    torch.manual_seed already seeds; there is no separate device generator yet."""
+
+
+def manual_seed_all(seed):
+    manual_seed(seed)

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Sets up whatever this machine is missing, builds npusim, and runs the demo or every test.
+#   bash tools/dev.sh demo   # the README's first command
+#   bash tools/dev.sh test   # the README's second command (and CI's)
+# Idempotent: a second run only rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(build-essential cmake ninja-build pkg-config ccache libsystemc-dev libboost-program-options-dev
+  libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev pybind11-dev nlohmann-json3-dev libeigen3-dev)
+PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest numpy)
+PYTHON=${PYTHON:-python3}
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+install_debian_packages() {
+  local missing=()
+  for package in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "== installing Debian packages: ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+install_python_packages() {
+  # torch is pinned: 2.13.0 is the CPU build on this machine's disk; anything looser pulls a multi-GB CUDA build.
+  if ! TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYTHON" - "${PYTHON_PACKAGES[@]}" <<'PY' 2>/dev/null; then
+import sys
+from importlib.metadata import version
+import torch
+assert torch.__version__.split("+")[0] == "2.13.0"
+for name in ("scikit-build-core", "ninja", "pytest", "numpy"):
+    version(name)
+PY
+    echo "== installing Python packages: ${PYTHON_PACKAGES[*]}"
+    "$PYTHON" -m pip install -q --disable-pip-version-check "${PYTHON_PACKAGES[@]}"
+  fi
+}
+
+build_and_install() {
+  echo "== building npusim (C++ libraries, tools, tests, PyTorch backend) against the installed torch"
+  local started=$SECONDS
+  # --no-build-isolation: build against the torch already installed instead of downloading one.
+  CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
+    "$PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+  echo "== built and installed in $((SECONDS - started)) s"
+}
+
+setup() {
+  install_debian_packages
+  install_python_packages
+  build_and_install
+}
+
+case "${1:-}" in
+  demo)
+    setup
+    NPUSIM_MODE=${NPUSIM_MODE:-timed} "$PYTHON" examples/demo.py
+    ;;
+  test)
+    setup
+    echo "== C++ tests (GoogleTest through ctest)"
+    ctest --test-dir build --output-on-failure -j "$(nproc)"
+    echo "== Python tests (pytest)"
+    "$PYTHON" -m pytest tests/python -q
+    ;;
+  setup)
+    setup
+    ;;
+  *)
+    echo "usage: bash tools/dev.sh demo|test|setup" >&2
+    exit 2
+    ;;
+esac
