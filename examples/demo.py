@@ -42,8 +42,10 @@ def main():
         result = result.cpu()
 
     props = npusim.properties()
-    print(f"chip: {props['name']} ({props['cores']} core, {props['clock_ghz']} GHz, "
-          f"{props['vector_lanes']} vector lanes, {props['dram_bandwidth_gbps']} GB/s DRAM), {props['mode']} mode")
+    print(
+        f"chip: {props['name']} ({props['cores']} core, {props['clock_ghz']} GHz, "
+        f"{props['vector_lanes']} vector lanes, {props['dram_bandwidth_gbps']} GB/s DRAM), {props['mode']} mode"
+    )
     print("result on npusim (first row, first 6 values):", result[0, :6])
     print("same on CPU                                 :", expected[0, :6])
     print("bit-identical to CPU:", torch.equal(result, expected))
@@ -51,8 +53,10 @@ def main():
     print(report.table())
     if report.total_kernel_cycles:
         seconds = report.seconds(report.total_kernel_cycles)
-        print(f"\nsimulated kernel time: {report.total_kernel_cycles} cycles = {seconds * 1e6:.2f} us; "
-              f"{report_bytes(report) / seconds / 1e9:.2f} GB/s of DRAM traffic")
+        print(
+            f"\nsimulated kernel time: {report.total_kernel_cycles} cycles = {seconds * 1e6:.2f} us; "
+            f"{report_bytes(report) / seconds / 1e9:.2f} GB/s of DRAM traffic"
+        )
     if not torch.equal(result, expected):
         raise SystemExit("npusim result differs from CPU")
 

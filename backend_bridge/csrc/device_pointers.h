@@ -9,6 +9,6 @@ namespace npusim::bridge {
 
 void* device_address_to_pointer(int device, uint64_t address);
 uint64_t pointer_to_device_address(const void* pointer);  // throws std::invalid_argument for a non-device pointer
-int device_of_pointer(const void* pointer);              // -1 if the pointer is not a device pointer
+int device_of_pointer(const void* pointer);               // -1 if the pointer is not a device pointer
 
 }  // namespace npusim::bridge

@@ -74,9 +74,7 @@ class DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
     current_device = device.index();
   }
   void uncheckedSetDevice(c10::Device device) const noexcept override { current_device = device.index(); }
-  c10::Stream getStream(c10::Device device) const override {
-    return c10::Stream(c10::Stream::DEFAULT, device);
-  }
+  c10::Stream getStream(c10::Device device) const override { return c10::Stream(c10::Stream::DEFAULT, device); }
   c10::Stream exchangeStream(c10::Stream stream) const override {
     return c10::Stream(c10::Stream::DEFAULT, stream.device());
   }

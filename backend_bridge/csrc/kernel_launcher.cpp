@@ -28,8 +28,8 @@ void dump(const emitter::Kernel& kernel, const std::string& key) {
   const char* directory = std::getenv("NPUSIM_DUMP_KERNELS");
   if (!directory || !*directory) return;
   std::filesystem::create_directories(directory);
-  const auto path = std::filesystem::path(directory) /
-                    fmt::format("{}_{:016x}.s", kernel.name, std::hash<std::string>{}(key));
+  const auto path =
+      std::filesystem::path(directory) / fmt::format("{}_{:016x}.s", kernel.name, std::hash<std::string>{}(key));
   std::ofstream(path) << kernel.assembly;
 }
 

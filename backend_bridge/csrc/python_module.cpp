@@ -76,9 +76,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("chosen_mode", [] { return runtime::mode_name(runtime::Session::instance().options().mode); });
   m.def("properties", &properties, py::arg("device") = 0);
   m.def("take_records", &take_records, py::arg("device") = 0);
-  m.def("elapsed_cycles", [](int index) { return device(index).elapsed_cycles(); }, py::arg("device") = 0);
+  m.def(
+      "elapsed_cycles", [](int index) { return device(index).elapsed_cycles(); }, py::arg("device") = 0);
   m.def("memory_stats", &memory_stats, py::arg("device") = 0);
-  m.def("reset_peak_memory_stats", [](int index) { device(index).reset_peak_memory(); }, py::arg("device") = 0);
+  m.def(
+      "reset_peak_memory_stats", [](int index) { device(index).reset_peak_memory(); }, py::arg("device") = 0);
   m.def("fallback_counts", &fallback_counts);
   m.def("reset_fallback_counts", &reset_fallback_counts);
 }

@@ -4,10 +4,10 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/view_native.h>
-#include <ATen/ops/_reshape_alias_native.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
 
@@ -40,8 +40,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
                          std::optional<at::Layout> layout, std::optional<c10::Device> device,
                          std::optional<bool> pin_memory) {
   const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, chosen_index(device)));
-  return at::detail::empty_strided_generic(size, stride, c10::GetAllocator(c10::DeviceType::PrivateUse1),
-                                           npusim_keys(), chosen_dtype(dtype));
+  return at::detail::empty_strided_generic(size, stride, c10::GetAllocator(c10::DeviceType::PrivateUse1), npusim_keys(),
+                                           chosen_dtype(dtype));
 }
 
 // Grows the storage (keeping its contents) when the tensor's new extent needs more bytes.
@@ -57,12 +57,12 @@ void ensure_storage_bytes(const at::Tensor& self, size_t bytes) {
 }
 
 const at::Tensor& resize_tensor(const at::Tensor& self, c10::IntArrayRef size,
-                         std::optional<c10::MemoryFormat> memory_format) {
+                                std::optional<c10::MemoryFormat> memory_format) {
   at::TensorImpl* impl = self.unsafeGetTensorImpl();
   impl->set_sizes_contiguous(size);
   if (memory_format && *memory_format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(*memory_format);
-  const size_t bytes = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.dtype().itemsize(),
-                                                        self.storage_offset());
+  const size_t bytes =
+      at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.dtype().itemsize(), self.storage_offset());
   ensure_storage_bytes(self, bytes);
   return self;
 }
@@ -83,13 +83,14 @@ at::Tensor& set_whole_storage(at::Tensor& self, c10::Storage source) {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar_dense(self.cpu()); }
 
-bool plainly_contiguous(const at::Tensor& tensor) { return tensor.is_contiguous() && tensor.is_non_overlapping_and_dense(); }
+bool plainly_contiguous(const at::Tensor& tensor) {
+  return tensor.is_contiguous() && tensor.is_non_overlapping_and_dense();
+}
 
 void copy_host_to_device(const at::Tensor& source, const at::Tensor& destination) {
   const at::Tensor host = source.to(destination.scalar_type()).expand_as(destination).contiguous();
   if (plainly_contiguous(destination)) {
-    runtime_device(destination)
-        .copy_host_to_device(device_address(destination), host.const_data_ptr(), host.nbytes());
+    runtime_device(destination).copy_host_to_device(device_address(destination), host.const_data_ptr(), host.nbytes());
     return;
   }
   const at::Tensor staging = at::empty(destination.sizes(), destination.options());
@@ -168,7 +169,9 @@ void copy_on_device(const at::Tensor& source, const at::Tensor& destination) {
     return;
   }
   const auto element_bytes = static_cast<int>(destination.element_size());
-  emitter::ElementwiseSpec spec{emitter::ElementwiseOp::Copy, element_bytes, destination.sizes().vec(),
+  emitter::ElementwiseSpec spec{emitter::ElementwiseOp::Copy,
+                                element_bytes,
+                                destination.sizes().vec(),
                                 {destination.strides().vec(), source.strides().vec()}};
   const uint64_t addresses[] = {device_address(destination), device_address(source)};
   try {

@@ -5,8 +5,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -33,8 +33,8 @@ T convert(const YAML::Node& node, const std::string& source, const ParamInfo& in
                                   node.Scalar()));
   if constexpr (!std::is_same_v<T, std::string>) {
     if (static_cast<double>(value) < info.min || static_cast<double>(value) > info.max)
-      throw ConfigError(fmt::format("{}: key '{}.{}' = {} is outside [{}, {}]{}", where, info.section, info.key,
-                                    value, info.min, info.max, info.unit.empty() ? "" : fmt::format(" {}", info.unit)));
+      throw ConfigError(fmt::format("{}: key '{}.{}' = {} is outside [{}, {}]{}", where, info.section, info.key, value,
+                                    info.min, info.max, info.unit.empty() ? "" : fmt::format(" {}", info.unit)));
   }
   return value;
 }
@@ -45,13 +45,19 @@ const std::vector<ParamBinding>& bindings() {
 #define NPUSIM_PARAM_Int int64_t
 #define NPUSIM_PARAM_Real double
 #define NPUSIM_PARAM_Text std::string
-#define NPUSIM_PARAM(section, key, Type, default_value, unit, min, max, doc)                                      \
-  {                                                                                                             \
-    ParamInfo info{#section, #key, ParamType::Type, #default_value, unit, static_cast<double>(min),             \
-                   static_cast<double>(max), doc};                                                              \
-    rows.push_back({info, [info](ChipConfig& config, const YAML::Node& node) {                                  \
+#define NPUSIM_PARAM(section, key, Type, default_value, unit, min, max, doc)                                   \
+  {                                                                                                            \
+    ParamInfo info{#section,                                                                                   \
+                   #key,                                                                                       \
+                   ParamType::Type,                                                                            \
+                   #default_value,                                                                             \
+                   unit,                                                                                       \
+                   static_cast<double>(min),                                                                   \
+                   static_cast<double>(max),                                                                   \
+                   doc};                                                                                       \
+    rows.push_back({info, [info](ChipConfig& config, const YAML::Node& node) {                                 \
                       config.section##_##key = convert<NPUSIM_PARAM_##Type>(node, config.source, info, #Type); \
-                    }});                                                                                        \
+                    }});                                                                                       \
   }
 #include "npusim/config/parameters.def"
 #undef NPUSIM_PARAM

@@ -30,8 +30,10 @@ void DeviceMemory::read(uint64_t address, void* destination, uint64_t bytes) con
   while (bytes > 0) {
     const uint64_t offset = address % kPageBytes;
     const uint64_t chunk = std::min(bytes, kPageBytes - offset);
-    if (const std::byte* source = page(address / kPageBytes, false)) std::memcpy(out, source + offset, chunk);
-    else std::memset(out, 0, chunk);
+    if (const std::byte* source = page(address / kPageBytes, false))
+      std::memcpy(out, source + offset, chunk);
+    else
+      std::memset(out, 0, chunk);
     out += chunk;
     address += chunk;
     bytes -= chunk;

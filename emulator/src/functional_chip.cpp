@@ -45,7 +45,8 @@ class FunctionalChip::CoreContext : public ExecContext {
     state_.registers[1] = arguments;
     bytes_read = bytes_written = 0;
     const auto budget = static_cast<uint64_t>(chip_.config_.runtime_watchdog_instructions);
-    return run_until(*this, index_, [&] { return state_.halted; }, budget);
+    return run_until(
+        *this, index_, [&] { return state_.halted; }, budget);
   }
 
   const ScalarState& state() const { return state_; }
@@ -76,8 +77,10 @@ class FunctionalChip::CommandProcessorContext : public ExecContext {
   }
 
   void wait_for_doorbell() override {
-    if (pending_doorbells_ > 0) --pending_doorbells_;
-    else sleeping_ = true;
+    if (pending_doorbells_ > 0)
+      --pending_doorbells_;
+    else
+      sleeping_ = true;
   }
   void launch_cores(uint64_t program, uint64_t arguments, uint64_t core_mask) override {
     launch_ = {program, arguments, core_mask};
@@ -138,7 +141,9 @@ class FunctionalChip::CommandProcessorContext : public ExecContext {
   void run() {
     sleeping_ = false;
     // The firmware has no budget of its own: it sleeps in wfd whenever the ring is empty.
-    if (auto fault = run_until(*this, -1, [&] { return sleeping_; }, UINT64_MAX)) throw CommandProcessorFault(*fault);
+    if (auto fault = run_until(
+            *this, -1, [&] { return sleeping_; }, UINT64_MAX))
+      throw CommandProcessorFault(*fault);
   }
 
   ScalarState state_;

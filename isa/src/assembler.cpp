@@ -37,7 +37,7 @@ struct Field {
 
 struct Statement {
   const Line* line;
-  Field keyword;               // mnemonic or directive
+  Field keyword;  // mnemonic or directive
   std::vector<Field> operands;
   uint64_t address;
 };
@@ -211,9 +211,10 @@ class Assembler {
       if (letter != ',') letters.push_back(letter);
     if (statement.operands.size() != letters.size()) {
       const int column = statement.operands.size() > letters.size() ? statement.operands[letters.size()].column
-                                                                     : statement.keyword.column;
-      fail(line, column, fmt::format("'{}' takes {} operand{} ({}), found {}", row.mnemonic, letters.size(),
-                                     letters.size() == 1 ? "" : "s", row.operands, statement.operands.size()));
+                                                                    : statement.keyword.column;
+      fail(line, column,
+           fmt::format("'{}' takes {} operand{} ({}), found {}", row.mnemonic, letters.size(),
+                       letters.size() == 1 ? "" : "s", row.operands, statement.operands.size()));
     }
     Instruction instruction{row.opcode};
     for (size_t k = 0; k < letters.size(); ++k) {
@@ -264,8 +265,7 @@ class Assembler {
 
 }  // namespace
 
-std::vector<uint64_t> assemble(std::string_view source, const std::string& file_name,
-                               const AssemblerOptions& options) {
+std::vector<uint64_t> assemble(std::string_view source, const std::string& file_name, const AssemblerOptions& options) {
   return Assembler(options).run(source, file_name);
 }
 

@@ -23,7 +23,8 @@ uint64_t encode(const Instruction& instruction) {
 
 Instruction decode(uint64_t word) {
   const InstructionInfo* row = find_instruction(static_cast<uint8_t>(get(kOpcodeField, word)));
-  if (row == nullptr) throw IllegalInstruction(fmt::format("undefined opcode 0x{:02x} in word 0x{:016x}", word & 0xff, word));
+  if (row == nullptr)
+    throw IllegalInstruction(fmt::format("undefined opcode 0x{:02x} in word 0x{:016x}", word & 0xff, word));
   Instruction instruction{row->opcode,
                           static_cast<uint8_t>(get(kRdField, word)),
                           static_cast<uint8_t>(get(kRs1Field, word)),

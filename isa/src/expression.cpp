@@ -54,17 +54,23 @@ class Parser {
   int64_t parse_shift() {
     int64_t value = parse_sum();
     while (true) {
-      if (accept("<<")) value = static_cast<int64_t>(static_cast<uint64_t>(value) << (parse_sum() & 63));
-      else if (accept(">>")) value >>= (parse_sum() & 63);
-      else return value;
+      if (accept("<<"))
+        value = static_cast<int64_t>(static_cast<uint64_t>(value) << (parse_sum() & 63));
+      else if (accept(">>"))
+        value >>= (parse_sum() & 63);
+      else
+        return value;
     }
   }
   int64_t parse_sum() {
     int64_t value = parse_product();
     while (true) {
-      if (accept("+")) value += parse_product();
-      else if (accept("-")) value -= parse_product();
-      else return value;
+      if (accept("+"))
+        value += parse_product();
+      else if (accept("-"))
+        value -= parse_product();
+      else
+        return value;
     }
   }
   int64_t parse_product() {
@@ -101,8 +107,8 @@ class Parser {
     const char first = text_[pos_];
     if (std::isdigit(static_cast<unsigned char>(first))) return parse_number(start);
     if (std::isalpha(static_cast<unsigned char>(first)) || first == '_' || first == '.') {
-      while (!at_end() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_' ||
-                           text_[pos_] == '.'))
+      while (!at_end() &&
+             (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_' || text_[pos_] == '.'))
         ++pos_;
       const std::string_view name = text_.substr(start, pos_ - start);
       if (auto value = lookup_(name)) return *value;
@@ -112,8 +118,10 @@ class Parser {
   }
   int64_t parse_number(int start) {
     int base = 10;
-    if (text_.substr(pos_).starts_with("0x") || text_.substr(pos_).starts_with("0X")) base = 16, pos_ += 2;
-    else if (text_.substr(pos_).starts_with("0b") || text_.substr(pos_).starts_with("0B")) base = 2, pos_ += 2;
+    if (text_.substr(pos_).starts_with("0x") || text_.substr(pos_).starts_with("0X"))
+      base = 16, pos_ += 2;
+    else if (text_.substr(pos_).starts_with("0b") || text_.substr(pos_).starts_with("0B"))
+      base = 2, pos_ += 2;
     const int digits_start = pos_;
     while (!at_end() && std::isalnum(static_cast<unsigned char>(text_[pos_]))) ++pos_;
     const std::string digits(text_.substr(digits_start, pos_ - digits_start));

@@ -1,7 +1,7 @@
 // npusim-as: assemble an npusim assembly file into a program image.
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include <boost/program_options.hpp>
 #include <fstream>
 #include <iostream>
 
@@ -13,10 +13,10 @@ int main(int argc, char** argv) {
   po::options_description options("usage: npusim-as [options] INPUT.s -o OUTPUT.bin");
   std::string input, output;
   std::vector<std::string> include_dirs;
-  options.add_options()("help,h", "show this help")(
-      "output,o", po::value(&output)->required(), "program image to write (64-bit little-endian words)")(
-      "include,I", po::value(&include_dirs), "directory searched by .include")(
-      "input", po::value(&input)->required(), "assembly source");
+  options.add_options()("help,h", "show this help")("output,o", po::value(&output)->required(),
+                                                    "program image to write (64-bit little-endian words)")(
+      "include,I", po::value(&include_dirs), "directory searched by .include")("input", po::value(&input)->required(),
+                                                                               "assembly source");
   po::positional_options_description positional;
   positional.add("input", 1);
   try {

@@ -1,7 +1,7 @@
 // npusim-objdump: print a program image as assembly that npusim-as turns back into the same bytes.
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include <boost/program_options.hpp>
 #include <cstring>
 #include <fstream>
 #include <iostream>

@@ -61,8 +61,8 @@ Device::Submitted Device::submit(uint64_t kind, uint64_t arg0, uint64_t arg1, ui
   memory.read(abi::RING_BASE + abi::RING_COMPLETED, &completed, sizeof completed);
   memory.read(abi::RING_BASE + abi::RING_STATUS, &status, sizeof status);
   if (completed != slot.sequence)
-    throw DeviceError(fmt::format("npusim firmware completed command {} while {} was expected", completed,
-                                  slot.sequence));
+    throw DeviceError(
+        fmt::format("npusim firmware completed command {} while {} was expected", completed, slot.sequence));
   return {status, chip_->elapsed_cycles() - cycles_before};
 }
 

@@ -33,9 +33,9 @@ uint64_t DeviceAllocator::allocate(uint64_t bytes) {
       "(largest free block {} bytes)",
       bytes, stats_.allocated_bytes, stats_.allocations, stats_.reserved_bytes - stats_.allocated_bytes,
       stats_.reserved_bytes,
-      std::max_element(free_ranges_.begin(), free_ranges_.end(),
-                       [](const auto& a, const auto& b) { return a.second < b.second; })
-          ->second));
+      std::max_element(free_ranges_.begin(), free_ranges_.end(), [](const auto& a, const auto& b) {
+        return a.second < b.second;
+      })->second));
 }
 
 void DeviceAllocator::free(uint64_t address) {

@@ -1,10 +1,9 @@
 // Conversions between cycles, bytes and SystemC time for one configured chip.
 #pragma once
 
-#include <systemc>
-
 #include <cmath>
 #include <cstdint>
+#include <systemc>
 
 namespace npusim::sim {
 

@@ -2,10 +2,10 @@
 // real waits for the cores it launched.
 #include "command_processor.h"
 
-#include <systemc>
+#include <fmt/format.h>
 #include <tlm_utils/tlm_quantumkeeper.h>
 
-#include <fmt/format.h>
+#include <systemc>
 
 #include "npusim/emulator/step.h"
 #include "tlm_port.h"

@@ -2,11 +2,11 @@
 // commands from the ring in DRAM, starts NPU cores and waits for them, and moves data over the host link.
 #pragma once
 
-#include <systemc>
-#include <tlm>
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include <optional>
+#include <systemc>
+#include <tlm>
 #include <vector>
 
 #include "clock.h"

@@ -3,9 +3,10 @@
 // access latency.
 #pragma once
 
+#include <tlm_utils/multi_passthrough_target_socket.h>
+
 #include <systemc>
 #include <tlm>
-#include <tlm_utils/multi_passthrough_target_socket.h>
 
 #include "npusim/config/chip_config.h"
 #include "npusim/emulator/device_memory.h"

@@ -2,9 +2,10 @@
 // link: each takes bytes / bandwidth after the previous one, plus the link latency.
 #pragma once
 
+#include <tlm_utils/simple_target_socket.h>
+
 #include <systemc>
 #include <tlm>
-#include <tlm_utils/simple_target_socket.h>
 
 #include "npusim/config/chip_config.h"
 

@@ -2,10 +2,10 @@
 // decouples from SystemC time with a quantum keeper; engines advance time once per tile instruction.
 #include "npu_core.h"
 
-#include <systemc>
+#include <fmt/format.h>
 #include <tlm_utils/tlm_quantumkeeper.h>
 
-#include <fmt/format.h>
+#include <systemc>
 
 #include "npusim/emulator/semantics.h"
 #include "npusim/emulator/step.h"
@@ -182,7 +182,8 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, bool is_dm
         } else {
           const uint64_t elements = snapshot.registers[item.instruction.rs3];
           const auto lanes = static_cast<uint64_t>(config_.core_vector_lanes);
-          busy = clock_.cycles(static_cast<uint64_t>(config_.core_vector_pipeline_cycles) + (elements + lanes - 1) / lanes);
+          busy = clock_.cycles(static_cast<uint64_t>(config_.core_vector_pipeline_cycles) +
+                               (elements + lanes - 1) / lanes);
         }
       } catch (const Trap& trap) {
         record_fault(context, item.pc, trap.what());

@@ -2,13 +2,13 @@
 // DMA engine and a vector engine that drain their queues concurrently, and the core's scratchpad.
 #pragma once
 
-#include <systemc>
-#include <tlm>
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include <array>
 #include <optional>
 #include <ostream>
+#include <systemc>
+#include <tlm>
 #include <utility>
 #include <vector>
 

@@ -2,10 +2,11 @@
 // simulation whenever the host wakes the command processor.
 #include "npusim/sim/timed_chip.h"
 
+// SystemC before the TLM utilities, which assume it.
 #include <systemc>
-#include <tlm_utils/tlm_quantumkeeper.h>
 
 #include <fmt/format.h>
+#include <tlm_utils/tlm_quantumkeeper.h>
 
 #include <cstdlib>
 #include <memory>

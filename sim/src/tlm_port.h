@@ -1,10 +1,9 @@
 // Blocking TLM-2.0 reads and writes from an initiator socket, with the transaction's delay threaded through.
 #pragma once
 
+#include <cstdint>
 #include <systemc>
 #include <tlm>
-
-#include <cstdint>
 
 namespace npusim::sim {
 

@@ -1,10 +1,11 @@
 // Assembler features and diagnostics.
+#include "npusim/isa/assembler.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "npusim/isa/assembler.h"
 #include "npusim/isa/encoding.h"
 
 namespace npusim::isa {
@@ -35,9 +36,7 @@ TEST(Assembler, EvaluatesConstantsAndExpressions) {
   EXPECT_EQ(decode(words[0]), (Instruction{Opcode::Ld, 1, 2, 0, 0, 0x1000 + 128 - 8}));
 }
 
-TEST(Assembler, EmitsDataWords) {
-  EXPECT_EQ(assemble(".dword 7, -1\n", "t.s"), (std::vector<uint64_t>{7, ~0ull}));
-}
+TEST(Assembler, EmitsDataWords) { EXPECT_EQ(assemble(".dword 7, -1\n", "t.s"), (std::vector<uint64_t>{7, ~0ull})); }
 
 TEST(Assembler, FollowsIncludes) {
   const auto dir = std::filesystem::temp_directory_path() / "npusim_assembler_test";

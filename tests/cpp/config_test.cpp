@@ -29,10 +29,13 @@ TEST(Config, UnknownKeyNamesFileLineAndKey) {
   EXPECT_EQ(error_of("chip:\n  cores: 2\n  corse: 3\n"), "bad.yaml:3: unknown key 'chip.corse'");
 }
 
-TEST(Config, UnknownSectionIsAnError) { EXPECT_EQ(error_of("chips:\n  cores: 2\n"), "bad.yaml:1: unknown section 'chips'"); }
+TEST(Config, UnknownSectionIsAnError) {
+  EXPECT_EQ(error_of("chips:\n  cores: 2\n"), "bad.yaml:1: unknown section 'chips'");
+}
 
 TEST(Config, WrongTypeIsAnError) {
-  EXPECT_EQ(error_of("dram:\n  bandwidth_gbps: fast\n"), "bad.yaml:2: key 'dram.bandwidth_gbps' must be a Real, found 'fast'");
+  EXPECT_EQ(error_of("dram:\n  bandwidth_gbps: fast\n"),
+            "bad.yaml:2: key 'dram.bandwidth_gbps' must be a Real, found 'fast'");
 }
 
 TEST(Config, OutOfRangeValueIsAnError) {

@@ -34,7 +34,9 @@ std::vector<float> reference(ElementwiseOp op, const std::vector<int64_t>& sizes
       for (size_t k = 0; k < strides.size(); ++k) offsets[k] += index * strides[k][dim];
     }
     const float x = a[offsets[1]];
-    out[offsets[0]] = op == ElementwiseOp::Copy ? x : op == ElementwiseOp::AddF32 ? x + b[offsets[2]] : x * b[offsets[2]];
+    out[offsets[0]] = op == ElementwiseOp::Copy     ? x
+                      : op == ElementwiseOp::AddF32 ? x + b[offsets[2]]
+                                                    : x * b[offsets[2]];
   }
   return out;
 }
@@ -73,12 +75,11 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, EmittedElementwise,
     ::testing::Values(
         Case{ElementwiseOp::AddF32, {8}, {{1}, {1}, {1}}},
-        Case{ElementwiseOp::AddF32, {5000}, {{1}, {1}, {1}}},                       // several tiles and a remainder
-        Case{ElementwiseOp::MulF32, {37, 53}, {{53, 1}, {1, 37}, {53, 1}}},         // transposed input
+        Case{ElementwiseOp::AddF32, {5000}, {{1}, {1}, {1}}},                         // several tiles and a remainder
+        Case{ElementwiseOp::MulF32, {37, 53}, {{53, 1}, {1, 37}, {53, 1}}},           // transposed input
         Case{ElementwiseOp::MulF32, {3, 4, 5}, {{20, 5, 1}, {0, 5, 1}, {20, 0, 1}}},  // broadcasts
         Case{ElementwiseOp::AddF32, {2, 3, 4, 5, 6}, {{360, 120, 30, 6, 1}, {1, 2, 6, 24, 120}, {0, 1, 0, 3, 0}}},
-        Case{ElementwiseOp::Copy, {300, 7}, {{7, 1}, {1, 300}}},
-        Case{ElementwiseOp::Copy, {1}, {{1}, {1}}}));
+        Case{ElementwiseOp::Copy, {300, 7}, {{7, 1}, {1, 300}}}, Case{ElementwiseOp::Copy, {1}, {{1}, {1}}}));
 
 TEST(ElementwiseEmitter, RejectsTooManyDimensionsAsUnsupported) {
   std::vector<int64_t> sizes(7, 2), strides{1, 4, 16, 64, 256, 1024, 4096}, other{4096, 1024, 256, 64, 16, 4, 1};

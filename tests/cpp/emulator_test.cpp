@@ -36,8 +36,9 @@ class Emulator : public ::testing::Test {
 };
 
 TEST_F(Emulator, ScalarArithmeticWrapsAndShifts) {
-  ASSERT_FALSE(run("li r2, -1\n li r3, 2\n add r4, r2, r3\n sub r5, r0, r3\n mul r6, r3, r3\n srai r7, r2, 60\n"
-                   " srli r8, r2, 60\n slt r9, r2, r3\n sltu r10, r2, r3\n halt\n"));
+  ASSERT_FALSE(
+      run("li r2, -1\n li r3, 2\n add r4, r2, r3\n sub r5, r0, r3\n mul r6, r3, r3\n srai r7, r2, 60\n"
+          " srli r8, r2, 60\n slt r9, r2, r3\n sltu r10, r2, r3\n halt\n"));
   EXPECT_EQ(reg(4), 1u);
   EXPECT_EQ(reg(5), static_cast<uint64_t>(-2));
   EXPECT_EQ(reg(6), 4u);
@@ -86,7 +87,8 @@ TEST_F(Emulator, StridedDmaGathersAndScattersThroughTheScratchpad) {
   for (int k = 0; k < 16; ++k) input[k] = static_cast<float>(k);
   chip_.memory().write(kData, input.data(), 64);
   // Gather every fourth element, then store them contiguously after the input.
-  ASSERT_FALSE(run("li r2, 4\n dma.ld.b32 r0, r1, r2, 16\n fence\n addi r3, r1, 64\n dma.st.b32 r3, r0, r2, 4\n halt\n"));
+  ASSERT_FALSE(
+      run("li r2, 4\n dma.ld.b32 r0, r1, r2, 16\n fence\n addi r3, r1, 64\n dma.st.b32 r3, r0, r2, 4\n halt\n"));
   float gathered[4];
   chip_.memory().read(kData + 64, gathered, sizeof gathered);
   EXPECT_EQ(gathered[0], 0.0f);
@@ -108,9 +110,10 @@ TEST_F(Emulator, VectorAddAndMultiplyAreIeeeFloat32) {
   const float b[4] = {2.25f, 0.0f, -INFINITY, 10.0f};
   chip_.memory().write(kData, a, 16);
   chip_.memory().write(kData + 16, b, 16);
-  ASSERT_FALSE(run("li r2, 4\n li r3, 16\n li r4, 32\n li r5, 48\n dma.ld.b32 r0, r1, r2, 4\n addi r6, r1, 16\n"
-                   " dma.ld.b32 r3, r6, r2, 4\n vadd.f32 r4, r0, r3, r2\n vmul.f32 r5, r0, r3, r2\n"
-                   " addi r7, r1, 64\n dma.st.b32 r7, r4, r2, 4\n addi r7, r1, 96\n dma.st.b32 r7, r5, r2, 4\n halt\n"));
+  ASSERT_FALSE(
+      run("li r2, 4\n li r3, 16\n li r4, 32\n li r5, 48\n dma.ld.b32 r0, r1, r2, 4\n addi r6, r1, 16\n"
+          " dma.ld.b32 r3, r6, r2, 4\n vadd.f32 r4, r0, r3, r2\n vmul.f32 r5, r0, r3, r2\n"
+          " addi r7, r1, 64\n dma.st.b32 r7, r4, r2, 4\n addi r7, r1, 96\n dma.st.b32 r7, r5, r2, 4\n halt\n"));
   float sum[4], product[4];
   chip_.memory().read(kData + 64, sum, 16);
   chip_.memory().read(kData + 96, product, 16);

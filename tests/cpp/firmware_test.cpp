@@ -1,8 +1,7 @@
 // The command-processor firmware driven through the host runtime on the emulator: every command kind, ring
 // wrap-around, error status, and a device that stays usable after failures.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <numeric>
 
@@ -38,7 +37,8 @@ TEST(Firmware, CopiesHostToDeviceToDeviceToHost) {
 TEST(Firmware, LaunchPassesArgumentsInR1) {
   runtime::Device device(small_config(), runtime::Mode::Functional);
   const uint64_t out = device.allocate(8);
-  const uint64_t program = device.load_program(isa::assemble("ld r2, 0(r1)\n ld r3, 8(r1)\n st r3, 0(r2)\n halt\n", "k.s"));
+  const uint64_t program =
+      device.load_program(isa::assemble("ld r2, 0(r1)\n ld r3, 8(r1)\n st r3, 0(r2)\n halt\n", "k.s"));
   const uint64_t arguments[] = {out, 0xfeedface};
   device.launch("store_argument", program, arguments);
   uint64_t value = 0;

@@ -81,8 +81,7 @@ TEST(TimedModel, IsDeterministic) {
 
 TEST(TimedModel, SingleDmaLoadMatchesClosedForm) {
   runtime::Device timed(test_config(), runtime::Mode::Timed);
-  const auto words = isa::assemble(
-      "li r2, 1024\n ld r3, 0(r1)\n dma.ld.b32 r0, r3, r2, 4\n fence\n halt\n", "dma.s");
+  const auto words = isa::assemble("li r2, 1024\n ld r3, 0(r1)\n dma.ld.b32 r0, r3, r2, 4\n fence\n halt\n", "dma.s");
   const uint64_t buffer = timed.allocate(4096);
   const uint64_t arguments[] = {buffer};
   timed.launch("dma", timed.load_program(words), arguments);

@@ -72,9 +72,10 @@ def test_empty_tensors(device):
     assert (torch.empty(0, device=device) + torch.empty(0, device=device)).shape == (0,)
 
 
-@pytest.mark.parametrize(
-    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool]
-)
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_round_trip_copies_every_dtype(dtype, device):
     source = (random((5, 7), 7) * 50).to(dtype)
     on_device = source.to(device)

@@ -34,10 +34,12 @@ ElementwiseSpec collapse(const ElementwiseSpec& spec) {
       mergeable = out.strides[k].back() == spec.strides[k][dim] * spec.element_bytes * spec.sizes[dim];
     if (mergeable) {
       out.sizes.back() *= spec.sizes[dim];
-      for (size_t k = 0; k < spec.strides.size(); ++k) out.strides[k].back() = spec.strides[k][dim] * spec.element_bytes;
+      for (size_t k = 0; k < spec.strides.size(); ++k)
+        out.strides[k].back() = spec.strides[k][dim] * spec.element_bytes;
     } else {
       out.sizes.push_back(spec.sizes[dim]);
-      for (size_t k = 0; k < spec.strides.size(); ++k) out.strides[k].push_back(spec.strides[k][dim] * spec.element_bytes);
+      for (size_t k = 0; k < spec.strides.size(); ++k)
+        out.strides[k].push_back(spec.strides[k][dim] * spec.element_bytes);
     }
   }
   if (out.sizes.empty()) {  // a single element
@@ -78,7 +80,8 @@ class ElementwiseEmitter {
   int last_dim() const { return static_cast<int>(spec_.sizes.size()) - 1; }
 
   void advance_pointers(int dim, int64_t times) {
-    for (int k = 0; k < operands_; ++k) writer_.add_constant(kFirstPointer + k, spec_.strides[k][dim] * times, kScratch);
+    for (int k = 0; k < operands_; ++k)
+      writer_.add_constant(kFirstPointer + k, spec_.strides[k][dim] * times, kScratch);
   }
 
   void emit_dimension(int dim) {
@@ -155,10 +158,11 @@ std::string op_name(ElementwiseOp op) {
 
 Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& config) {
   if (static_cast<int>(spec.strides.size()) != operand_count(spec.op))
-    throw std::invalid_argument(fmt::format("{} takes {} operands, {} given", op_name(spec.op),
-                                            operand_count(spec.op), spec.strides.size()));
+    throw std::invalid_argument(
+        fmt::format("{} takes {} operands, {} given", op_name(spec.op), operand_count(spec.op), spec.strides.size()));
   for (const auto& strides : spec.strides)
-    if (strides.size() != spec.sizes.size()) throw std::invalid_argument("every operand needs one stride per dimension");
+    if (strides.size() != spec.sizes.size())
+      throw std::invalid_argument("every operand needs one stride per dimension");
   if (spec.op != ElementwiseOp::Copy && spec.element_bytes != 4)
     throw std::invalid_argument("fp32 operations take 4-byte elements");
   Kernel kernel;

@@ -23,17 +23,14 @@ def _autoload():
 import torch  # noqa: E402
 
 from . import _C  # noqa: E402
-from .profiler import KernelRecord, Report, profile
+from .profiler import KernelRecord, Report, profile  # noqa: E402
 
 __all__ = ["init", "profile", "Report", "KernelRecord", "config_dirs", "properties"]
 
-_PACKAGE_CONFIGS = Path(__file__).resolve().parent / "configs"
-_SOURCE_CONFIGS = Path(__file__).resolve().parents[3] / "configs"
-
 
 def config_dirs():
-    """Directories searched for preset names: the package's own presets, then a source checkout's."""
-    return [str(path) for path in (_PACKAGE_CONFIGS, _SOURCE_CONFIGS) if path.is_dir()]
+    """Directories searched for preset names: the presets installed with the package."""
+    return [str(Path(__file__).resolve().parent / "configs")]
 
 
 def init(config=None, mode=None):

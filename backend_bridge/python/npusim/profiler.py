@@ -45,7 +45,8 @@ class Report:
         """A text table: one line per command, then totals."""
         lines = [
             f"npusim report: config {self.config}, {self.mode} mode, {self.clock_ghz:g} GHz",
-            f"{'command':<16}{'bytes':>12}{'instructions':>14}{'kernel cycles':>15}{'device cycles':>15}{'time (us)':>12}",
+            f"{'command':<16}{'bytes':>12}{'instructions':>14}{'kernel cycles':>15}{'device cycles':>15}"
+            f"{'time (us)':>12}",
         ]
         for r in self.records:
             lines.append(

@@ -11,7 +11,9 @@ void execute(ExecContext& context, const isa::Instruction& instruction) {
   context.next_pc = context.pc + isa::kInstructionBytes;
   switch (instruction.opcode) {
 #define NPUSIM_INSTRUCTION(Name, mnemonic, code, operands, timing, doc) \
-  case isa::Opcode::Name: semantics::Name(context, instruction); break;
+  case isa::Opcode::Name:                                               \
+    semantics::Name(context, instruction);                              \
+    break;
 #include "npusim/isa/instructions.def"
 #undef NPUSIM_INSTRUCTION
   }

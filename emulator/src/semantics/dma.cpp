@@ -17,8 +17,7 @@ void dma_load(ExecContext& c, const Instruction& i) {
     c.read_dram(dram, destination, count * ElementBytes);
     return;
   }
-  for (uint64_t k = 0; k < count; ++k)
-    c.read_dram(dram + k * stride, destination + k * ElementBytes, ElementBytes);
+  for (uint64_t k = 0; k < count; ++k) c.read_dram(dram + k * stride, destination + k * ElementBytes, ElementBytes);
 }
 
 template <uint64_t ElementBytes>

@@ -25,7 +25,11 @@ void binary_f32(ExecContext& c, const Instruction& i, Operation operation) {
 }
 }  // namespace
 
-void VaddF32(ExecContext& c, const Instruction& i) { binary_f32(c, i, [](float x, float y) { return x + y; }); }
-void VmulF32(ExecContext& c, const Instruction& i) { binary_f32(c, i, [](float x, float y) { return x * y; }); }
+void VaddF32(ExecContext& c, const Instruction& i) {
+  binary_f32(c, i, [](float x, float y) { return x + y; });
+}
+void VmulF32(ExecContext& c, const Instruction& i) {
+  binary_f32(c, i, [](float x, float y) { return x * y; });
+}
 
 }  // namespace npusim::emulator::semantics

@@ -4,9 +4,9 @@
 
 #include <cstdint>
 #include <optional>
-#include <utility>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "npusim/config/chip_config.h"
@@ -19,7 +19,7 @@ namespace npusim::emulator {
 struct LaunchRecord {
   uint64_t core_mask = 0;
   uint64_t program = 0;
-  uint64_t instructions = 0;       // retired by all launched cores
+  uint64_t instructions = 0;  // retired by all launched cores
   uint64_t start_cycle = 0, end_cycle = 0;
   uint64_t dram_bytes_read = 0, dram_bytes_written = 0;
   bool failed = false;

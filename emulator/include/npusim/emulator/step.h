@@ -1,10 +1,10 @@
 // The fetch–decode–execute loop shared by every scalar unit that runs instructions in program order.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "npusim/emulator/exec_context.h"
 #include "npusim/emulator/trap.h"

@@ -14,7 +14,7 @@ class Trap : public std::runtime_error {
 };
 
 struct KernelFault {
-  int core = 0;           // -1 for the command processor
+  int core = 0;  // -1 for the command processor
   uint64_t pc = 0;
   std::string instruction;  // disassembly of the faulting instruction, or the raw word
   std::string cause;

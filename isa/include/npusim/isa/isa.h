@@ -37,8 +37,10 @@ inline constexpr std::array kInstructionTable = {
 
 // Control/status registers readable with csrr; the number is the instruction's imm field.
 enum class Csr : int32_t { CoreId = 0, CoreCount = 1, Cycle = 2, InstructionsRetired = 3 };
-inline constexpr std::array<std::pair<Csr, std::string_view>, 4> kCsrNames = {{
-    {Csr::CoreId, "coreid"}, {Csr::CoreCount, "ncores"}, {Csr::Cycle, "cycle"}, {Csr::InstructionsRetired, "instret"}}};
+inline constexpr std::array<std::pair<Csr, std::string_view>, 4> kCsrNames = {{{Csr::CoreId, "coreid"},
+                                                                               {Csr::CoreCount, "ncores"},
+                                                                               {Csr::Cycle, "cycle"},
+                                                                               {Csr::InstructionsRetired, "instret"}}};
 
 inline constexpr int kRegisterCount = 32;
 inline constexpr int kInstructionBytes = 8;
@@ -70,7 +72,9 @@ constexpr FieldUse field_use(std::string_view operands) {
       case 's': use.rs1 = true; break;
       case 't': use.rs2 = true; break;
       case 'u': use.rs3 = true; break;
-      case 'i': case 'b': case 'c': use.imm = true; break;
+      case 'i':
+      case 'b':
+      case 'c': use.imm = true; break;
       case 'm': use.rs1 = use.imm = true; break;
       default: break;
     }

@@ -28,11 +28,11 @@ class DeviceError : public std::runtime_error {
 
 // What the device did for one command, for reports.
 struct CommandRecord {
-  std::string name;             // kernel name, or copy_h2d / copy_d2h / copy_d2d
-  uint64_t bytes = 0;           // bytes copied (copies) or moved to and from DRAM (kernels)
-  uint64_t instructions = 0;    // instructions the NPU cores retired (kernels)
-  uint64_t kernel_cycles = 0;   // from launch to the last core's halt (timed mode)
-  uint64_t device_cycles = 0;   // the whole command, firmware included (timed mode)
+  std::string name;            // kernel name, or copy_h2d / copy_d2h / copy_d2d
+  uint64_t bytes = 0;          // bytes copied (copies) or moved to and from DRAM (kernels)
+  uint64_t instructions = 0;   // instructions the NPU cores retired (kernels)
+  uint64_t kernel_cycles = 0;  // from launch to the last core's halt (timed mode)
+  uint64_t device_cycles = 0;  // the whole command, firmware included (timed mode)
 };
 
 class Device {
