@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(build-essential cmake ninja-build pkg-config ccache libsystemc-dev libboost-program-options-dev
-  libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev pybind11-dev nlohmann-json3-dev libeigen3-dev)
-PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest numpy)
+  libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev pybind11-dev nlohmann-json3-dev libeigen3-dev clang-format)
+PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest numpy ruff)
 PYTHON=${PYTHON:-python3}
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -32,7 +32,7 @@ import sys
 from importlib.metadata import version
 import torch
 assert torch.__version__.split("+")[0] == "2.13.0"
-for name in ("scikit-build-core", "ninja", "pytest", "numpy"):
+for name in ("scikit-build-core", "ninja", "pytest", "numpy", "ruff"):
     version(name)
 PY
     echo "== installing Python packages: ${PYTHON_PACKAGES[*]}"
@@ -62,6 +62,9 @@ case "${1:-}" in
     ;;
   test)
     setup
+    echo "== formatting (clang-format, ruff)"
+    git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
+    "$PYTHON" -m ruff check --quiet . && "$PYTHON" -m ruff format --check --quiet .
     echo "== C++ tests (GoogleTest through ctest)"
     ctest --test-dir build --output-on-failure -j "$(nproc)"
     echo "== Python tests (pytest)"

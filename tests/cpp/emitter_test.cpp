@@ -47,6 +47,11 @@ struct Case {
   std::vector<std::vector<int64_t>> strides;
 };
 
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << emitter::op_name(c.op) << " sizes " << ::testing::PrintToString(c.sizes) << " strides "
+       << ::testing::PrintToString(c.strides);
+}
+
 class EmittedElementwise : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EmittedElementwise, MatchesReferenceLoops) {
@@ -79,7 +84,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{ElementwiseOp::MulF32, {37, 53}, {{53, 1}, {1, 37}, {53, 1}}},           // transposed input
         Case{ElementwiseOp::MulF32, {3, 4, 5}, {{20, 5, 1}, {0, 5, 1}, {20, 0, 1}}},  // broadcasts
         Case{ElementwiseOp::AddF32, {2, 3, 4, 5, 6}, {{360, 120, 30, 6, 1}, {1, 2, 6, 24, 120}, {0, 1, 0, 3, 0}}},
-        Case{ElementwiseOp::Copy, {300, 7}, {{7, 1}, {1, 300}}}, Case{ElementwiseOp::Copy, {1}, {{1}, {1}}}));
+        Case{ElementwiseOp::Copy, {300, 7}, {{7, 1}, {1, 300}}}, Case{ElementwiseOp::Copy, {1}, {{1}, {1}}}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return emitter::op_name(info.param.op) + "_" + std::to_string(info.index);
+    });
 
 TEST(ElementwiseEmitter, RejectsTooManyDimensionsAsUnsupported) {
   std::vector<int64_t> sizes(7, 2), strides{1, 4, 16, 64, 256, 1024, 4096}, other{4096, 1024, 256, 64, 16, 4, 1};
