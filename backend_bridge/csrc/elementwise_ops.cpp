@@ -1,5 +1,5 @@
-// Native elementwise kernels: add and mul on float32 tensors run as emitted ISA programs. Other dtypes take the
-// CPU fallback (counted and reported) until the vector engine has their instructions.
+// Native elementwise kernels: add and mul on float32 tensors, and fill_/zero_ on any dtype, run as emitted ISA
+// programs. Other dtypes take the CPU fallback (counted and reported) until the vector engine has their instructions.
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -94,9 +94,26 @@ at::Tensor npusim_mul(const at::Tensor& self, const at::Tensor& other) {
 }
 at::Tensor& npusim_mul_(at::Tensor& self, const at::Tensor& other) { return npusim_mul_out(self, other, self); }
 
+// fill_ broadcasts one element over the tensor with a zero-stride DMA: a copy kernel, any dtype.
+at::Tensor& npusim_fill_(at::Tensor& self, const at::Scalar& value) {
+  if (self.numel() == 0) return self;
+  const at::Tensor element = at::scalar_tensor(value, self.options().device(c10::kCPU)).to(self.device());
+  copy_on_device(element.expand_as(self), self);
+  return self;
+}
+at::Tensor& npusim_fill_tensor_(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
+              " dimensions.");
+  return npusim_fill_(self, value.item());
+}
+at::Tensor& npusim_zero_(at::Tensor& self) { return npusim_fill_(self, 0); }
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("fill_.Scalar", npusim_fill_);
+  m.impl("fill_.Tensor", npusim_fill_tensor_);
+  m.impl("zero_", npusim_zero_);
   m.impl("add.out", npusim_add_out);
   m.impl("add.Tensor", npusim_add);
   m.impl("add_.Tensor", npusim_add_);

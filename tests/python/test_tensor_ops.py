@@ -141,3 +141,15 @@ def test_out_of_memory_is_a_torch_error_and_device_stays_usable(device):
     with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
         torch.empty(1 << 40, dtype=torch.uint8, device=device)
     assert (torch.ones(3, device=device) + 1).cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fill_and_factories_run_natively(dtype, device):
+    with npusim.profile() as report:
+        zeros = torch.zeros(5, 7, dtype=dtype, device=device)
+        ones = torch.ones(300, dtype=dtype, device=device)
+        strided = torch.empty(6, 6, dtype=dtype, device=device)[:, ::2].fill_(3)
+    assert report.fallbacks == {}
+    assert torch.equal(zeros.cpu(), torch.zeros(5, 7, dtype=dtype))
+    assert torch.equal(ones.cpu(), torch.ones(300, dtype=dtype))
+    assert torch.equal(strided.cpu(), torch.full((6, 3), 3, dtype=dtype))
