@@ -14,7 +14,14 @@ namespace npusim::emulator {
 class FunctionalChip::CoreContext : public ExecContext {
  public:
   CoreContext(FunctionalChip& chip, int index)
-      : ExecContext(state_), chip_(chip), index_(index), scratchpad_(chip.config_.scratchpad_bytes()) {}
+      : ExecContext(state_),
+        chip_(chip),
+        index_(index),
+        scratchpad_(chip.config_.scratchpad_bytes()),
+        accumulator_(chip.config_.accumulator_bytes()) {
+    weights_.max_rows = chip.config_.core_systolic_rows;
+    weights_.max_cols = chip.config_.core_systolic_cols;
+  }
 
   void read_dram(uint64_t address, void* destination, uint64_t bytes) override {
     chip_.memory_.read(address, destination, bytes);
@@ -39,8 +46,11 @@ class FunctionalChip::CoreContext : public ExecContext {
     throw Trap(fmt::format("unknown control/status register {}", static_cast<int>(csr)));
   }
 
+  MatrixWeights& matrix_weights() override { return weights_; }
+
   std::optional<KernelFault> run(uint64_t program, uint64_t arguments) {
     state_ = ScalarState{};
+    weights_.rows = weights_.cols = 0;
     state_.pc = program;
     state_.registers[1] = arguments;
     bytes_read = bytes_written = 0;
@@ -54,12 +64,15 @@ class FunctionalChip::CoreContext : public ExecContext {
 
  protected:
   std::span<std::byte> scratchpad_memory() override { return scratchpad_; }
+  std::span<std::byte> accumulator_memory() override { return accumulator_; }
 
  private:
   ScalarState state_;
   FunctionalChip& chip_;
   int index_;
   std::vector<std::byte> scratchpad_;
+  std::vector<std::byte> accumulator_;
+  MatrixWeights weights_;
 };
 
 class FunctionalChip::CommandProcessorContext : public ExecContext {

@@ -16,6 +16,7 @@ std::string_view timing_class_name(TimingClass timing) {
     case TimingClass::Branch: return "branch";
     case TimingClass::Dma: return "DMA engine";
     case TimingClass::Vector: return "vector engine";
+    case TimingClass::Matrix: return "matrix engine";
     case TimingClass::Sync: return "sync";
     case TimingClass::System: return "command processor";
   }

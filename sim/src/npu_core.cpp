@@ -77,11 +77,13 @@ class NpuCore::EngineContext : public emulator::ExecContext {
     return word;
   }
   uint64_t read_csr(isa::Csr) override { throw Trap("engines cannot read control/status registers"); }
+  emulator::MatrixWeights& matrix_weights() override { return core_.weights_; }
 
   sc_core::sc_time memory_time = sc_core::SC_ZERO_TIME;
 
  protected:
   std::span<std::byte> scratchpad_memory() override { return core_.scratchpad_; }
+  std::span<std::byte> accumulator_memory() override { return core_.accumulator_; }
 
  private:
   void access(tlm::tlm_command command, uint64_t address, void* data, uint64_t bytes) {
@@ -103,12 +105,17 @@ NpuCore::NpuCore(sc_core::sc_module_name name, int index, const config::ChipConf
       memory_(memory),
       clock_(config.chip_clock_ghz),
       scratchpad_(config.scratchpad_bytes()),
+      accumulator_(config.accumulator_bytes()),
       dma_queue_("dma_queue", static_cast<int>(config.core_engine_queue_depth)),
-      vector_queue_("vector_queue", static_cast<int>(config.core_engine_queue_depth)) {
+      vector_queue_("vector_queue", static_cast<int>(config.core_engine_queue_depth)),
+      matrix_queue_("matrix_queue", static_cast<int>(config.core_engine_queue_depth)) {
+  weights_.max_rows = config.core_systolic_rows;
+  weights_.max_cols = config.core_systolic_cols;
   SC_HAS_PROCESS(NpuCore);
   SC_THREAD(scalar_unit);
   SC_THREAD(dma_engine);
   SC_THREAD(vector_engine);
+  SC_THREAD(matrix_engine);
 }
 
 void NpuCore::start(uint64_t program, uint64_t arguments) {
@@ -130,6 +137,7 @@ void NpuCore::scalar_unit() {
 void NpuCore::run_kernel() {
   fault_.reset();
   state_ = emulator::ScalarState{};
+  weights_.rows = weights_.cols = 0;
   state_.pc = program_;
   state_.registers[1] = arguments_;
   tlm_utils::tlm_quantumkeeper keeper;
@@ -143,10 +151,10 @@ void NpuCore::run_kernel() {
       context.pc = state_.pc;
       const isa::Instruction instruction = emulator::fetch(context);
       const isa::TimingClass timing = isa::info(instruction.opcode).timing;
-      if (timing == isa::TimingClass::Dma || timing == isa::TimingClass::Vector) {
+      if (timing == isa::TimingClass::Dma || timing == isa::TimingClass::Vector ||
+          timing == isa::TimingClass::Matrix) {
         keeper.sync();  // the engine sees the instruction at the scalar unit's local time
-        (timing == isa::TimingClass::Dma ? dma_queue_ : vector_queue_)
-            .write(IssuedInstruction{instruction, state_.pc, state_.registers});
+        queue_for(timing).write(IssuedInstruction{instruction, state_.pc, state_.registers});
         ++outstanding_;
         context.next_pc = state_.pc + isa::kInstructionBytes;
       } else {
@@ -166,7 +174,40 @@ void NpuCore::run_kernel() {
   wait_engines_idle();
 }
 
-void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, bool is_dma) {
+sc_core::sc_fifo<IssuedInstruction>& NpuCore::queue_for(isa::TimingClass timing) {
+  switch (timing) {
+    case isa::TimingClass::Dma: return dma_queue_;
+    case isa::TimingClass::Vector: return vector_queue_;
+    default: return matrix_queue_;
+  }
+}
+
+sc_core::sc_time NpuCore::engine_time(const IssuedInstruction& item, const sc_core::sc_time& memory_time) const {
+  const auto operand = [&](uint8_t reg) { return item.registers[reg]; };
+  const auto rows = static_cast<uint64_t>(config_.core_systolic_rows);
+  const auto cols = static_cast<uint64_t>(config_.core_systolic_cols);
+  const auto lanes = static_cast<uint64_t>(config_.core_vector_lanes);
+  const isa::Instruction& instruction = item.instruction;
+  switch (isa::info(instruction.opcode).timing) {
+    case isa::TimingClass::Dma:
+      return clock_.cycles(static_cast<uint64_t>(config_.core_dma_setup_cycles)) + memory_time;
+    case isa::TimingClass::Vector:
+      return clock_.cycles(static_cast<uint64_t>(config_.core_vector_pipeline_cycles) +
+                           (operand(instruction.rs3) + lanes - 1) / lanes);
+    default:
+      break;
+  }
+  switch (instruction.opcode) {
+    case isa::Opcode::MatrixLoadWeightsF32:  // one weight row shifts in per cycle
+      return clock_.cycles(operand(instruction.rs2));
+    case isa::Opcode::MatrixMultiplyF32:  // M input rows stream through; the skewed wavefront fills and drains
+      return clock_.cycles(operand(instruction.rs2) + rows + cols - 1);
+    default:  // mx.st: one accumulator row of `cols` elements per cycle
+      return clock_.cycles((operand(instruction.rs2) + cols - 1) / cols);
+  }
+}
+
+void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue) {
   while (true) {
     IssuedInstruction item = queue.read();
     if (!fault_) {
@@ -177,14 +218,7 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, bool is_dm
       sc_core::sc_time busy = sc_core::SC_ZERO_TIME;
       try {
         emulator::execute(context, item.instruction);
-        if (is_dma) {
-          busy = clock_.cycles(static_cast<uint64_t>(config_.core_dma_setup_cycles)) + context.memory_time;
-        } else {
-          const uint64_t elements = snapshot.registers[item.instruction.rs3];
-          const auto lanes = static_cast<uint64_t>(config_.core_vector_lanes);
-          busy = clock_.cycles(static_cast<uint64_t>(config_.core_vector_pipeline_cycles) +
-                               (elements + lanes - 1) / lanes);
-        }
+        busy = engine_time(item, context.memory_time);
       } catch (const Trap& trap) {
         record_fault(context, item.pc, trap.what());
       }

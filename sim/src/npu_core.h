@@ -1,5 +1,5 @@
-// One NPU core: a scalar unit that runs the program in order and issues tile instructions into per-engine queues, a
-// DMA engine and a vector engine that drain their queues concurrently, and the core's scratchpad.
+// One NPU core: a scalar unit that runs the program in order and issues tile instructions into per-engine queues;
+// DMA, vector and matrix engines that drain their queues concurrently; the scratchpad and the accumulator buffer.
 #pragma once
 
 #include <tlm_utils/simple_initiator_socket.h>
@@ -51,9 +51,13 @@ class NpuCore : public sc_core::sc_module {
 
   void scalar_unit();
   void run_kernel();
-  void dma_engine() { engine_loop(dma_queue_, true); }
-  void vector_engine() { engine_loop(vector_queue_, false); }
-  void engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, bool is_dma);
+  void dma_engine() { engine_loop(dma_queue_); }
+  void vector_engine() { engine_loop(vector_queue_); }
+  void matrix_engine() { engine_loop(matrix_queue_); }
+  void engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue);
+  sc_core::sc_fifo<IssuedInstruction>& queue_for(isa::TimingClass timing);
+  // Time an engine is busy with one instruction (docs/timing.md); `memory_time` is its DRAM transactions' share.
+  sc_core::sc_time engine_time(const IssuedInstruction& item, const sc_core::sc_time& memory_time) const;
   void wait_engines_idle();
   void record_fault(emulator::ExecContext& context, uint64_t pc, const std::string& cause);
 
@@ -62,8 +66,10 @@ class NpuCore : public sc_core::sc_module {
   emulator::DeviceMemory& memory_;
   Clock clock_;
   std::vector<std::byte> scratchpad_;
+  std::vector<std::byte> accumulator_;
+  emulator::MatrixWeights weights_;
   emulator::ScalarState state_;
-  sc_core::sc_fifo<IssuedInstruction> dma_queue_, vector_queue_;
+  sc_core::sc_fifo<IssuedInstruction> dma_queue_, vector_queue_, matrix_queue_;
   sc_core::sc_event start_event_, done_event_, engine_idle_event_;
   int outstanding_ = 0;
   bool busy_ = false;

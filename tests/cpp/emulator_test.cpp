@@ -21,6 +21,7 @@ class Emulator : public ::testing::Test {
     config::ChipConfig config;
     config.dram_capacity_mib = 64;
     config.core_scratchpad_kib = 16;
+    config.core_accumulator_kib = 16;
     config.runtime_watchdog_instructions = 10000;
     return config;
   }
@@ -124,6 +125,61 @@ TEST_F(Emulator, VectorAddAndMultiplyAreIeeeFloat32) {
   }
   EXPECT_TRUE(std::isnan(sum[2]));
   EXPECT_TRUE(std::isinf(product[3]));
+}
+
+TEST_F(Emulator, VectorMaxAndMinPropagateNan) {
+  const float a[4] = {1.0f, -2.0f, NAN, -0.0f};
+  const float b[4] = {0.5f, 3.0f, 1.0f, NAN};
+  chip_.memory().write(kData, a, 16);
+  chip_.memory().write(kData + 16, b, 16);
+  ASSERT_FALSE(
+      run("li r2, 4\n li r3, 16\n dma.ld.b32 r0, r1, r2, 4\n addi r6, r1, 16\n dma.ld.b32 r3, r6, r2, 4\n"
+          " li r4, 32\n li r5, 48\n vmax.f32 r4, r0, r3, r2\n vmin.f32 r5, r0, r3, r2\n"
+          " addi r7, r1, 64\n dma.st.b32 r7, r4, r2, 4\n addi r7, r1, 96\n dma.st.b32 r7, r5, r2, 4\n halt\n"));
+  float maximum[4], minimum[4];
+  chip_.memory().read(kData + 64, maximum, 16);
+  chip_.memory().read(kData + 96, minimum, 16);
+  EXPECT_EQ(maximum[0], 1.0f);
+  EXPECT_EQ(maximum[1], 3.0f);
+  EXPECT_TRUE(std::isnan(maximum[2]) && std::isnan(maximum[3]));
+  EXPECT_EQ(minimum[0], 0.5f);
+  EXPECT_EQ(minimum[1], -2.0f);
+  EXPECT_TRUE(std::isnan(minimum[2]) && std::isnan(minimum[3]));
+}
+
+// out = 2 * (A @ W) for A 5x3, W 3x4: one weight load, one overwriting pass, one accumulating pass.
+TEST_F(Emulator, MatrixEngineMultipliesAndAccumulatesInKOrder) {
+  std::vector<float> a(15), w(12);
+  for (int k = 0; k < 15; ++k) a[k] = 0.1f * static_cast<float>(k) - 0.7f;
+  for (int k = 0; k < 12; ++k) w[k] = 1.0f / static_cast<float>(k + 3);
+  chip_.memory().write(kData, a.data(), 60);
+  chip_.memory().write(kData + 64, w.data(), 48);
+  ASSERT_FALSE(
+      run("li r2, 15\n dma.ld.b32 r0, r1, r2, 4\n li r3, 12\n addi r4, r1, 64\n li r5, 256\n"
+          " dma.ld.b32 r5, r4, r3, 4\n fence\n li r6, 3\n li r7, 4\n mx.ldw.f32 r5, r6, r7\n li r8, 5\n"
+          " li r9, 128\n mx.mac.f32 r9, r0, r8, 0\n mx.mac.f32 r9, r0, r8, 1\n li r10, 20\n li r11, 512\n"
+          " mx.st.f32 r11, r9, r10\n fence\n addi r12, r1, 128\n dma.st.b32 r12, r11, r10, 4\n halt\n"));
+  float out[20];
+  chip_.memory().read(kData + 128, out, sizeof out);
+  for (int m = 0; m < 5; ++m) {
+    for (int n = 0; n < 4; ++n) {
+      float partial = 0.0f;
+      for (int k = 0; k < 3; ++k) partial += a[m * 3 + k] * w[k * 4 + n];
+      EXPECT_EQ(out[m * 4 + n], partial + partial) << m << "," << n;
+    }
+  }
+}
+
+TEST_F(Emulator, MatrixTrapsOnOversizedTileMissingWeightsAndAccumulatorOverrun) {
+  auto fault = run("li r2, 17\n li r3, 4\n mx.ldw.f32 r0, r2, r3\n halt\n");  // 16 x 16 array
+  ASSERT_TRUE(fault);
+  EXPECT_EQ(fault->cause, "weight tile 17 x 4 does not fit the 16 x 16 systolic array");
+  fault = run("li r2, 1\n mx.mac.f32 r0, r0, r2, 0\n halt\n");
+  ASSERT_TRUE(fault);
+  EXPECT_EQ(fault->cause, "mx.mac.f32 before any mx.ldw.f32 loaded weights");
+  fault = run("li r2, 1\n li r4, 16\n mx.ldw.f32 r0, r2, r4\n li r3, 300\n mx.mac.f32 r0, r0, r3, 0\n halt\n");
+  ASSERT_TRUE(fault);  // K = 1, N = 16: 300 x 16 fp32 outputs = 18.75 KiB > the 16 KiB test accumulator
+  EXPECT_NE(fault->cause.find("outside the 16 KiB accumulator"), std::string::npos) << fault->cause;
 }
 
 TEST_F(Emulator, IllegalInstructionTrapsWithPcAndWord) {

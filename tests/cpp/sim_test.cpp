@@ -16,6 +16,16 @@ config::ChipConfig test_config() {
   return config;
 }
 
+// A 40x12 @ 12x16 product in two K passes of 6 (accumulating), with max against zero (ReLU,
+// the zero broadcast from DRAM address 0, which nothing writes) on the result.
+const std::string kMatrixProgram =
+    "ld r2, 0(r1)\n ld r3, 8(r1)\n li r4, 480\n dma.ld.b32 r0, r3, r4, 4\n li r5, 4096\n li r6, 96\n"
+    " addi r7, r3, 2048\n dma.ld.b32 r5, r7, r6, 4\n li r8, 8192\n addi r7, r3, 2432\n dma.ld.b32 r8, r7, r6, 4\n"
+    " fence\n li r9, 40\n li r10, 6\n li r11, 16\n li r12, 0\n mx.ldw.f32 r5, r10, r11\n"
+    " mx.mac.f32 r12, r0, r9, 0\n mx.ldw.f32 r8, r10, r11\n mx.mac.f32 r12, r0, r9, 1\n li r13, 640\n"
+    " li r14, 12288\n mx.st.f32 r14, r12, r13\n li r15, 16384\n li r16, 1\n dma.ld.b32 r15, r0, r16, 0\n"
+    " fence\n vmax.f32 r14, r14, r15, r13\n fence\n dma.st.b32 r2, r14, r13, 4\n fence\n halt\n";
+
 // Programs whose results all land in the output buffer (argument 0), so memory alone shows what they computed.
 const std::vector<std::pair<std::string, std::string>> kPrograms = {
     {"scalar",
@@ -35,6 +45,7 @@ const std::vector<std::pair<std::string, std::string>> kPrograms = {
      "ld r2, 0(r1)\n ld r3, 8(r1)\n li r4, 37\n dma.ld.b8 r0, r3, r4, 3\n fence\n dma.st.b8 r2, r0, r4, 1\n"
      " li r4, 9\n dma.ld.b16 r0, r3, r4, 6\n li r5, 512\n dma.ld.b64 r5, r3, r4, 16\n fence\n addi r2, r2, 64\n"
      " dma.st.b16 r2, r0, r4, 2\n addi r2, r2, 64\n dma.st.b64 r2, r5, r4, 8\n fence\n halt\n"},
+    {"matrix", kMatrixProgram},
 };
 
 std::vector<std::byte> run_program(runtime::Device& device, const std::string& source) {
@@ -102,6 +113,20 @@ TEST(TimedModel, VectorOpMatchesClosedForm) {
   // li 1 cycle; vadd issues at 1 and runs pipeline 4 + ceil(1000 / 16 lanes) = 63 → 67 cycles, ending at 68;
   // fence +1, halt +1 → 70 cycles.
   EXPECT_EQ(timed.take_records().back().kernel_cycles, 70u);
+}
+
+TEST(TimedModel, MatrixOpsMatchClosedForm) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const auto words = isa::assemble(
+      "li r2, 16\n li r3, 100\n mx.ldw.f32 r0, r2, r2\n mx.mac.f32 r0, r0, r3, 0\n li r4, 1600\n"
+      " mx.st.f32 r0, r0, r4\n fence\n halt\n",
+      "matrix.s");
+  const uint64_t arguments[] = {0};
+  timed.launch("matrix", timed.load_program(words), arguments);
+  // li, li: 2 cycles. The matrix engine then runs, in its queue's order: mx.ldw 16 cycles (one weight row per
+  // cycle), mx.mac 100 rows + 16 + 16 - 1 fill/drain = 131, mx.st ceil(1600 / 16 columns) = 100: 247 cycles,
+  // ending at 249. The scalar unit's fence ends then: +1 for the fence, +1 for the halt = 251 cycles.
+  EXPECT_EQ(timed.take_records().back().kernel_cycles, 251u);
 }
 
 TEST(TimedModel, KernelTrapIsReportedAndDeviceStaysUsable) {

@@ -37,6 +37,16 @@ std::span<std::byte> ExecContext::scratchpad(uint64_t address, uint64_t bytes) {
   return memory.subspan(address, bytes);
 }
 
+std::span<std::byte> ExecContext::accumulator(uint64_t address, uint64_t bytes) {
+  std::span<std::byte> memory = accumulator_memory();
+  if (address > memory.size() || bytes > memory.size() - address)
+    throw Trap(fmt::format("accumulator access of {} bytes at 0x{:x} is outside the {} KiB accumulator", bytes,
+                           address, memory.size() / 1024));
+  return memory.subspan(address, bytes);
+}
+
+MatrixWeights& ExecContext::matrix_weights() { throw Trap("the command processor has no matrix engine"); }
+
 namespace {
 [[noreturn]] void not_on_npu_core(const char* what) {
   throw Trap(fmt::format("{} is a command-processor instruction; NPU cores cannot execute it", what));

@@ -1,4 +1,5 @@
 // Vector engine elementwise operations on scratchpad data.
+#include <cmath>
 #include <cstring>
 
 #include "npusim/emulator/semantics.h"
@@ -30,6 +31,13 @@ void VaddF32(ExecContext& c, const Instruction& i) {
 }
 void VmulF32(ExecContext& c, const Instruction& i) {
   binary_f32(c, i, [](float x, float y) { return x * y; });
+}
+// NaN-propagating, like torch.maximum / torch.minimum (std::fmax would drop the NaN).
+void VmaxF32(ExecContext& c, const Instruction& i) {
+  binary_f32(c, i, [](float x, float y) { return std::isnan(x) || std::isnan(y) ? NAN : (x < y ? y : x); });
+}
+void VminF32(ExecContext& c, const Instruction& i) {
+  binary_f32(c, i, [](float x, float y) { return std::isnan(x) || std::isnan(y) ? NAN : (y < x ? y : x); });
 }
 
 }  // namespace npusim::emulator::semantics

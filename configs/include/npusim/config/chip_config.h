@@ -25,6 +25,7 @@ struct ChipConfig {
 
   uint64_t dram_capacity_bytes() const { return static_cast<uint64_t>(dram_capacity_mib) << 20; }
   uint64_t scratchpad_bytes() const { return static_cast<uint64_t>(core_scratchpad_kib) << 10; }
+  uint64_t accumulator_bytes() const { return static_cast<uint64_t>(core_accumulator_kib) << 10; }
 };
 
 // Raised for a bad configuration; the message names the file, line, key and reason.

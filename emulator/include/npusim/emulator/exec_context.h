@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "npusim/isa/isa.h"
 
@@ -17,6 +18,13 @@ struct ScalarState {
   uint64_t pc = 0;
   uint64_t instructions_retired = 0;
   bool halted = false;
+};
+
+// The matrix engine's stationary operand: the weights last loaded into the systolic array.
+struct MatrixWeights {
+  int64_t max_rows = 0, max_cols = 0;  // the array's size
+  int64_t rows = 0, cols = 0;          // the loaded K x N tile; 0 before the first load
+  std::vector<float> values;           // row-major K x N
 };
 
 class ExecContext {
@@ -44,6 +52,9 @@ class ExecContext {
   virtual void write_dram(uint64_t address, const void* source, uint64_t bytes) = 0;
   // The byte range [address, address + bytes) of this core's scratchpad; traps if it is outside.
   std::span<std::byte> scratchpad(uint64_t address, uint64_t bytes);
+  // The byte range [address, address + bytes) of this core's matrix accumulator buffer; traps if it is outside.
+  std::span<std::byte> accumulator(uint64_t address, uint64_t bytes);
+  virtual MatrixWeights& matrix_weights();  // traps where there is no matrix engine
   virtual uint64_t read_csr(isa::Csr csr) = 0;
 
   // Synchronisation; the emulator runs engines in program order, so these only matter to the timed model.
@@ -59,6 +70,7 @@ class ExecContext {
 
  protected:
   virtual std::span<std::byte> scratchpad_memory() = 0;
+  virtual std::span<std::byte> accumulator_memory() { return {}; }
 
  private:
   ScalarState& state_;

@@ -11,7 +11,7 @@
 namespace npusim::isa {
 
 // Which engine runs an instruction in the timed model, and which timing formula applies (docs/timing.md).
-enum class TimingClass : uint8_t { Scalar, ScalarMemory, Branch, Dma, Vector, Sync, System };
+enum class TimingClass : uint8_t { Scalar, ScalarMemory, Branch, Dma, Vector, Matrix, Sync, System };
 
 enum class Opcode : uint8_t {
 #define NPUSIM_INSTRUCTION(Name, mnemonic, code, operands, timing, doc) Name = code,
