@@ -199,6 +199,7 @@ sc_core::sc_time NpuCore::engine_time(const IssuedInstruction& item, const sc_co
   }
   switch (instruction.opcode) {
     case isa::Opcode::MatrixLoadWeightsF32:  // one weight row shifts in per cycle
+    case isa::Opcode::MatrixLoadWeightsTransposedF32:
       return clock_.cycles(operand(instruction.rs2));
     case isa::Opcode::MatrixMultiplyF32:  // M input rows stream through; the skewed wavefront fills and drains
       return clock_.cycles(operand(instruction.rs2) + rows + cols - 1);

@@ -2,8 +2,12 @@
 // memory; and simple kernels take the time their closed-form derivation says.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cstring>
 
+#include "npusim/emitter/elementwise.h"
+#include "npusim/emitter/matmul.h"
 #include "npusim/isa/assembler.h"
 #include "npusim/runtime/device.h"
 
@@ -55,7 +59,7 @@ std::vector<std::byte> run_program(runtime::Device& device, const std::string& s
   std::vector<float> data(2048);
   for (size_t k = 0; k < data.size(); ++k) data[k] = 0.25f * static_cast<float>(k) - 100.0f;
   device.copy_host_to_device(input, data.data(), 8192);
-  const uint64_t arguments[] = {output, input};
+  const uint64_t arguments[] = {output, input, input};  // kernels with two inputs read the same buffer twice
   device.launch("program", program, arguments);
   std::vector<std::byte> result(8192);
   device.copy_device_to_host(result.data(), output, result.size());
@@ -75,6 +79,21 @@ TEST(TimedModel, LeavesTheSameMemoryAsTheEmulator) {
   }
   EXPECT_GT(timed.elapsed_cycles(), 0u);
   EXPECT_EQ(functional.elapsed_cycles(), 0u);
+}
+
+TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
+  runtime::Device functional(test_config(), runtime::Mode::Functional);
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const std::vector<emitter::Kernel> kernels = {
+      emitter::emit_matmul({33, 40, 20, 40, 1, 1, 40, 20, 1}, test_config()),
+      emitter::emit_elementwise({emitter::ElementwiseOp::AddF32, 4, {30, 50}, {{50, 1}, {1, 30}, {0, 1}}},
+                                test_config()),
+  };
+  for (const emitter::Kernel& kernel : kernels) {
+    std::string source;
+    for (uint64_t word : kernel.words) source += fmt::format(".dword {}\n", word);
+    EXPECT_EQ(run_program(functional, source), run_program(timed, source)) << kernel.name;
+  }
 }
 
 TEST(TimedModel, IsDeterministic) {

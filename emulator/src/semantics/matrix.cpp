@@ -19,20 +19,26 @@ float load_f32(const std::byte* base, uint64_t index) {
 void store_f32(std::byte* base, uint64_t index, float value) {
   std::memcpy(base + index * sizeof(float), &value, sizeof value);
 }
-}  // namespace
 
-void MatrixLoadWeightsF32(ExecContext& c, const Instruction& i) {
+// Loads a K x N weight tile stored row-major (K rows of N) or, transposed, as N rows of K.
+void load_weights(ExecContext& c, const Instruction& i, bool transposed) {
   MatrixWeights& weights = c.matrix_weights();
   const auto rows = static_cast<int64_t>(c.reg(i.rs2)), cols = static_cast<int64_t>(c.reg(i.rs3));
   if (rows < 1 || cols < 1 || rows > weights.max_rows || cols > weights.max_cols)
-    throw Trap(fmt::format("weight tile {} x {} does not fit the {} x {} systolic array", rows, cols,
-                           weights.max_rows, weights.max_cols));
+    throw Trap(fmt::format("weight tile {} x {} does not fit the {} x {} systolic array", rows, cols, weights.max_rows,
+                           weights.max_cols));
   const std::byte* source = c.scratchpad(c.reg(i.rs1), rows * cols * sizeof(float)).data();
   weights.values.resize(rows * cols);
-  std::memcpy(weights.values.data(), source, rows * cols * sizeof(float));
+  for (int64_t k = 0; k < rows; ++k)
+    for (int64_t n = 0; n < cols; ++n)
+      weights.values[k * cols + n] = load_f32(source, transposed ? n * rows + k : k * cols + n);
   weights.rows = rows;
   weights.cols = cols;
 }
+}  // namespace
+
+void MatrixLoadWeightsF32(ExecContext& c, const Instruction& i) { load_weights(c, i, false); }
+void MatrixLoadWeightsTransposedF32(ExecContext& c, const Instruction& i) { load_weights(c, i, true); }
 
 void MatrixMultiplyF32(ExecContext& c, const Instruction& i) {
   const MatrixWeights& weights = c.matrix_weights();

@@ -1,0 +1,154 @@
+// The matmul kernel: three nested tile loops (N, M, K) whose tile sizes are clamped at run time for the edges.
+//
+// Registers: r1 arguments; r2 C, r3 A, r4 B; r5 n0, r6 nt, r7 m0, r8 mt, r9 k0, r10 kt; r11 row counter,
+// r12 DRAM pointer, r13 scratchpad pointer, r14/r15 scratch; r16 mt*nt; r20/r21/r22 scratchpad tiles A/B/C.
+#include "npusim/emitter/matmul.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "npusim/emitter/assembly_writer.h"
+#include "npusim/isa/assembler.h"
+
+namespace npusim::emitter {
+namespace {
+
+constexpr int kC = 2, kA = 3, kB = 4;
+constexpr int kN0 = 5, kNt = 6, kM0 = 7, kMt = 8, kK0 = 9, kKt = 10;
+constexpr int kRows = 11, kDram = 12, kSpad = 13, kScratch = 14, kScratch2 = 15, kTileElements = 16;
+constexpr int kSpadA = 20, kSpadB = 21, kSpadC = 22;
+constexpr int64_t kFloat = 4;
+
+class MatmulEmitter {
+ public:
+  MatmulEmitter(const MatmulSpec& spec, const config::ChipConfig& config) : spec_(spec) {
+    tile_k_ = config.core_systolic_rows;
+    tile_n_ = config.core_systolic_cols;
+    const int64_t spad_floats = static_cast<int64_t>(config.scratchpad_bytes()) / kFloat;
+    const int64_t acc_floats = static_cast<int64_t>(config.accumulator_bytes()) / kFloat;
+    tile_m_ = std::min({(spad_floats - tile_k_ * tile_n_) / (tile_k_ + tile_n_), acc_floats / tile_n_, spec.m});
+    if (tile_m_ < 1) throw Unsupported("the scratchpad or accumulator cannot hold one row of a matmul tile");
+    for (int64_t stride : {spec.a_row, spec.a_col, spec.b_row, spec.b_col, spec.c_row, spec.c_col})
+      if (stride * kFloat > INT32_MAX || stride < 0)
+        throw Unsupported(fmt::format("matmul stride {} does not fit a DMA immediate", stride));
+    // B is loaded row by row along whichever of its dimensions is contiguous; mx.ldwt takes the transposed layout.
+    b_transposed_ = spec.b_row < spec.b_col;
+  }
+
+  std::string emit() {
+    w_.comment(fmt::format("matmul_f32: [{} x {}] @ [{} x {}], tiles m {} k {} n {}{}", spec_.m, spec_.k, spec_.k,
+                           spec_.n, tile_m_, tile_k_, tile_n_, b_transposed_ ? ", B transposed" : ""));
+    w_.line("ld r{}, 0(r1)", kC);
+    w_.line("ld r{}, 8(r1)", kA);
+    w_.line("ld r{}, 16(r1)", kB);
+    w_.line("li r{}, 0", kSpadA);
+    w_.line("li r{}, {}", kSpadB, tile_m_ * tile_k_ * kFloat);
+    w_.line("li r{}, {}", kSpadC, (tile_m_ * tile_k_ + tile_k_ * tile_n_) * kFloat);
+    loop(kN0, kNt, spec_.n, tile_n_, [&] {
+      loop(kM0, kMt, spec_.m, tile_m_, [&] {
+        loop(kK0, kKt, spec_.k, tile_k_, [&] { emit_k_step(); });
+        emit_store_tile();
+      });
+    });
+    w_.line("halt");
+    return w_.text();
+  }
+
+ private:
+  // for (position = 0; position < total; position += tile) { size = min(tile, total - position); body }
+  template <typename Body>
+  void loop(int position, int size, int64_t total, int64_t tile, Body body) {
+    const std::string top = w_.new_label("loop"), clamped = w_.new_label("sized");
+    w_.line("li r{}, 0", position);
+    w_.label(top);
+    w_.load_constant(kScratch, total);
+    w_.line("sub r{0}, r{0}, r{1}", kScratch, position);
+    w_.load_constant(size, tile);
+    w_.line("bgeu r{}, r{}, {}", kScratch, size, clamped);
+    w_.line("addi r{}, r{}, 0", size, kScratch);
+    w_.label(clamped);
+    body();
+    w_.add_constant(position, tile, kScratch);
+    w_.load_constant(kScratch, total);
+    w_.line("bltu r{}, r{}, {}", position, kScratch, top);
+  }
+
+  // kDram = base + row * row_stride + column * column_stride (strides in elements).
+  void point_at(int base, int row, int64_t row_stride, int column, int64_t column_stride) {
+    w_.load_constant(kScratch, row_stride * kFloat);
+    w_.line("mul r{0}, r{0}, r{1}", kScratch, row);
+    w_.load_constant(kScratch2, column_stride * kFloat);
+    w_.line("mul r{0}, r{0}, r{1}", kScratch2, column);
+    w_.line("add r{}, r{}, r{}", kDram, base, kScratch);
+    w_.line("add r{0}, r{0}, r{1}", kDram, kScratch2);
+  }
+
+  // `rows` DMAs of `length` elements each between DRAM at kDram (advancing by row_stride) and the scratchpad tile at
+  // `spad` (packed rows). A load gathers with `element_stride`; a store scatters with it.
+  void move_rows(bool load, int spad, int rows, int length, int64_t element_stride, int64_t row_stride) {
+    const std::string top = w_.new_label("rows");
+    w_.line("addi r{}, r{}, 0", kSpad, spad);
+    w_.line("addi r{}, r{}, 0", kRows, rows);
+    w_.label(top);
+    if (load)
+      w_.line("dma.ld.b32 r{}, r{}, r{}, {}", kSpad, kDram, length, element_stride * kFloat);
+    else
+      w_.line("dma.st.b32 r{}, r{}, r{}, {}", kDram, kSpad, length, element_stride * kFloat);
+    w_.line("slli r{}, r{}, 2", kScratch, length);
+    w_.line("add r{0}, r{0}, r{1}", kSpad, kScratch);
+    w_.add_constant(kDram, row_stride * kFloat, kScratch);
+    w_.line("addi r{0}, r{0}, -1", kRows);
+    w_.line("bne r{}, r0, {}", kRows, top);
+  }
+
+  // One K step: load the A tile (mt x kt) and the B tile (kt x nt), then multiply, accumulating after the first.
+  void emit_k_step() {
+    point_at(kA, kM0, spec_.a_row, kK0, spec_.a_col);
+    move_rows(true, kSpadA, kMt, kKt, spec_.a_col, spec_.a_row);
+    point_at(kB, kK0, spec_.b_row, kN0, spec_.b_col);
+    if (b_transposed_)
+      move_rows(true, kSpadB, kNt, kKt, spec_.b_row, spec_.b_col);
+    else
+      move_rows(true, kSpadB, kKt, kNt, spec_.b_col, spec_.b_row);
+    w_.line("fence");
+    w_.line("{} r{}, r{}, r{}", b_transposed_ ? "mx.ldwt.f32" : "mx.ldw.f32", kSpadB, kKt, kNt);
+    const std::string accumulate = w_.new_label("accumulate"), multiplied = w_.new_label("multiplied");
+    w_.line("bne r{}, r0, {}", kK0, accumulate);
+    w_.line("mx.mac.f32 r0, r{}, r{}, 0", kSpadA, kMt);
+    w_.line("jal r0, {}", multiplied);
+    w_.label(accumulate);
+    w_.line("mx.mac.f32 r0, r{}, r{}, 1", kSpadA, kMt);
+    w_.label(multiplied);
+    w_.line("fence");  // the next step's DMA overwrites the tiles the matrix engine reads
+  }
+
+  void emit_store_tile() {
+    w_.line("mul r{}, r{}, r{}", kTileElements, kMt, kNt);
+    w_.line("mx.st.f32 r{}, r0, r{}", kSpadC, kTileElements);
+    w_.line("fence");
+    point_at(kC, kM0, spec_.c_row, kN0, spec_.c_col);
+    move_rows(false, kSpadC, kMt, kNt, spec_.c_col, spec_.c_row);
+    w_.line("fence");
+  }
+
+  MatmulSpec spec_;
+  int64_t tile_m_ = 0, tile_k_ = 0, tile_n_ = 0;
+  bool b_transposed_ = false;
+  AssemblyWriter w_;
+};
+
+}  // namespace
+
+Kernel emit_matmul(const MatmulSpec& spec, const config::ChipConfig& config) {
+  if (spec.m < 1 || spec.k < 1 || spec.n < 1)
+    throw std::invalid_argument(
+        fmt::format("matmul of [{} x {}] @ [{} x {}] has an empty dimension", spec.m, spec.k, spec.k, spec.n));
+  Kernel kernel;
+  kernel.name = "matmul_f32";
+  kernel.assembly = MatmulEmitter(spec, config).emit();
+  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  return kernel;
+}
+
+}  // namespace npusim::emitter
