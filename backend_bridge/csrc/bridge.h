@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
 #include <c10/core/Device.h>
 
 #include "npusim/runtime/device.h"
@@ -18,5 +19,7 @@ void copy_on_device(const at::Tensor& source, const at::Tensor& destination);
 
 // Counts and warns once per operator that runs on the CPU instead of the NPU (see cpu_fallback.cpp).
 void note_cpu_fallback(const std::string& operator_name);
+// Runs operator `name`.`overload` through the CPU fallback with its arguments on `stack`.
+void call_cpu_fallback(const char* name, const char* overload, torch::jit::Stack& stack);
 
 }  // namespace npusim::bridge

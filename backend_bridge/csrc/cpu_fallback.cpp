@@ -58,6 +58,10 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   at::native::cpu_fallback(op, stack);
 }
 
+void call_cpu_fallback(const char* name, const char* overload, torch::jit::Stack& stack) {
+  cpu_fallback(c10::Dispatcher::singleton().findSchemaOrThrow(name, overload), &stack);
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>()); }
 
 }  // namespace npusim::bridge

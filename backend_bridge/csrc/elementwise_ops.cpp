@@ -13,8 +13,6 @@
 
 namespace npusim::bridge {
 
-void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
-
 namespace {
 
 using emitter::ElementwiseOp;
@@ -25,12 +23,15 @@ at::Tensor as_device_operand(const at::Tensor& operand, const at::Tensor& out, c
   return on_device.expand(shape);
 }
 
-// float32 tensors on the output's device; a CPU scalar (like the 2 in `x * 2`) is moved over as a float32.
+// float32 tensors on the output's device. Either operand may be a scalar (like the 2 in `x * 2`, which PyTorch wraps
+// as a 0-dim tensor on the CPU or the device, often as float64); it is converted to float32 for the kernel.
+bool is_native_operand(const at::Tensor& operand, const at::Tensor& out) {
+  const bool scalar =
+      operand.dim() == 0 && !operand.is_complex() && (operand.is_cpu() || operand.device() == out.device());
+  return scalar || (operand.device() == out.device() && operand.scalar_type() == at::kFloat);
+}
 bool runs_natively(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
-  const bool other_ok = (other.device() == out.device() && other.scalar_type() == at::kFloat) ||
-                        (other.is_cpu() && other.dim() == 0 && !other.is_complex());
-  return self.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && self.device() == out.device() &&
-         other_ok;
+  return out.scalar_type() == at::kFloat && is_native_operand(self, out) && is_native_operand(other, out);
 }
 
 void launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
@@ -48,18 +49,17 @@ void launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& o
   }
 }
 
-at::Tensor& via_fallback(const char* name, const char* overload, const at::Tensor& self, const at::Tensor& other,
-                         const at::Scalar* alpha, at::Tensor& out) {
-  const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
-  torch::jit::Stack stack{self, other};
-  if (alpha) stack.emplace_back(*alpha);
-  stack.emplace_back(out);
-  cpu_fallback(handle, &stack);
-  return out;
+at::Tensor result_like(const at::Tensor& self, const at::Tensor& other) {
+  const at::Tensor& device_operand = self.is_cpu() ? other : self;
+  return at::empty({0}, device_operand.options().dtype(at::result_type(self, other)));
 }
 
 at::Tensor& npusim_add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
-  if (!runs_natively(self, other, out)) return via_fallback("aten::add", "out", self, other, &alpha, out);
+  if (!runs_natively(self, other, out)) {
+    torch::jit::Stack stack{self, other, alpha, out};
+    call_cpu_fallback("aten::add", "out", stack);
+    return out;
+  }
   if (alpha.toDouble() == 1.0) {
     launch_binary(ElementwiseOp::AddF32, self, other, out);
     return out;
@@ -69,18 +69,6 @@ at::Tensor& npusim_add_out(const at::Tensor& self, const at::Tensor& other, cons
   launch_binary(ElementwiseOp::AddF32, self, scaled, out);
   return out;
 }
-
-at::Tensor& npusim_mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  if (!runs_natively(self, other, out)) return via_fallback("aten::mul", "out", self, other, nullptr, out);
-  launch_binary(ElementwiseOp::MulF32, self, other, out);
-  return out;
-}
-
-at::Tensor result_like(const at::Tensor& self, const at::Tensor& other) {
-  const at::Tensor& device_operand = self.is_cpu() ? other : self;
-  return at::empty({0}, device_operand.options().dtype(at::result_type(self, other)));
-}
-
 at::Tensor npusim_add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   at::Tensor out = result_like(self, other);
   return npusim_add_out(self, other, alpha, out);
@@ -88,11 +76,48 @@ at::Tensor npusim_add(const at::Tensor& self, const at::Tensor& other, const at:
 at::Tensor& npusim_add_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   return npusim_add_out(self, other, alpha, self);
 }
-at::Tensor npusim_mul(const at::Tensor& self, const at::Tensor& other) {
-  at::Tensor out = result_like(self, other);
-  return npusim_mul_out(self, other, out);
+
+// mul, maximum and minimum: a native kernel, or the CPU fallback of the op's `.out` overload.
+template <ElementwiseOp Op>
+at::Tensor& binary_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  if (runs_natively(self, other, out)) {
+    launch_binary(Op, self, other, out);
+    return out;
+  }
+  static const char* const name = Op == ElementwiseOp::MulF32   ? "aten::mul"
+                                  : Op == ElementwiseOp::MaxF32 ? "aten::maximum"
+                                                                : "aten::minimum";
+  torch::jit::Stack stack{self, other, out};
+  call_cpu_fallback(name, "out", stack);
+  return out;
 }
-at::Tensor& npusim_mul_(at::Tensor& self, const at::Tensor& other) { return npusim_mul_out(self, other, self); }
+template <ElementwiseOp Op>
+at::Tensor binary(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out = result_like(self, other);
+  return binary_out<Op>(self, other, out);
+}
+template <ElementwiseOp Op>
+at::Tensor& binary_(at::Tensor& self, const at::Tensor& other) {
+  return binary_out<Op>(self, other, self);
+}
+
+// relu(x) = maximum(x, 0): NaN stays NaN, as on the CPU.
+at::Tensor npusim_relu(const at::Tensor& self) {
+  if (self.scalar_type() != at::kFloat) {
+    torch::jit::Stack stack{self};
+    call_cpu_fallback("aten::relu", "", stack);
+    return stack.back().toTensor();
+  }
+  return binary<ElementwiseOp::MaxF32>(self, at::scalar_tensor(0, self.options().device(c10::kCPU)));
+}
+at::Tensor& npusim_relu_(at::Tensor& self) {
+  if (self.scalar_type() != at::kFloat) {
+    torch::jit::Stack stack{self};
+    call_cpu_fallback("aten::relu_", "", stack);
+    return self;
+  }
+  return binary_<ElementwiseOp::MaxF32>(self, at::scalar_tensor(0, self.options().device(c10::kCPU)));
+}
 
 // fill_ broadcasts one element over the tensor with a zero-stride DMA: a copy kernel, any dtype.
 at::Tensor& npusim_fill_(at::Tensor& self, const at::Scalar& value) {
@@ -117,9 +142,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("add.out", npusim_add_out);
   m.impl("add.Tensor", npusim_add);
   m.impl("add_.Tensor", npusim_add_);
-  m.impl("mul.out", npusim_mul_out);
-  m.impl("mul.Tensor", npusim_mul);
-  m.impl("mul_.Tensor", npusim_mul_);
+  m.impl("mul.out", binary_out<ElementwiseOp::MulF32>);
+  m.impl("mul.Tensor", binary<ElementwiseOp::MulF32>);
+  m.impl("mul_.Tensor", binary_<ElementwiseOp::MulF32>);
+  m.impl("maximum", binary<ElementwiseOp::MaxF32>);
+  m.impl("maximum.out", binary_out<ElementwiseOp::MaxF32>);
+  m.impl("minimum", binary<ElementwiseOp::MinF32>);
+  m.impl("minimum.out", binary_out<ElementwiseOp::MinF32>);
+  m.impl("relu", npusim_relu);
+  m.impl("relu_", npusim_relu_);
 }
 
 }  // namespace npusim::bridge

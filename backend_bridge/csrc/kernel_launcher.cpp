@@ -20,8 +20,13 @@ struct LoadedKernel {
 };
 
 std::string cache_key(int device_index, const emitter::ElementwiseSpec& spec) {
-  return fmt::format("{}|{}|{}|{}|{}", device_index, static_cast<int>(spec.op), spec.element_bytes,
+  return fmt::format("elementwise|{}|{}|{}|{}|{}", device_index, static_cast<int>(spec.op), spec.element_bytes,
                      fmt::join(spec.sizes, ","), fmt::join(spec.strides, ";"));
+}
+
+std::string cache_key(int device_index, const emitter::MatmulSpec& s) {
+  return fmt::format("matmul|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", device_index, s.m, s.k, s.n, s.a_row, s.a_col, s.b_row,
+                     s.b_col, s.c_row, s.c_col);
 }
 
 void dump(const emitter::Kernel& kernel, const std::string& key) {
@@ -33,25 +38,39 @@ void dump(const emitter::Kernel& kernel, const std::string& key) {
   std::ofstream(path) << kernel.assembly;
 }
 
-}  // namespace
-
-void launch_elementwise(int device_index, runtime::Device& device, const emitter::ElementwiseSpec& spec,
-                        std::span<const uint64_t> operand_addresses) {
+// Emits (once per key) and launches; `emit` runs only on a cache miss.
+void launch_cached(runtime::Device& device, const std::string& key, const std::function<emitter::Kernel()>& emit,
+                   std::span<const uint64_t> operand_addresses) {
   static std::mutex mutex;
   static std::map<std::string, LoadedKernel> cache;
-  const std::string key = cache_key(device_index, spec);
   LoadedKernel loaded;
   {
     std::lock_guard lock(mutex);
     auto it = cache.find(key);
     if (it == cache.end()) {
-      const emitter::Kernel kernel = emitter::emit_elementwise(spec, device.config());
+      const emitter::Kernel kernel = emit();
       dump(kernel, key);
       it = cache.emplace(key, LoadedKernel{kernel.name, device.load_program(kernel.words)}).first;
     }
     loaded = it->second;
   }
   device.launch(loaded.name, loaded.program_address, operand_addresses);
+}
+
+}  // namespace
+
+void launch_elementwise(int device_index, runtime::Device& device, const emitter::ElementwiseSpec& spec,
+                        std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, cache_key(device_index, spec), [&] { return emitter::emit_elementwise(spec, device.config()); },
+      operand_addresses);
+}
+
+void launch_matmul(int device_index, runtime::Device& device, const emitter::MatmulSpec& spec,
+                   std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, cache_key(device_index, spec), [&] { return emitter::emit_matmul(spec, device.config()); },
+      operand_addresses);
 }
 
 }  // namespace npusim::bridge

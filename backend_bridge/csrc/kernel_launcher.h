@@ -6,6 +6,7 @@
 #include <span>
 
 #include "npusim/emitter/elementwise.h"
+#include "npusim/emitter/matmul.h"
 #include "npusim/runtime/device.h"
 
 namespace npusim::bridge {
@@ -13,5 +14,7 @@ namespace npusim::bridge {
 // Throws emitter::Unsupported when the emitter cannot express the specification.
 void launch_elementwise(int device_index, runtime::Device& device, const emitter::ElementwiseSpec& spec,
                         std::span<const uint64_t> operand_addresses);
+void launch_matmul(int device_index, runtime::Device& device, const emitter::MatmulSpec& spec,
+                   std::span<const uint64_t> operand_addresses);
 
 }  // namespace npusim::bridge

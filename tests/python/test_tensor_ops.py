@@ -153,3 +153,15 @@ def test_fill_and_factories_run_natively(dtype, device):
     assert torch.equal(zeros.cpu(), torch.zeros(5, 7, dtype=dtype))
     assert torch.equal(ones.cpu(), torch.ones(300, dtype=dtype))
     assert torch.equal(strided.cpu(), torch.full((6, 3), 3, dtype=dtype))
+
+
+def test_scalar_operand_on_either_side_runs_natively(device):
+    x = random((3, 4), 10)
+    with npusim.profile() as report:
+        left = (2.0 * x.to(device)).cpu()
+        in_place = x.to(device).mul_(torch.tensor(3.0, dtype=torch.float64)).cpu()
+        scalar_first = torch.add(torch.tensor(1.5), x.to(device)).cpu()
+    assert report.fallbacks == {}
+    torch.testing.assert_close(left, 2.0 * x, rtol=0, atol=0)
+    torch.testing.assert_close(in_place, x * 3.0, rtol=0, atol=0)
+    torch.testing.assert_close(scalar_first, 1.5 + x, rtol=0, atol=0)

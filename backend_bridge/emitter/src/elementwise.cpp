@@ -24,6 +24,17 @@ constexpr int kBufferB = 21;
 
 int operand_count(ElementwiseOp op) { return op == ElementwiseOp::Copy ? 2 : 3; }
 
+const char* vector_mnemonic(ElementwiseOp op) {
+  switch (op) {
+    case ElementwiseOp::AddF32: return "vadd.f32";
+    case ElementwiseOp::MulF32: return "vmul.f32";
+    case ElementwiseOp::MaxF32: return "vmax.f32";
+    case ElementwiseOp::MinF32: return "vmin.f32";
+    case ElementwiseOp::Copy: break;
+  }
+  throw std::logic_error("a copy has no vector instruction");
+}
+
 // Drops size-1 dimensions and merges neighbours that are contiguous in every operand. Strides become bytes.
 ElementwiseSpec collapse(const ElementwiseSpec& spec) {
   ElementwiseSpec out{spec.op, spec.element_bytes, {}, std::vector<std::vector<int64_t>>(spec.strides.size())};
@@ -131,8 +142,7 @@ class ElementwiseEmitter {
     if (spec_.op != ElementwiseOp::Copy) {
       writer_.line("dma.ld.b{} r{}, r{}, r{}, {}", bits, kBufferB, first_input + 1, kTileElements, stride(2));
       writer_.line("fence");
-      writer_.line("{} r{}, r{}, r{}, r{}", spec_.op == ElementwiseOp::AddF32 ? "vadd.f32" : "vmul.f32", kBufferA,
-                   kBufferA, kBufferB, kTileElements);
+      writer_.line("{} r{}, r{}, r{}, r{}", vector_mnemonic(spec_.op), kBufferA, kBufferA, kBufferB, kTileElements);
     }
     writer_.line("fence");
     writer_.line("dma.st.b{} r{}, r{}, r{}, {}", bits, output, kBufferA, kTileElements, stride(0));
@@ -152,6 +162,8 @@ std::string op_name(ElementwiseOp op) {
     case ElementwiseOp::Copy: return "copy";
     case ElementwiseOp::AddF32: return "add_f32";
     case ElementwiseOp::MulF32: return "mul_f32";
+    case ElementwiseOp::MaxF32: return "max_f32";
+    case ElementwiseOp::MinF32: return "min_f32";
   }
   return "?";
 }

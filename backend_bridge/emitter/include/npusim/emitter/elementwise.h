@@ -12,7 +12,7 @@
 
 namespace npusim::emitter {
 
-enum class ElementwiseOp { Copy, AddF32, MulF32 };
+enum class ElementwiseOp { Copy, AddF32, MulF32, MaxF32, MinF32 };
 
 struct ElementwiseSpec {
   ElementwiseOp op = ElementwiseOp::Copy;

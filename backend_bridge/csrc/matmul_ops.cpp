@@ -1,0 +1,84 @@
+// Matrix multiplication on the matrix engine: mm and addmm (and so nn.Linear, which PyTorch lowers to them) on
+// float32 tensors of any strides. Other dtypes take the CPU fallback.
+#include <ATen/native/Resize.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/mm.h>
+#include <torch/library.h>
+
+#include "bridge.h"
+#include "kernel_launcher.h"
+
+namespace npusim::bridge {
+namespace {
+
+bool all_float_on(const at::Tensor& out, std::initializer_list<const at::Tensor*> inputs) {
+  for (const at::Tensor* input : inputs)
+    if (input->scalar_type() != at::kFloat || input->device() != out.device()) return false;
+  return out.scalar_type() == at::kFloat;
+}
+
+at::Tensor& npusim_mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected 2-D tensors, got ", a.dim(), "-D and ", b.dim(), "-D");
+  TORCH_CHECK(a.size(1) == b.size(0), "mm: mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1),
+              " and ", b.size(0), "x", b.size(1), ")");
+  if (!all_float_on(out, {&a, &b})) {
+    torch::jit::Stack stack{a, b, out};
+    call_cpu_fallback("aten::mm", "out", stack);
+    return out;
+  }
+  at::native::resize_output(out, {a.size(0), b.size(1)});
+  if (out.numel() == 0) return out;
+  if (a.size(1) == 0) return out.zero_();
+  const emitter::MatmulSpec spec{a.size(0),   a.size(1),   b.size(1),     a.stride(0),  a.stride(1),
+                                 b.stride(0), b.stride(1), out.stride(0), out.stride(1)};
+  const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
+  try {
+    launch_matmul(out.device().index(), runtime_device(out), spec, addresses);
+  } catch (const runtime::DeviceError& error) {
+    TORCH_CHECK(false, error.what());
+  }
+  return out;
+}
+
+at::Tensor npusim_mm(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = at::empty({0}, a.options().dtype(at::result_type(a, b)));
+  return npusim_mm_out(a, b, out);
+}
+
+// beta * bias + alpha * (a @ b): the product on the matrix engine, scaling and the bias on the vector engine.
+at::Tensor& npusim_addmm_out(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                             const at::Scalar& alpha, at::Tensor& out) {
+  if (!all_float_on(out, {&bias, &a, &b})) {
+    torch::jit::Stack stack{bias, a, b, beta, alpha, out};
+    call_cpu_fallback("aten::addmm", "out", stack);
+    return out;
+  }
+  at::Tensor product = at::mm(a, b);
+  if (alpha.toDouble() != 1.0) product.mul_(alpha);
+  at::native::resize_output(out, product.sizes());
+  if (beta.toDouble() == 0.0) return out.copy_(product);  // bias is ignored, NaNs included, as on CPU
+  return at::add_out(out, product, bias.expand_as(product), beta);
+}
+
+at::Tensor npusim_addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                        const at::Scalar& alpha) {
+  at::Tensor out = at::empty({0}, a.options());
+  return npusim_addmm_out(bias, a, b, beta, alpha, out);
+}
+
+at::Tensor& npusim_addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                          const at::Scalar& alpha) {
+  return npusim_addmm_out(self, a, b, beta, alpha, self);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mm", npusim_mm);
+  m.impl("mm.out", npusim_mm_out);
+  m.impl("addmm", npusim_addmm);
+  m.impl("addmm.out", npusim_addmm_out);
+  m.impl("addmm_", npusim_addmm_);
+}
+
+}  // namespace npusim::bridge

@@ -1,0 +1,83 @@
+"""Matrix multiplication, ReLU and whole models on npusim against the same code on CPU.
+
+The matrix engine sums each K tile in order and accumulates tiles, so results are close to CPU's (which blocks and
+fuses differently) but not always bit-identical: these tests use float32 tolerances.
+"""
+
+import pytest
+import torch
+
+import npusim
+
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
+
+
+def random(*shape, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (4, 16, 16), (37, 50, 23), (64, 128, 96), (3, 300, 2)])
+def test_mm_matches_cpu(m, k, n, device):
+    a, b = random(m, k, seed=1), random(k, n, seed=2)
+    with npusim.profile() as report:
+        result = torch.mm(a.to(device), b.to(device))
+    assert [r.name for r in report.kernels] == ["matmul_f32"]
+    torch.testing.assert_close(result.cpu(), a @ b, **TOLERANCE)
+
+
+def test_mm_on_transposed_and_sliced_operands(device):
+    a, b = random(40, 30, seed=3), random(20, 40, seed=4)
+    expected = a.t()[:, ::2] @ b.t()[::2, :]
+    result = a.to(device).t()[:, ::2] @ b.to(device).t()[::2, :]
+    torch.testing.assert_close(result.cpu(), expected, **TOLERANCE)
+
+
+@pytest.mark.parametrize("beta, alpha", [(1, 1), (0.5, 2.0), (0, 1)])
+def test_addmm_matches_cpu(beta, alpha, device):
+    bias, a, b = random(17, seed=5), random(9, 33, seed=6), random(33, 17, seed=7)
+    with npusim.profile() as report:
+        result = torch.addmm(bias.to(device), a.to(device), b.to(device), beta=beta, alpha=alpha)
+    assert report.fallbacks == {}
+    torch.testing.assert_close(result.cpu(), torch.addmm(bias, a, b, beta=beta, alpha=alpha), **TOLERANCE)
+
+
+def test_relu_maximum_minimum_match_cpu_including_nan(device):
+    x = torch.tensor([-2.0, -0.0, 0.0, 3.5, float("nan"), float("inf"), -float("inf")])
+    y = torch.tensor([1.0, 0.0, -1.0, float("nan"), 2.0, 0.0, 5.0])
+    for op in (torch.relu, lambda t: torch.maximum(t, y.to(t.device)), lambda t: torch.minimum(t, y.to(t.device))):
+        torch.testing.assert_close(op(x.to(device)).cpu(), op(x), rtol=0, atol=0, equal_nan=True)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = torch.nn.Sequential(
+            torch.nn.Linear(64, 128),
+            torch.nn.ReLU(),
+            torch.nn.Linear(128, 128),
+            torch.nn.ReLU(),
+            torch.nn.Linear(128, 10),
+        )
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def test_mlp_forward_runs_natively_and_matches_cpu(device):
+    model, batch = MLP().eval(), random(32, 64, seed=8)
+    with torch.no_grad():
+        expected = model(batch)
+        device_model = MLP().eval().to(device)
+        with npusim.profile() as report:
+            result = device_model(batch.to(device))
+    torch.testing.assert_close(result.cpu(), expected, **TOLERANCE)
+    assert report.fallbacks == {}
+    assert [r.name for r in report.kernels].count("matmul_f32") == 3
+
+
+def test_linear_on_three_dimensional_input(device):
+    layer = torch.nn.Linear(24, 12)
+    x = random(2, 5, 24, seed=9)
+    with torch.no_grad():
+        torch.testing.assert_close(layer.to(device)(x.to(device)).cpu(), layer.cpu()(x), **TOLERANCE)
