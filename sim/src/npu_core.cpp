@@ -151,8 +151,7 @@ void NpuCore::run_kernel() {
       context.pc = state_.pc;
       const isa::Instruction instruction = emulator::fetch(context);
       const isa::TimingClass timing = isa::info(instruction.opcode).timing;
-      if (timing == isa::TimingClass::Dma || timing == isa::TimingClass::Vector ||
-          timing == isa::TimingClass::Matrix) {
+      if (timing == isa::TimingClass::Dma || timing == isa::TimingClass::Vector || timing == isa::TimingClass::Matrix) {
         keeper.sync();  // the engine sees the instruction at the scalar unit's local time
         queue_for(timing).write(IssuedInstruction{instruction, state_.pc, state_.registers});
         ++outstanding_;
@@ -194,13 +193,11 @@ sc_core::sc_time NpuCore::engine_time(const IssuedInstruction& item, const sc_co
     case isa::TimingClass::Vector:
       return clock_.cycles(static_cast<uint64_t>(config_.core_vector_pipeline_cycles) +
                            (operand(instruction.rs3) + lanes - 1) / lanes);
-    default:
-      break;
+    default: break;
   }
   switch (instruction.opcode) {
     case isa::Opcode::MatrixLoadWeightsF32:  // one weight row shifts in per cycle
-    case isa::Opcode::MatrixLoadWeightsTransposedF32:
-      return clock_.cycles(operand(instruction.rs2));
+    case isa::Opcode::MatrixLoadWeightsTransposedF32: return clock_.cycles(operand(instruction.rs2));
     case isa::Opcode::MatrixMultiplyF32:  // M input rows stream through; the skewed wavefront fills and drains
       return clock_.cycles(operand(instruction.rs2) + rows + cols - 1);
     default:  // mx.st: one accumulator row of `cols` elements per cycle

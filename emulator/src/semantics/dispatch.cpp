@@ -40,8 +40,8 @@ std::span<std::byte> ExecContext::scratchpad(uint64_t address, uint64_t bytes) {
 std::span<std::byte> ExecContext::accumulator(uint64_t address, uint64_t bytes) {
   std::span<std::byte> memory = accumulator_memory();
   if (address > memory.size() || bytes > memory.size() - address)
-    throw Trap(fmt::format("accumulator access of {} bytes at 0x{:x} is outside the {} KiB accumulator", bytes,
-                           address, memory.size() / 1024));
+    throw Trap(fmt::format("accumulator access of {} bytes at 0x{:x} is outside the {} KiB accumulator", bytes, address,
+                           memory.size() / 1024));
   return memory.subspan(address, bytes);
 }
 

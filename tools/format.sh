@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Formats every C++ and Python file the way CI checks them (clang-format, ruff).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+git ls-files '*.cpp' '*.h' | xargs clang-format -i
+python3 -m ruff check --fix --quiet .
+python3 -m ruff format --quiet .
