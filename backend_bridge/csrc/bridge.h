@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
 #include <c10/core/Device.h>
+#include <c10/core/Storage.h>
 
 #include "npusim/runtime/device.h"
 
@@ -13,6 +14,12 @@ runtime::Device& runtime_device(c10::DeviceIndex index);
 runtime::Device& runtime_device(const at::Tensor& tensor);
 // The simulated DRAM address of the tensor's first element.
 uint64_t device_address(const at::Tensor& tensor);
+
+// Reallocates a storage to `new_bytes` on its device, keeping what fits of its contents (Storage.resize_, resize_).
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
+
+// Whether writing `a` could change `b` (or the reverse): same storage and not provably disjoint.
+bool may_share_memory(const at::Tensor& a, const at::Tensor& b);
 
 // Copies within one device, choosing a flat copy command or a strided copy kernel.
 void copy_on_device(const at::Tensor& source, const at::Tensor& destination);

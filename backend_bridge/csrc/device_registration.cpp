@@ -108,13 +108,8 @@ class Hooks final : public at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override;
 };
 
-// Storage.resize_(): reallocate and keep the old contents.
 void Hooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const {
-  c10::DataPtr fresh = allocator.allocate(new_bytes);
-  const size_t kept = std::min(new_bytes, storage.nbytes());
-  if (kept > 0) allocator.copy_data(fresh.get(), storage.data(), kept);
-  storage.set_data_ptr_noswap(std::move(fresh));
-  storage.set_nbytes(new_bytes);
+  resize_storage_bytes(storage, new_bytes);
 }
 
 const bool hooks_registered = [] {
@@ -123,4 +118,13 @@ const bool hooks_registered = [] {
 }();
 
 }  // namespace
+
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
+  c10::DataPtr fresh = allocator.allocate(new_bytes);
+  const size_t kept = std::min(new_bytes, storage.nbytes());
+  if (kept > 0 && storage.data() != nullptr) allocator.copy_data(fresh.get(), storage.data(), kept);
+  storage.set_data_ptr_noswap(std::move(fresh));
+  storage.set_nbytes(new_bytes);
+}
+
 }  // namespace npusim::bridge

@@ -1,6 +1,7 @@
 // Native elementwise kernels: add and mul on float32 tensors, and fill_/zero_ on any dtype, run as emitted ISA
 // programs. Other dtypes take the CPU fallback (counted and reported) until the vector engine has their instructions.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
@@ -19,8 +20,7 @@ using emitter::ElementwiseOp;
 
 // An operand as the kernel sees it: on the output's device, broadcast to the output's shape.
 at::Tensor as_device_operand(const at::Tensor& operand, const at::Tensor& out, c10::IntArrayRef shape) {
-  at::Tensor on_device = operand.device() == out.device() ? operand : operand.to(out.device(), out.scalar_type());
-  return on_device.expand(shape);
+  return operand.to(out.device(), out.scalar_type()).expand(shape);
 }
 
 // float32 tensors on the output's device. Either operand may be a scalar (like the 2 in `x * 2`, which PyTorch wraps
@@ -34,19 +34,29 @@ bool runs_natively(const at::Tensor& self, const at::Tensor& other, const at::Te
   return out.scalar_type() == at::kFloat && is_native_operand(self, out) && is_native_operand(other, out);
 }
 
-void launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+// Runs `op` as an emitted kernel. Returns false, having changed nothing, when the emitter cannot express the layout;
+// the caller then takes the CPU fallback.
+bool launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
+  if (out.is_same(self) || out.is_same(other))  // in place: the operand cannot grow into the broadcast shape
+    TORCH_CHECK(out.sizes() == shape, "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
   at::native::resize_output(out, shape);
-  if (out.numel() == 0) return;
+  if (out.numel() == 0) return true;
+  at::assert_no_internal_overlap(out);
   const at::Tensor a = as_device_operand(self, out, shape);
   const at::Tensor b = as_device_operand(other, out, shape);
+  at::assert_no_partial_overlap(out, a);
+  at::assert_no_partial_overlap(out, b);
   emitter::ElementwiseSpec spec{op, 4, out.sizes().vec(), {out.strides().vec(), a.strides().vec(), b.strides().vec()}};
   const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
   try {
     launch_elementwise(out.device().index(), runtime_device(out), spec, addresses);
+  } catch (const emitter::Unsupported&) {
+    return false;
   } catch (const runtime::DeviceError& error) {
     TORCH_CHECK(false, error.what());
   }
+  return true;
 }
 
 at::Tensor result_like(const at::Tensor& self, const at::Tensor& other) {
@@ -55,18 +65,14 @@ at::Tensor result_like(const at::Tensor& self, const at::Tensor& other) {
 }
 
 at::Tensor& npusim_add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
-  if (!runs_natively(self, other, out)) {
-    torch::jit::Stack stack{self, other, alpha, out};
-    call_cpu_fallback("aten::add", "out", stack);
-    return out;
+  if (runs_natively(self, other, out)) {
+    // self + alpha * other, both steps on the device; alpha in the result's dtype, not other's (2 * 0.5 is not 0).
+    const at::Tensor addend =
+        alpha.toDouble() == 1.0 ? other : at::mul(other, at::scalar_tensor(alpha, out.options().device(c10::kCPU)));
+    if (launch_binary(ElementwiseOp::AddF32, self, addend, out)) return out;
   }
-  if (alpha.toDouble() == 1.0) {
-    launch_binary(ElementwiseOp::AddF32, self, other, out);
-    return out;
-  }
-  // self + alpha * other, both steps on the device.
-  const at::Tensor scaled = at::mul(other, at::scalar_tensor(alpha, other.options().device(c10::kCPU)));
-  launch_binary(ElementwiseOp::AddF32, self, scaled, out);
+  torch::jit::Stack stack{self, other, alpha, out};
+  call_cpu_fallback("aten::add", "out", stack);
   return out;
 }
 at::Tensor npusim_add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
@@ -80,10 +86,7 @@ at::Tensor& npusim_add_(at::Tensor& self, const at::Tensor& other, const at::Sca
 // mul, maximum and minimum: a native kernel, or the CPU fallback of the op's `.out` overload.
 template <ElementwiseOp Op>
 at::Tensor& binary_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  if (runs_natively(self, other, out)) {
-    launch_binary(Op, self, other, out);
-    return out;
-  }
+  if (runs_natively(self, other, out) && launch_binary(Op, self, other, out)) return out;
   static const char* const name = Op == ElementwiseOp::MulF32   ? "aten::mul"
                                   : Op == ElementwiseOp::MaxF32 ? "aten::maximum"
                                                                 : "aten::minimum";

@@ -1,5 +1,6 @@
 // Matrix multiplication on the matrix engine: mm and addmm (and so nn.Linear, which PyTorch lowers to them) on
 // float32 tensors of any strides. Other dtypes take the CPU fallback.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/mm.h>
@@ -21,19 +22,25 @@ at::Tensor& npusim_mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& 
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected 2-D tensors, got ", a.dim(), "-D and ", b.dim(), "-D");
   TORCH_CHECK(a.size(1) == b.size(0), "mm: mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1),
               " and ", b.size(0), "x", b.size(1), ")");
-  if (!all_float_on(out, {&a, &b})) {
+  const auto on_cpu = [&]() -> at::Tensor& {
     torch::jit::Stack stack{a, b, out};
     call_cpu_fallback("aten::mm", "out", stack);
     return out;
-  }
+  };
+  if (!all_float_on(out, {&a, &b})) return on_cpu();
   at::native::resize_output(out, {a.size(0), b.size(1)});
   if (out.numel() == 0) return out;
   if (a.size(1) == 0) return out.zero_();
+  // The kernel reads its inputs tile by tile after storing earlier output tiles: an output sharing memory with an
+  // input gets the product through a temporary.
+  if (may_share_memory(out, a) || may_share_memory(out, b)) return out.copy_(at::mm(a, b));
   const emitter::MatmulSpec spec{a.size(0),   a.size(1),   b.size(1),     a.stride(0),  a.stride(1),
                                  b.stride(0), b.stride(1), out.stride(0), out.stride(1)};
   const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
   try {
     launch_matmul(out.device().index(), runtime_device(out), spec, addresses);
+  } catch (const emitter::Unsupported&) {
+    return on_cpu();
   } catch (const runtime::DeviceError& error) {
     TORCH_CHECK(false, error.what());
   }
@@ -54,6 +61,9 @@ at::Tensor& npusim_addmm_out(const at::Tensor& bias, const at::Tensor& a, const 
     return out;
   }
   at::Tensor product = at::mm(a, b);
+  if (out.is_same(bias))  // in place: bias cannot grow into the product's shape
+    TORCH_CHECK(out.sizes() == product.sizes(), "addmm_: self of shape ", out.sizes(), " does not match the product ",
+                product.sizes());
   if (alpha.toDouble() != 1.0) product.mul_(alpha);
   at::native::resize_output(out, product.sizes());
   if (beta.toDouble() == 0.0) return out.copy_(product);  // bias is ignored, NaNs included, as on CPU

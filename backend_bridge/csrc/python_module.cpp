@@ -37,18 +37,64 @@ py::dict properties(int index) {
   return result;
 }
 
+py::dict statistics_of(const emulator::KernelStats& stats) {
+  py::dict values;
+#define NPUSIM_STATISTIC(name, unit, doc) values[#name] = stats.name;
+#include "npusim/emulator/statistics.def"
+#undef NPUSIM_STATISTIC
+  return values;
+}
+
+// Intervals as (core, engine, pc, mnemonic, start_ns, end_ns) tuples.
+py::list trace_of(const std::vector<emulator::EngineInterval>& trace) {
+  py::list intervals;
+  for (const emulator::EngineInterval& interval : trace)
+    intervals.append(py::make_tuple(interval.core, emulator::kEngineNames[static_cast<int>(interval.engine)],
+                                    interval.pc, isa::info(interval.opcode).mnemonic, interval.start_ns,
+                                    interval.end_ns));
+  return intervals;
+}
+
 py::list take_records(int index) {
   py::list list;
   for (const runtime::CommandRecord& record : device(index).take_records()) {
     py::dict entry;
     entry["name"] = record.name;
     entry["bytes"] = record.bytes;
-    entry["instructions"] = record.instructions;
+    entry["start_cycle"] = record.start_cycle;
     entry["kernel_cycles"] = record.kernel_cycles;
     entry["device_cycles"] = record.device_cycles;
+    entry["stats"] = statistics_of(record.stats);
+    entry["trace"] = trace_of(record.trace);
     list.append(entry);
   }
   return list;
+}
+
+// Every parameter of a configuration, keyed "section.key", without building a device.
+py::dict configuration(const std::string& name_or_path, const std::vector<std::string>& config_dirs) {
+  const config::ChipConfig c = config::load_config(name_or_path, {config_dirs.begin(), config_dirs.end()});
+  py::dict values;
+  values["name"] = c.name;
+  values["source"] = c.source;
+#define NPUSIM_PARAM(section, key, Type, default_value, unit, min, max, doc) \
+  values[#section "." #key] = c.section##_##key;
+#include "npusim/config/parameters.def"
+#undef NPUSIM_PARAM
+  return values;
+}
+
+py::list presets(const std::vector<std::string>& config_dirs) {
+  py::list names;
+  for (const std::string& name : config::list_presets({config_dirs.begin(), config_dirs.end()})) names.append(name);
+  return names;
+}
+
+py::list statistics_declarations() {
+  py::list rows;
+  for (const emulator::StatisticInfo& info : emulator::kStatistics)
+    rows.append(py::make_tuple(std::string(info.name), std::string(info.unit), std::string(info.doc)));
+  return rows;
 }
 
 py::dict memory_stats(int index) {
@@ -81,6 +127,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("memory_stats", &memory_stats, py::arg("device") = 0);
   m.def(
       "reset_peak_memory_stats", [](int index) { device(index).reset_peak_memory(); }, py::arg("device") = 0);
+  m.def(
+      "set_tracing", [](bool enabled, int index) { device(index).set_tracing(enabled); }, py::arg("enabled"),
+      py::arg("device") = 0);
+  m.def("statistics", &statistics_declarations);
+  m.def("configuration", &configuration, py::arg("name_or_path"), py::arg("config_dirs"));
+  m.def("presets", &presets, py::arg("config_dirs"));
   m.def("fallback_counts", &fallback_counts);
   m.def("reset_fallback_counts", &reset_fallback_counts);
 }

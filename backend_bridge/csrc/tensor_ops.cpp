@@ -2,6 +2,7 @@
 // memory: copies are commands to the device's firmware or emitted copy kernels.
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -44,26 +45,20 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
                                            chosen_dtype(dtype));
 }
 
-// Grows the storage (keeping its contents) when the tensor's new extent needs more bytes.
-void ensure_storage_bytes(const at::Tensor& self, size_t bytes) {
-  const c10::Storage& storage = self.unsafeGetTensorImpl()->unsafe_storage();
-  if (bytes <= storage.nbytes()) return;
-  const c10::DeviceGuard guard(self.device());
-  c10::DataPtr fresh = storage.allocator()->allocate(bytes);
-  if (storage.nbytes() > 0 && storage.data() != nullptr)
-    storage.allocator()->copy_data(fresh.get(), storage.data(), storage.nbytes());
-  storage.set_data_ptr_noswap(std::move(fresh));
-  storage.set_nbytes(bytes);
-}
-
+// Like at::native::resize_: an unchanged size keeps the tensor's strides (so views written back by the CPU
+// fallback stay views); a new size makes it contiguous and grows the storage if needed.
 const at::Tensor& resize_tensor(const at::Tensor& self, c10::IntArrayRef size,
                                 std::optional<c10::MemoryFormat> memory_format) {
+  if (self.sizes() == size && !memory_format) return self;
   at::TensorImpl* impl = self.unsafeGetTensorImpl();
   impl->set_sizes_contiguous(size);
   if (memory_format && *memory_format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(*memory_format);
   const size_t bytes =
       at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.dtype().itemsize(), self.storage_offset());
-  ensure_storage_bytes(self, bytes);
+  if (bytes > self.storage().nbytes()) {
+    const c10::DeviceGuard guard(self.device());
+    resize_storage_bytes(self.storage(), bytes);
+  }
   return self;
 }
 
@@ -160,9 +155,21 @@ void copy_through_host(const at::Tensor& source, const at::Tensor& destination) 
 
 }  // namespace
 
+bool may_share_memory(const at::Tensor& a, const at::Tensor& b) {
+  return a.storage().is_alias_of(b.storage()) && at::get_overlap_status(a, b) != at::MemOverlapStatus::No;
+}
+
 void copy_on_device(const at::Tensor& source, const at::Tensor& destination) {
   TORCH_CHECK(source.device() == destination.device(), "npusim: copies between devices ", source.device(), " and ",
               destination.device(), " are not supported");
+  if (may_share_memory(source, destination)) {
+    if (at::get_overlap_status(source, destination) == at::MemOverlapStatus::Full) return;  // the same elements
+    // A tiled copy would read what it already overwrote: stage the source in fresh memory.
+    const at::Tensor staged = at::empty(source.sizes(), source.options());
+    copy_on_device(source, staged);
+    copy_on_device(staged, destination);
+    return;
+  }
   runtime::Device& device = runtime_device(destination);
   if (plainly_contiguous(source) && plainly_contiguous(destination) && source.sizes() == destination.sizes()) {
     device.copy_device_to_device(device_address(destination), device_address(source), destination.nbytes());
@@ -174,9 +181,11 @@ void copy_on_device(const at::Tensor& source, const at::Tensor& destination) {
                                 destination.sizes().vec(),
                                 {destination.strides().vec(), source.strides().vec()}};
   const uint64_t addresses[] = {device_address(destination), device_address(source)};
+  if (element_bytes != 1 && element_bytes != 2 && element_bytes != 4 && element_bytes != 8) {
+    copy_through_host(source, destination);  // no DMA element of this size (complex128)
+    return;
+  }
   try {
-    TORCH_CHECK(element_bytes == 1 || element_bytes == 2 || element_bytes == 4 || element_bytes == 8,
-                "npusim: no DMA element size for ", destination.scalar_type());
     launch_elementwise(destination.device().index(), device, spec, addresses);
   } catch (const emitter::Unsupported&) {
     copy_through_host(source, destination);

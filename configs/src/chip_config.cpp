@@ -32,7 +32,7 @@ T convert(const YAML::Node& node, const std::string& source, const ParamInfo& in
     throw ConfigError(fmt::format("{}: key '{}.{}' must be a {}, found '{}'", where, info.section, info.key, type_name,
                                   node.Scalar()));
   if constexpr (!std::is_same_v<T, std::string>) {
-    if (static_cast<double>(value) < info.min || static_cast<double>(value) > info.max)
+    if (!(static_cast<double>(value) >= info.min && static_cast<double>(value) <= info.max))  // NaN fails too
       throw ConfigError(fmt::format("{}: key '{}.{}' = {} is outside [{}, {}]{}", where, info.section, info.key, value,
                                     info.min, info.max, info.unit.empty() ? "" : fmt::format(" {}", info.unit)));
   }
@@ -94,7 +94,9 @@ ChipConfig load_config_text(const std::string& yaml_text, const std::string& sou
   for (const auto& section : root) {
     const std::string section_name = section.first.as<std::string>();
     if (section_name == "name") {
-      config.name = section.second.as<std::string>();
+      if (!section.second.IsScalar())
+        throw ConfigError(fmt::format("{}: 'name' must be a string", location(source_name, section.second)));
+      config.name = section.second.Scalar();
       continue;
     }
     const bool known_section = std::any_of(bindings().begin(), bindings().end(),

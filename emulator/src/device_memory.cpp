@@ -10,7 +10,7 @@
 
 namespace npusim::emulator {
 
-void DeviceMemory::check_range(uint64_t address, uint64_t bytes, const char* access) const {
+void DeviceMemory::require_range(uint64_t address, uint64_t bytes, const char* access) const {
   if (address > capacity_bytes_ || bytes > capacity_bytes_ - address)
     throw Trap(fmt::format("DRAM {} of {} bytes at 0x{:x} is outside the device's {} MiB", access, bytes, address,
                            capacity_bytes_ >> 20));
@@ -25,7 +25,7 @@ std::byte* DeviceMemory::page(uint64_t page_index, bool create) const {
 }
 
 void DeviceMemory::read(uint64_t address, void* destination, uint64_t bytes) const {
-  check_range(address, bytes, "read");
+  require_range(address, bytes, "read");
   auto* out = static_cast<std::byte*>(destination);
   while (bytes > 0) {
     const uint64_t offset = address % kPageBytes;
@@ -41,7 +41,7 @@ void DeviceMemory::read(uint64_t address, void* destination, uint64_t bytes) con
 }
 
 void DeviceMemory::write(uint64_t address, const void* source, uint64_t bytes) {
-  check_range(address, bytes, "write");
+  require_range(address, bytes, "write");
   const auto* in = static_cast<const std::byte*>(source);
   while (bytes > 0) {
     const uint64_t offset = address % kPageBytes;
@@ -54,7 +54,7 @@ void DeviceMemory::write(uint64_t address, const void* source, uint64_t bytes) {
 }
 
 void DeviceMemory::fill(uint64_t address, uint8_t value, uint64_t bytes) {
-  check_range(address, bytes, "write");
+  require_range(address, bytes, "write");
   while (bytes > 0) {
     const uint64_t offset = address % kPageBytes;
     const uint64_t chunk = std::min(bytes, kPageBytes - offset);

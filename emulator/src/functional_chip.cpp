@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -25,11 +26,11 @@ class FunctionalChip::CoreContext : public ExecContext {
 
   void read_dram(uint64_t address, void* destination, uint64_t bytes) override {
     chip_.memory_.read(address, destination, bytes);
-    bytes_read += bytes;
+    state_.stats.dram_bytes_read += bytes;
   }
   void write_dram(uint64_t address, const void* source, uint64_t bytes) override {
     chip_.memory_.write(address, source, bytes);
-    bytes_written += bytes;
+    state_.stats.dram_bytes_written += bytes;
   }
   uint64_t fetch_word(uint64_t address) override {  // instruction fetch is not data traffic
     uint64_t word = 0;
@@ -53,14 +54,12 @@ class FunctionalChip::CoreContext : public ExecContext {
     weights_.rows = weights_.cols = 0;
     state_.pc = program;
     state_.registers[1] = arguments;
-    bytes_read = bytes_written = 0;
     const auto budget = static_cast<uint64_t>(chip_.config_.runtime_watchdog_instructions);
     return run_until(
         *this, index_, [&] { return state_.halted; }, budget);
   }
 
   const ScalarState& state() const { return state_; }
-  uint64_t bytes_read = 0, bytes_written = 0;
 
  protected:
   std::span<std::byte> scratchpad_memory() override { return scratchpad_; }
@@ -90,12 +89,16 @@ class FunctionalChip::CommandProcessorContext : public ExecContext {
   }
 
   void wait_for_doorbell() override {
-    if (pending_doorbells_ > 0)
+    if (pending_doorbells_ > 0) {
       --pending_doorbells_;
-    else
-      sleeping_ = true;
+      return;
+    }
+    // Sleep on this instruction, as the timed model does: the wake-up executes wfd again and takes the doorbell.
+    next_pc = pc;
+    sleeping_ = true;
   }
   void launch_cores(uint64_t program, uint64_t arguments, uint64_t core_mask) override {
+    check_core_mask(core_mask, chip_.config_.chip_cores);
     launch_ = {program, arguments, core_mask};
   }
   uint64_t wait_cores() override {
@@ -106,9 +109,7 @@ class FunctionalChip::CommandProcessorContext : public ExecContext {
       if (!(launch_->core_mask >> core & 1)) continue;
       CoreContext& context = *chip_.cores_[core];
       std::optional<KernelFault> fault = context.run(launch_->program, launch_->arguments);
-      record.instructions += context.state().instructions_retired;
-      record.dram_bytes_read += context.bytes_read;
-      record.dram_bytes_written += context.bytes_written;
+      record.stats.add(context.state().stats);
       if (fault && status == 0) {
         status = static_cast<uint64_t>(core) + 1;
         chip_.kernel_fault_ = std::move(fault);
@@ -126,9 +127,14 @@ class FunctionalChip::CommandProcessorContext : public ExecContext {
     chip_.memory_.read(device_address, reinterpret_cast<void*>(host_address), bytes);
   }
   void copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes) override {
-    std::vector<std::byte> buffer(bytes);
-    chip_.memory_.read(source, buffer.data(), bytes);
-    chip_.memory_.write(destination, buffer.data(), bytes);
+    chip_.memory_.require_range(source, bytes, "read");
+    chip_.memory_.require_range(destination, bytes, "write");
+    std::vector<std::byte> buffer(std::min(bytes, kCopyChunkBytes));
+    for (uint64_t done = 0; done < bytes; done += buffer.size()) {
+      const uint64_t chunk = std::min<uint64_t>(buffer.size(), bytes - done);
+      chip_.memory_.read(source + done, buffer.data(), chunk);
+      chip_.memory_.write(destination + done, buffer.data(), chunk);
+    }
   }
 
   void boot(uint64_t entry) {

@@ -14,6 +14,7 @@ isa::Instruction step(ExecContext& context) {
   execute(context, instruction);
   state.pc = context.next_pc;
   ++state.instructions_retired;
+  state.stats.count_instruction(isa::info(instruction.opcode).timing);
   return instruction;
 }
 

@@ -1,9 +1,23 @@
 // Formatting of kernel faults for error messages.
 #include "npusim/emulator/trap.h"
+#include "npusim/emulator/chip.h"
 
 #include <fmt/format.h>
 
 namespace npusim::emulator {
+
+Trap watchdog_trap(uint64_t budget) {
+  return Trap(fmt::format(
+      "watchdog: more than {} instructions on this core (raise runtime.watchdog_instructions or NPUSIM_WATCHDOG)",
+      budget));
+}
+
+void check_core_mask(uint64_t core_mask, int64_t cores) {
+  const bool beyond = cores < 64 && (core_mask >> cores) != 0;
+  if (core_mask == 0 || beyond)
+    throw Trap(fmt::format("launch core mask 0x{:x} names no core or cores the chip does not have ({} cores)",
+                           core_mask, cores));
+}
 
 std::string KernelFault::describe() const {
   const std::string where = core < 0 ? std::string("command processor") : fmt::format("core {}", core);

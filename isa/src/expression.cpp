@@ -9,6 +9,9 @@
 namespace npusim::isa {
 namespace {
 
+// Expressions compute in 64-bit two's complement: overflow wraps, as the hardware's registers do.
+int64_t wrap(uint64_t value) { return static_cast<int64_t>(value); }
+
 class Parser {
  public:
   Parser(std::string_view text, const SymbolLookup& lookup) : text_(text), lookup_(lookup) {}
@@ -66,9 +69,9 @@ class Parser {
     int64_t value = parse_product();
     while (true) {
       if (accept("+"))
-        value += parse_product();
+        value = wrap(static_cast<uint64_t>(value) + static_cast<uint64_t>(parse_product()));
       else if (accept("-"))
-        value -= parse_product();
+        value = wrap(static_cast<uint64_t>(value) - static_cast<uint64_t>(parse_product()));
       else
         return value;
     }
@@ -77,12 +80,13 @@ class Parser {
     int64_t value = parse_unary();
     while (true) {
       if (accept("*")) {
-        value *= parse_unary();
+        value = wrap(static_cast<uint64_t>(value) * static_cast<uint64_t>(parse_unary()));
       } else if (accept("/") || accept("%")) {
         const bool divide = text_[pos_ - 1] == '/';
         const int divisor_pos = pos_;
         const int64_t divisor = parse_unary();
         if (divisor == 0) throw ExpressionError(divisor_pos, "division by zero in expression");
+        if (divisor == -1 && value == INT64_MIN) throw ExpressionError(divisor_pos, "division overflows 64 bits");
         value = divide ? value / divisor : value % divisor;
       } else {
         return value;
@@ -90,7 +94,7 @@ class Parser {
     }
   }
   int64_t parse_unary() {
-    if (accept("-")) return -parse_unary();
+    if (accept("-")) return wrap(0 - static_cast<uint64_t>(parse_unary()));
     if (accept("+")) return parse_unary();
     if (accept("~")) return ~parse_unary();
     return parse_primary();

@@ -70,9 +70,9 @@ std::string render_manual_markdown() {
   text +=
       "\n## Exceptions\n\n"
       "A core traps, ending its kernel with an error that names the kernel, core, PC and instruction, on: an illegal\n"
-      "instruction; a DRAM access outside the device's memory or not naturally aligned; a scratchpad access outside\n"
-      "the scratchpad; a command-processor instruction executed by an NPU core; exceeding the watchdog's instruction\n"
-      "budget.\n";
+      "instruction; a DRAM access outside the device's memory or not naturally aligned; a scratchpad or accumulator\n"
+      "access outside its buffer; a weight tile larger than the systolic array, or `mx.mac` before any weights were\n"
+      "loaded; a command-processor instruction executed by an NPU core; exceeding the watchdog's instruction budget.\n";
   return text;
 }
 

@@ -24,10 +24,19 @@ std::unique_ptr<emulator::Chip> make_chip(const config::ChipConfig& config, Mode
   if (mode == Mode::Timed) return sim::make_timed_chip(config);
   return std::make_unique<emulator::FunctionalChip>(config);
 }
+
+// Program images live in their own region below the heap: 1/64 of the device memory, at most 256 MiB.
+uint64_t code_region_end(const config::ChipConfig& config) {
+  return abi::HEAP_BASE + std::min<uint64_t>(config.dram_capacity_bytes() / 64, uint64_t{256} << 20);
+}
+
 }  // namespace
 
 Device::Device(const config::ChipConfig& config, Mode mode)
-    : mode_(mode), chip_(make_chip(config, mode)), allocator_(abi::HEAP_BASE, config.dram_capacity_bytes()) {
+    : mode_(mode),
+      chip_(make_chip(config, mode)),
+      code_allocator_(abi::HEAP_BASE, code_region_end(config)),
+      allocator_(code_region_end(config), config.dram_capacity_bytes()) {
   boot_firmware();
 }
 
@@ -63,38 +72,44 @@ Device::Submitted Device::submit(uint64_t kind, uint64_t arg0, uint64_t arg1, ui
   if (completed != slot.sequence)
     throw DeviceError(
         fmt::format("npusim firmware completed command {} while {} was expected", completed, slot.sequence));
-  return {status, chip_->elapsed_cycles() - cycles_before};
+  return {status, cycles_before, chip_->elapsed_cycles() - cycles_before};
 }
 
 void Device::copy_host_to_device(uint64_t destination, const void* source, uint64_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(submit_mutex_);
   const Submitted done = submit(abi::COMMAND_COPY_H2D, destination, reinterpret_cast<uint64_t>(source), bytes);
-  records_.push_back({"copy_h2d", bytes, 0, 0, done.device_cycles});
+  records_.push_back({"copy_h2d", bytes, done.start_cycle, 0, done.device_cycles});
 }
 
 void Device::copy_device_to_host(void* destination, uint64_t source, uint64_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(submit_mutex_);
   const Submitted done = submit(abi::COMMAND_COPY_D2H, reinterpret_cast<uint64_t>(destination), source, bytes);
-  records_.push_back({"copy_d2h", bytes, 0, 0, done.device_cycles});
+  records_.push_back({"copy_d2h", bytes, done.start_cycle, 0, done.device_cycles});
 }
 
 void Device::copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(submit_mutex_);
   const Submitted done = submit(abi::COMMAND_COPY_D2D, destination, source, bytes);
-  records_.push_back({"copy_d2d", bytes, 0, 0, done.device_cycles});
+  records_.push_back({"copy_d2d", bytes, done.start_cycle, 0, done.device_cycles});
 }
 
 uint64_t Device::load_program(std::span<const uint64_t> words) {
-  const uint64_t address = allocator_.allocate(words.size_bytes());
+  std::lock_guard lock(submit_mutex_);  // the chip may be running another thread's command
+  const uint64_t address = code_allocator_.allocate(words.size_bytes());
   chip_->memory().write(address, words.data(), words.size_bytes());
   return address;
 }
 
 void Device::launch(const std::string& kernel_name, uint64_t program, std::span<const uint64_t> arguments,
                     uint64_t core_mask) {
+  try {
+    emulator::check_core_mask(core_mask, config().chip_cores);
+  } catch (const emulator::Trap& bad_mask) {
+    throw std::invalid_argument(fmt::format("launch of '{}': {}", kernel_name, bad_mask.what()));
+  }
   std::lock_guard lock(submit_mutex_);
   const uint64_t argument_block = allocator_.allocate(std::max<uint64_t>(arguments.size_bytes(), 8));
   chip_->memory().write(argument_block, arguments.data(), arguments.size_bytes());
@@ -107,18 +122,24 @@ void Device::launch(const std::string& kernel_name, uint64_t program, std::span<
   }
   allocator_.free(argument_block);
   std::vector<emulator::LaunchRecord> launches = chip_->take_launch_records();
-  CommandRecord record{kernel_name, 0, 0, 0, done.device_cycles};
-  for (const auto& launch : launches) {
-    record.bytes += launch.dram_bytes_read + launch.dram_bytes_written;
-    record.instructions += launch.instructions;
+  CommandRecord record{kernel_name, 0, done.start_cycle, 0, done.device_cycles};
+  for (auto& launch : launches) {
+    record.stats.add(launch.stats);
     record.kernel_cycles += launch.end_cycle - launch.start_cycle;
+    record.trace.insert(record.trace.end(), launch.trace.begin(), launch.trace.end());
   }
+  record.bytes = record.stats.dram_bytes_read + record.stats.dram_bytes_written;
   records_.push_back(record);
   if (done.status != 0) {
     const std::optional<emulator::KernelFault> fault = chip_->take_kernel_fault();
     throw DeviceError(fmt::format("npusim kernel '{}' failed: {}", kernel_name,
                                   fault ? fault->describe() : fmt::format("status {}", done.status)));
   }
+}
+
+void Device::set_tracing(bool enabled) {
+  std::lock_guard lock(submit_mutex_);
+  chip_->set_tracing(enabled);
 }
 
 std::vector<CommandRecord> Device::take_records() {

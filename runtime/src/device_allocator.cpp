@@ -14,7 +14,9 @@ DeviceAllocator::DeviceAllocator(uint64_t heap_base, uint64_t heap_end) {
 
 uint64_t DeviceAllocator::allocate(uint64_t bytes) {
   std::lock_guard lock(mutex_);
-  const uint64_t size = std::max<uint64_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  const uint64_t size = bytes > stats_.reserved_bytes
+                            ? UINT64_MAX  // cannot fit; also keeps the rounding below from wrapping
+                            : std::max<uint64_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
   for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
     if (it->second < size) continue;
     const uint64_t address = it->first;
@@ -32,10 +34,13 @@ uint64_t DeviceAllocator::allocate(uint64_t bytes) {
       "npusim device out of memory: tried to allocate {} bytes; {} bytes allocated in {} blocks, {} bytes free of {} "
       "(largest free block {} bytes)",
       bytes, stats_.allocated_bytes, stats_.allocations, stats_.reserved_bytes - stats_.allocated_bytes,
-      stats_.reserved_bytes,
-      std::max_element(free_ranges_.begin(), free_ranges_.end(), [](const auto& a, const auto& b) {
-        return a.second < b.second;
-      })->second));
+      stats_.reserved_bytes, largest_free_block()));
+}
+
+uint64_t DeviceAllocator::largest_free_block() const {
+  uint64_t largest = 0;
+  for (const auto& [start, size] : free_ranges_) largest = std::max(largest, size);
+  return largest;
 }
 
 void DeviceAllocator::free(uint64_t address) {

@@ -66,7 +66,14 @@ Device& Session::device(int index) {
   if (index < 0 || index >= device_count())
     throw std::out_of_range(fmt::format("npusim device {} does not exist ({} device)", index, device_count()));
   if (devices_.empty()) {
-    const config::ChipConfig config = config::load_config(chosen.config, chosen.config_dirs);
+    config::ChipConfig config = config::load_config(chosen.config, chosen.config_dirs);
+    if (const char* watchdog = std::getenv("NPUSIM_WATCHDOG"); watchdog && *watchdog) {
+      char* end = nullptr;
+      const long long budget = std::strtoll(watchdog, &end, 10);
+      if (*end != '\0' || budget < 1)
+        throw std::invalid_argument(fmt::format("NPUSIM_WATCHDOG: '{}' is not a positive instruction count", watchdog));
+      config.runtime_watchdog_instructions = budget;
+    }
     devices_.push_back(std::make_unique<Device>(config, chosen.mode));
   }
   return *devices_[index];

@@ -3,7 +3,9 @@
 #include "command_processor.h"
 
 #include <fmt/format.h>
+
 #include <tlm_utils/tlm_quantumkeeper.h>
+#include <algorithm>
 
 #include <systemc>
 
@@ -46,15 +48,11 @@ class CommandProcessor::FirmwareContext : public emulator::ExecContext {
   }
 
   void launch_cores(uint64_t program, uint64_t arguments, uint64_t core_mask) override {
-    if (core_mask == 0 || core_mask >> cp_.cores_.size() != 0)
-      throw Trap(fmt::format("launch core mask 0x{:x} names cores the chip does not have ({} cores)", core_mask,
-                             cp_.cores_.size()));
+    emulator::check_core_mask(core_mask, static_cast<int64_t>(cp_.cores_.size()));
     keeper_.sync();
     launch_ = emulator::LaunchRecord{core_mask, program};
     launch_start_ = sc_core::sc_time_stamp();
     launch_->start_cycle = cp_.clock_.to_cycles(launch_start_);
-    dram_read_at_launch_ = cp_.dram_.bytes_read();
-    dram_written_at_launch_ = cp_.dram_.bytes_written();
     for (size_t core = 0; core < cp_.cores_.size(); ++core)
       if (core_mask >> core & 1) cp_.cores_[core]->start(program, arguments);
   }
@@ -67,42 +65,51 @@ class CommandProcessor::FirmwareContext : public emulator::ExecContext {
       if (!(launch_->core_mask >> core & 1)) continue;
       NpuCore& npu = *cp_.cores_[core];
       while (npu.busy()) sc_core::wait(npu.done_event());
-      launch_->instructions += npu.instructions_retired();
+      launch_->stats.add(npu.stats());
+      std::vector<emulator::EngineInterval> trace = npu.take_trace();
+      launch_->trace.insert(launch_->trace.end(), trace.begin(), trace.end());
       if (auto fault = npu.take_fault(); fault && status == 0) {
         status = core + 1;
         cp_.kernel_fault_ = std::move(fault);
       }
     }
     launch_->end_cycle = launch_->start_cycle + cp_.clock_.to_cycles(sc_core::sc_time_stamp() - launch_start_);
-    launch_->dram_bytes_read = cp_.dram_.bytes_read() - dram_read_at_launch_;
-    launch_->dram_bytes_written = cp_.dram_.bytes_written() - dram_written_at_launch_;
     launch_->failed = status != 0;
     cp_.launch_records_.push_back(*launch_);
     launch_.reset();
     return status;
   }
 
-  // Copies are store-and-forward through a staging buffer: read side, then write side.
+  // Copies are store-and-forward through a staging buffer, one chunk at a time: read side, then write side.
   void copy_host_to_device(uint64_t device_address, uint64_t host_address, uint64_t bytes) override {
-    std::vector<std::byte> buffer(bytes);
-    access(cp_.host_port, tlm::TLM_READ_COMMAND, host_address, buffer.data(), bytes);
-    access(cp_.dram_port, tlm::TLM_WRITE_COMMAND, device_address, buffer.data(), bytes);
+    cp_.memory_.require_range(device_address, bytes, "write");
+    copy_in_chunks(cp_.host_port, host_address, cp_.dram_port, device_address, bytes);
   }
   void copy_device_to_host(uint64_t host_address, uint64_t device_address, uint64_t bytes) override {
-    std::vector<std::byte> buffer(bytes);
-    access(cp_.dram_port, tlm::TLM_READ_COMMAND, device_address, buffer.data(), bytes);
-    access(cp_.host_port, tlm::TLM_WRITE_COMMAND, host_address, buffer.data(), bytes);
+    cp_.memory_.require_range(device_address, bytes, "read");
+    copy_in_chunks(cp_.dram_port, device_address, cp_.host_port, host_address, bytes);
   }
   void copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes) override {
-    std::vector<std::byte> buffer(bytes);
-    access(cp_.dram_port, tlm::TLM_READ_COMMAND, source, buffer.data(), bytes);
-    access(cp_.dram_port, tlm::TLM_WRITE_COMMAND, destination, buffer.data(), bytes);
+    cp_.memory_.require_range(source, bytes, "read");
+    cp_.memory_.require_range(destination, bytes, "write");
+    copy_in_chunks(cp_.dram_port, source, cp_.dram_port, destination, bytes);
   }
 
  protected:
   std::span<std::byte> scratchpad_memory() override { return {}; }
 
  private:
+  template <typename Source, typename Destination>
+  void copy_in_chunks(Source& source_port, uint64_t source, Destination& destination_port, uint64_t destination,
+                      uint64_t bytes) {
+    std::vector<std::byte> buffer(std::min(bytes, emulator::kCopyChunkBytes));
+    for (uint64_t done = 0; done < bytes; done += buffer.size()) {
+      const uint64_t chunk = std::min<uint64_t>(buffer.size(), bytes - done);
+      access(source_port, tlm::TLM_READ_COMMAND, source + done, buffer.data(), chunk);
+      access(destination_port, tlm::TLM_WRITE_COMMAND, destination + done, buffer.data(), chunk);
+    }
+  }
+
   template <typename Socket>
   void access(Socket& socket, tlm::tlm_command command, uint64_t address, void* data, uint64_t bytes) {
     if (bytes == 0) return;
@@ -115,18 +122,16 @@ class CommandProcessor::FirmwareContext : public emulator::ExecContext {
   tlm_utils::tlm_quantumkeeper& keeper_;
   std::optional<emulator::LaunchRecord> launch_;
   sc_core::sc_time launch_start_;
-  uint64_t dram_read_at_launch_ = 0, dram_written_at_launch_ = 0;
 };
 
 CommandProcessor::CommandProcessor(sc_core::sc_module_name name, const config::ChipConfig& config,
-                                   emulator::DeviceMemory& memory, std::vector<NpuCore*> cores, const Dram& dram)
+                                   emulator::DeviceMemory& memory, std::vector<NpuCore*> cores)
     : sc_module(name),
       dram_port("dram_port"),
       host_port("host_port"),
       config_(config),
       memory_(memory),
       cores_(std::move(cores)),
-      dram_(dram),
       clock_(config.chip_clock_ghz) {
   SC_HAS_PROCESS(CommandProcessor);
   SC_THREAD(run);

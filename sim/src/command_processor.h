@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "clock.h"
-#include "dram.h"
 #include "npu_core.h"
 #include "npusim/emulator/chip.h"
 
@@ -22,7 +21,7 @@ class CommandProcessor : public sc_core::sc_module {
   tlm_utils::simple_initiator_socket<CommandProcessor> host_port;
 
   CommandProcessor(sc_core::sc_module_name name, const config::ChipConfig& config, emulator::DeviceMemory& memory,
-                   std::vector<NpuCore*> cores, const Dram& dram);
+                   std::vector<NpuCore*> cores);
 
   // Host side, called between simulation runs.
   void boot(uint64_t firmware_entry);
@@ -39,7 +38,6 @@ class CommandProcessor : public sc_core::sc_module {
   const config::ChipConfig& config_;
   emulator::DeviceMemory& memory_;
   std::vector<NpuCore*> cores_;
-  const Dram& dram_;
   Clock clock_;
   emulator::ScalarState state_;
   sc_core::sc_event boot_event_, doorbell_event_;

@@ -13,13 +13,10 @@ Dram::Dram(sc_core::sc_module_name name, const config::ChipConfig& config, emula
 void Dram::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
   const uint64_t bytes = payload.get_data_length();
   // Data moves first: an out-of-range access raises a Trap to the initiating engine, like a bus error.
-  if (payload.is_read()) {
+  if (payload.is_read())
     memory_.read(payload.get_address(), payload.get_data_ptr(), bytes);
-    bytes_read_ += bytes;
-  } else {
+  else
     memory_.write(payload.get_address(), payload.get_data_ptr(), bytes);
-    bytes_written_ += bytes;
-  }
   const auto burst = static_cast<uint64_t>(config_.dram_burst_bytes);
   const uint64_t occupied_bytes = (bytes + burst - 1) / burst * burst;
   const sc_core::sc_time arrival = sc_core::sc_time_stamp() + delay;

@@ -19,16 +19,12 @@ class Dram : public sc_core::sc_module {
 
   Dram(sc_core::sc_module_name name, const config::ChipConfig& config, emulator::DeviceMemory& memory);
 
-  uint64_t bytes_read() const { return bytes_read_; }
-  uint64_t bytes_written() const { return bytes_written_; }
-
  private:
   void b_transport(int port, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
 
   const config::ChipConfig& config_;
   emulator::DeviceMemory& memory_;
   sc_core::sc_time busy_until_ = sc_core::SC_ZERO_TIME;
-  uint64_t bytes_read_ = 0, bytes_written_ = 0;
 };
 
 }  // namespace npusim::sim

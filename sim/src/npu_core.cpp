@@ -42,7 +42,9 @@ class NpuCore::ScalarContext : public emulator::ExecContext {
   }
   void fence() override {
     keeper_.sync();
+    const sc_core::sc_time waiting_since = sc_core::sc_time_stamp();
     core_.wait_engines_idle();
+    core_.stall_time_fence_ += sc_core::sc_time_stamp() - waiting_since;
   }
 
  protected:
@@ -50,9 +52,12 @@ class NpuCore::ScalarContext : public emulator::ExecContext {
 
  private:
   void access(tlm::tlm_command command, uint64_t address, void* data, uint64_t bytes) {
-    sc_core::sc_time delay = keeper_.get_local_time();
+    const sc_core::sc_time issued = keeper_.get_local_time();
+    sc_core::sc_time delay = issued;
     transport(core_.scalar_port, command, address, data, bytes, delay);
     keeper_.set(delay);
+    core_.stall_time_scalar_memory_ += delay - issued;
+    core_.count_dram_bytes(command, bytes);
   }
 
   NpuCore& core_;
@@ -90,6 +95,7 @@ class NpuCore::EngineContext : public emulator::ExecContext {
     sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
     transport(core_.dma_port, command, address, data, bytes, delay);
     memory_time = std::max(memory_time, delay);
+    core_.count_dram_bytes(command, bytes);
   }
 
   NpuCore& core_;
@@ -134,8 +140,17 @@ void NpuCore::scalar_unit() {
   }
 }
 
+void NpuCore::count_dram_bytes(tlm::tlm_command command, uint64_t bytes) {
+  (command == tlm::TLM_READ_COMMAND ? state_.stats.dram_bytes_read : state_.stats.dram_bytes_written) += bytes;
+}
+
 void NpuCore::run_kernel() {
   fault_.reset();
+  trace_.clear();
+  busy_time_.fill(sc_core::SC_ZERO_TIME);
+  stall_time_fence_ = stall_time_queue_full_ = stall_time_scalar_memory_ = sc_core::SC_ZERO_TIME;
+  const sc_core::sc_time started = sc_core::sc_time_stamp();
+  uint64_t issue_cycles = 0;
   state_ = emulator::ScalarState{};
   weights_.rows = weights_.cols = 0;
   state_.pc = program_;
@@ -146,24 +161,28 @@ void NpuCore::run_kernel() {
   const auto budget = static_cast<uint64_t>(config_.runtime_watchdog_instructions);
   try {
     while (!state_.halted && !fault_) {
-      if (state_.instructions_retired >= budget)
-        throw Trap(fmt::format("watchdog: more than {} instructions (runtime.watchdog_instructions)", budget));
+      if (state_.instructions_retired >= budget) throw emulator::watchdog_trap(budget);
       context.pc = state_.pc;
       const isa::Instruction instruction = emulator::fetch(context);
       const isa::TimingClass timing = isa::info(instruction.opcode).timing;
       if (timing == isa::TimingClass::Dma || timing == isa::TimingClass::Vector || timing == isa::TimingClass::Matrix) {
         keeper.sync();  // the engine sees the instruction at the scalar unit's local time
+        const sc_core::sc_time issuing_since = sc_core::sc_time_stamp();
         queue_for(timing).write(IssuedInstruction{instruction, state_.pc, state_.registers});
+        stall_time_queue_full_ += sc_core::sc_time_stamp() - issuing_since;
         ++outstanding_;
         context.next_pc = state_.pc + isa::kInstructionBytes;
       } else {
         emulator::execute(context, instruction);
       }
-      keeper.inc(clock_.cycles(1));
+      uint64_t cycles = 1;
       if (timing == isa::TimingClass::Branch && context.next_pc != state_.pc + isa::kInstructionBytes)
-        keeper.inc(clock_.cycles(static_cast<uint64_t>(config_.core_branch_taken_penalty_cycles)));
+        cycles += static_cast<uint64_t>(config_.core_branch_taken_penalty_cycles);
+      keeper.inc(clock_.cycles(cycles));
+      issue_cycles += cycles;
       state_.pc = context.next_pc;
       ++state_.instructions_retired;
+      state_.stats.count_instruction(timing);
       if (keeper.need_sync()) keeper.sync();
     }
   } catch (const Trap& trap) {
@@ -171,6 +190,17 @@ void NpuCore::run_kernel() {
   }
   keeper.sync();
   wait_engines_idle();
+  emulator::KernelStats& stats = state_.stats;
+  stats.busy_cycles_scalar = issue_cycles;
+  stats.busy_cycles_dma = clock_.to_cycles(busy_time_[static_cast<int>(emulator::Engine::Dma)]);
+  stats.busy_cycles_vector = clock_.to_cycles(busy_time_[static_cast<int>(emulator::Engine::Vector)]);
+  stats.busy_cycles_matrix = clock_.to_cycles(busy_time_[static_cast<int>(emulator::Engine::Matrix)]);
+  stats.stall_cycles_fence = clock_.to_cycles(stall_time_fence_);
+  stats.stall_cycles_queue_full = clock_.to_cycles(stall_time_queue_full_);
+  stats.stall_cycles_scalar_memory = clock_.to_cycles(stall_time_scalar_memory_);
+  if (tracing_)
+    trace_.push_back({index_, emulator::Engine::Scalar, program_, isa::Opcode::Halt, started.to_seconds() * 1e9,
+                      sc_core::sc_time_stamp().to_seconds() * 1e9});
 }
 
 sc_core::sc_fifo<IssuedInstruction>& NpuCore::queue_for(isa::TimingClass timing) {
@@ -205,7 +235,7 @@ sc_core::sc_time NpuCore::engine_time(const IssuedInstruction& item, const sc_co
   }
 }
 
-void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue) {
+void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::Engine engine) {
   while (true) {
     IssuedInstruction item = queue.read();
     if (!fault_) {
@@ -219,6 +249,12 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue) {
         busy = engine_time(item, context.memory_time);
       } catch (const Trap& trap) {
         record_fault(context, item.pc, trap.what());
+      }
+      busy_time_[static_cast<int>(engine)] += busy;
+      if (tracing_) {
+        const double start_ns = sc_core::sc_time_stamp().to_seconds() * 1e9;
+        trace_.push_back(
+            {index_, engine, item.pc, item.instruction.opcode, start_ns, start_ns + busy.to_seconds() * 1e9});
       }
       sc_core::wait(busy);
     }

@@ -43,7 +43,10 @@ class NpuCore : public sc_core::sc_module {
   bool busy() const { return busy_; }
   const sc_core::sc_event& done_event() const { return done_event_; }
   std::optional<emulator::KernelFault> take_fault() { return std::exchange(fault_, std::nullopt); }
-  uint64_t instructions_retired() const { return state_.instructions_retired; }
+  // Statistics and (when tracing) engine activity of the last kernel.
+  const emulator::KernelStats& stats() const { return state_.stats; }
+  std::vector<emulator::EngineInterval> take_trace() { return std::exchange(trace_, {}); }
+  void set_tracing(bool enabled) { tracing_ = enabled; }
 
  private:
   class ScalarContext;
@@ -51,10 +54,11 @@ class NpuCore : public sc_core::sc_module {
 
   void scalar_unit();
   void run_kernel();
-  void dma_engine() { engine_loop(dma_queue_); }
-  void vector_engine() { engine_loop(vector_queue_); }
-  void matrix_engine() { engine_loop(matrix_queue_); }
-  void engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue);
+  void dma_engine() { engine_loop(dma_queue_, emulator::Engine::Dma); }
+  void vector_engine() { engine_loop(vector_queue_, emulator::Engine::Vector); }
+  void matrix_engine() { engine_loop(matrix_queue_, emulator::Engine::Matrix); }
+  void engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::Engine engine);
+  void count_dram_bytes(tlm::tlm_command command, uint64_t bytes);
   sc_core::sc_fifo<IssuedInstruction>& queue_for(isa::TimingClass timing);
   // Time an engine is busy with one instruction (docs/timing.md); `memory_time` is its DRAM transactions' share.
   sc_core::sc_time engine_time(const IssuedInstruction& item, const sc_core::sc_time& memory_time) const;
@@ -75,6 +79,10 @@ class NpuCore : public sc_core::sc_module {
   bool busy_ = false;
   uint64_t program_ = 0, arguments_ = 0;
   std::optional<emulator::KernelFault> fault_;
+  std::array<sc_core::sc_time, emulator::kEngineNames.size()> busy_time_{};
+  sc_core::sc_time stall_time_fence_, stall_time_queue_full_, stall_time_scalar_memory_;
+  bool tracing_ = false;
+  std::vector<emulator::EngineInterval> trace_;
 };
 
 }  // namespace npusim::sim

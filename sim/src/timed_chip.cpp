@@ -38,8 +38,7 @@ class TimedChip : public emulator::Chip {
       cores_.back()->dma_port.bind(dram_.socket);
       core_pointers.push_back(cores_.back().get());
     }
-    command_processor_ =
-        std::make_unique<CommandProcessor>("command_processor", config_, memory_, core_pointers, dram_);
+    command_processor_ = std::make_unique<CommandProcessor>("command_processor", config_, memory_, core_pointers);
     command_processor_->dram_port.bind(dram_.socket);
     command_processor_->host_port.bind(host_link_.socket);
     tlm_utils::tlm_quantumkeeper::set_global_quantum(sc_core::sc_time(1, sc_core::SC_US));
@@ -64,6 +63,9 @@ class TimedChip : public emulator::Chip {
     return command_processor_->take_launch_records();
   }
   uint64_t elapsed_cycles() const override { return clock_.to_cycles(sc_core::sc_time_stamp()); }
+  void set_tracing(bool enabled) override {
+    for (auto& core : cores_) core->set_tracing(enabled);
+  }
 
  private:
   // Runs until nothing is left to do: the firmware sleeps in wfd and every core and engine is idle.

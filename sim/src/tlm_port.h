@@ -2,14 +2,18 @@
 #pragma once
 
 #include <cstdint>
+
 #include <systemc>
 #include <tlm>
+#include "npusim/emulator/trap.h"
 
 namespace npusim::sim {
 
 template <typename Socket>
 void transport(Socket& socket, tlm::tlm_command command, uint64_t address, void* data, uint64_t bytes,
                sc_core::sc_time& delay) {
+  // TLM lengths are 32-bit; callers move larger amounts in chunks.
+  if (bytes > UINT32_MAX) throw emulator::Trap("a single memory transaction of more than 4 GiB");
   tlm::tlm_generic_payload payload;
   payload.set_command(command);
   payload.set_address(address);

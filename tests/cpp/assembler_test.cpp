@@ -74,6 +74,12 @@ TEST(Assembler, RejectsUndefinedSymbolAtItsColumn) {
   EXPECT_EQ(error.message(), "undefined symbol 'MISSING'");
 }
 
+TEST(Assembler, ExpressionsWrapLikeRegistersAndRejectOverflowingDivision) {
+  EXPECT_EQ(assemble(".dword 0x7fffffffffffffff + 1\n", "t.s")[0], uint64_t{1} << 63);
+  EXPECT_EQ(error_of(".dword (1 << 63) / -1\n").message(), "division overflows 64 bits");
+  EXPECT_EQ(error_of(".dword 5 % 0\n").message(), "division by zero in expression");
+}
+
 TEST(Assembler, RejectsDuplicateLabel) {
   EXPECT_EQ(error_of("a: halt\na: halt\n").message(), "'a' is already defined");
 }

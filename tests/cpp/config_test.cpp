@@ -42,6 +42,12 @@ TEST(Config, OutOfRangeValueIsAnError) {
   EXPECT_EQ(error_of("chip:\n  cores: 0\n"), "bad.yaml:2: key 'chip.cores' = 0 is outside [1, 64]");
 }
 
+TEST(Config, NotANumberIsOutOfRange) {
+  EXPECT_EQ(error_of("chip:\n  clock_ghz: .nan\n"), "bad.yaml:2: key 'chip.clock_ghz' = nan is outside [0.01, 10] GHz");
+}
+
+TEST(Config, NameMustBeAString) { EXPECT_EQ(error_of("name:\n  a: 1\n"), "bad.yaml:2: 'name' must be a string"); }
+
 TEST(Config, UnknownPresetListsTheKnownOnes) {
   try {
     load_config("huge", {source_config_dir()});

@@ -89,6 +89,14 @@ INSTANTIATE_TEST_SUITE_P(
       return emitter::op_name(info.param.op) + "_" + std::to_string(info.index);
     });
 
+TEST(ElementwiseEmitter, EmptyShapeEmitsAProgramThatOnlyHalts) {
+  const auto kernel =
+      emitter::emit_elementwise({ElementwiseOp::AddF32, 4, {5, 0}, {{0, 1}, {0, 1}, {0, 1}}}, small_config());
+  EXPECT_EQ(kernel.words.size(), 1u);
+  EXPECT_THROW(emitter::emit_elementwise({ElementwiseOp::Copy, 4, {-1}, {{1}, {1}}}, small_config()),
+               std::invalid_argument);
+}
+
 TEST(ElementwiseEmitter, RejectsTooManyDimensionsAsUnsupported) {
   std::vector<int64_t> sizes(7, 2), strides{1, 4, 16, 64, 256, 1024, 4096}, other{4096, 1024, 256, 64, 16, 4, 1};
   EXPECT_THROW(emitter::emit_elementwise({ElementwiseOp::Copy, 4, sizes, {strides, other}}, small_config()),

@@ -210,6 +210,12 @@ TEST_F(Emulator, ScratchpadOverrunTraps) {
   EXPECT_NE(fault->cause.find("outside the 16 KiB scratchpad"), std::string::npos) << fault->cause;
 }
 
+TEST_F(Emulator, ElementCountThatWouldWrapTheByteSizeTraps) {
+  const auto fault = run("li r10, 1\n slli r10, r10, 62\n vadd.f32 r0, r0, r0, r10\n halt\n");
+  ASSERT_TRUE(fault);
+  EXPECT_NE(fault->cause.find("outside the 16 KiB scratchpad"), std::string::npos) << fault->cause;
+}
+
 TEST_F(Emulator, CommandProcessorInstructionTrapsOnCore) {
   const auto fault = run("wfd\n");
   ASSERT_TRUE(fault);
@@ -220,6 +226,13 @@ TEST_F(Emulator, WatchdogEndsEndlessLoop) {
   const auto fault = run("spin: jal r0, spin\n");
   ASSERT_TRUE(fault);
   EXPECT_NE(fault->cause.find("watchdog: more than 10000 instructions"), std::string::npos);
+}
+
+TEST(CoreMask, RejectsEmptyMasksAndMissingCoresForEveryChipSize) {
+  EXPECT_NO_THROW(check_core_mask(~uint64_t{0}, 64));  // all 64 cores: no shift by 64
+  EXPECT_NO_THROW(check_core_mask(0b1010, 4));
+  EXPECT_THROW(check_core_mask(0, 4), Trap);
+  EXPECT_THROW(check_core_mask(0b10000, 4), Trap);
 }
 
 TEST_F(Emulator, ChipIsReusableAfterATrap) {

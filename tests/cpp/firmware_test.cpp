@@ -46,7 +46,10 @@ TEST(Firmware, LaunchPassesArgumentsInR1) {
   EXPECT_EQ(value, 0xfeedfaceu);
   const auto records = device.take_records();
   EXPECT_EQ(records[0].name, "store_argument");
-  EXPECT_EQ(records[0].instructions, 4u);
+  EXPECT_EQ(records[0].instructions(), 4u);
+  EXPECT_EQ(records[0].stats.instructions_scalar, 4u);
+  EXPECT_EQ(records[0].stats.dram_bytes_read, 16u);
+  EXPECT_EQ(records[0].stats.dram_bytes_written, 8u);
 }
 
 TEST(Firmware, RingWrapsAroundManyTimes) {
@@ -101,6 +104,29 @@ TEST(DeviceAllocator, OutOfMemoryNamesTheFigures) {
   } catch (const runtime::OutOfMemory& error) {
     EXPECT_NE(std::string(error.what()).find("tried to allocate 1073741824 bytes"), std::string::npos);
   }
+}
+
+TEST(DeviceAllocator, FullHeapAndHugeRequestsRaiseOutOfMemory) {
+  runtime::DeviceAllocator allocator(0x1000, 0x1000 + 4096);
+  const uint64_t all = allocator.allocate(4096);
+  EXPECT_THROW(allocator.allocate(1), runtime::OutOfMemory);  // no free range left at all
+  EXPECT_THROW(allocator.allocate(UINT64_MAX - 10), runtime::OutOfMemory);
+  allocator.free(all);
+  EXPECT_EQ(allocator.allocate(100), all);
+}
+
+TEST(Firmware, LaunchWithBadCoreMaskIsRejectedBeforeReachingTheDevice) {
+  runtime::Device device(small_config(), runtime::Mode::Functional);
+  const uint64_t program = device.load_program(isa::assemble("halt\n", "k.s"));
+  const uint64_t arguments[] = {0};
+  EXPECT_THROW(device.launch("k", program, arguments, 0b10), std::invalid_argument);
+  EXPECT_NO_THROW(device.launch("k", program, arguments, 0b1));
+}
+
+TEST(Firmware, ProgramsDoNotCountAsAllocatedMemory) {
+  runtime::Device device(small_config(), runtime::Mode::Functional);
+  device.load_program(isa::assemble("halt\n", "k.s"));
+  EXPECT_EQ(device.memory_stats().allocated_bytes, 0u);
 }
 
 TEST(DeviceAllocator, ReusesFreedMemoryAndTracksPeak) {

@@ -5,7 +5,9 @@
 #include "npusim/emitter/elementwise.h"
 
 #include <fmt/format.h>
+
 #include <fmt/ranges.h>
+#include <algorithm>
 
 #include "npusim/emitter/assembly_writer.h"
 #include "npusim/isa/assembler.h"
@@ -175,11 +177,14 @@ Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& c
   for (const auto& strides : spec.strides)
     if (strides.size() != spec.sizes.size())
       throw std::invalid_argument("every operand needs one stride per dimension");
+  for (int64_t size : spec.sizes)
+    if (size < 0) throw std::invalid_argument(fmt::format("negative size {} in an elementwise kernel", size));
   if (spec.op != ElementwiseOp::Copy && spec.element_bytes != 4)
     throw std::invalid_argument("fp32 operations take 4-byte elements");
   Kernel kernel;
   kernel.name = op_name(spec.op);
-  kernel.assembly = ElementwiseEmitter(spec, config).emit();
+  const bool empty = std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end();
+  kernel.assembly = empty ? "; no elements\n    halt\n" : ElementwiseEmitter(spec, config).emit();
   kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
   return kernel;
 }

@@ -36,9 +36,9 @@ def config_dirs():
 def init(config=None, mode=None):
     """Choose the chip configuration and simulation mode; call before the device is first used.
 
-    ``config`` is a preset name (see :func:`presets`) or a YAML path; ``mode`` is ``"functional"`` (fast, results
-    only) or ``"timed"`` (the SystemC model: results plus cycles). Unset arguments come from ``NPUSIM_CONFIG`` /
-    ``NPUSIM_MODE``. Without a call, the environment is read when the device is first used.
+    ``config`` is a preset name (``npusim configs`` lists them) or a YAML path; ``mode`` is ``"functional"``
+    (fast, results only) or ``"timed"`` (the SystemC model: results plus cycles). Unset arguments come from
+    ``NPUSIM_CONFIG`` / ``NPUSIM_MODE``. Without a call, the environment is read when the device is first used.
     """
     config = config or os.environ.get("NPUSIM_CONFIG") or "default"
     mode = mode or os.environ.get("NPUSIM_MODE") or "functional"

@@ -18,8 +18,8 @@ def current_device():
 
 
 def set_device(device):
-    index = torch.device(device, 0).index if isinstance(device, str) else int(getattr(device, "index", device) or 0)
-    if index != 0:
+    index = torch.device(device).index if isinstance(device, str) else getattr(device, "index", device)
+    if (index or 0) != 0:
         raise RuntimeError(f"npusim: device {index} does not exist; there is 1")
 
 

@@ -1,19 +1,46 @@
-"""Performance reports: what the simulated device did while a ``profile()`` block ran."""
+"""Performance reports: what the simulated device did while a ``profile()`` block ran.
 
-from dataclasses import dataclass, field
+The statistics of each kernel are declared once in C++ (``emulator/include/npusim/emulator/statistics.def``);
+:func:`statistics` lists them with their units and descriptions.
+"""
+
+import json
+from dataclasses import asdict, dataclass, field
 
 from . import _C
+
+ENGINES = ("scalar", "dma", "vector", "matrix")
+SCHEMA_VERSION = 1
+
+
+def statistics():
+    """Every per-kernel statistic as ``(name, unit, description)``."""
+    return [tuple(row) for row in _C.statistics()]
 
 
 @dataclass
 class KernelRecord:
-    """One command the device executed: a kernel launch or a copy."""
+    """One command the device executed: a kernel launch or a copy. Cycles are at the chip's clock."""
 
     name: str
     bytes: int
-    instructions: int
+    start_cycle: int
     kernel_cycles: int
     device_cycles: int
+    stats: dict = field(default_factory=dict)
+    trace: list = field(default_factory=list)
+
+    @property
+    def is_copy(self):
+        return self.name.startswith("copy_")
+
+    @property
+    def instructions(self):
+        return sum(self.stats.get(f"instructions_{engine}", 0) for engine in ENGINES)
+
+    def utilisation(self, engine):
+        """Fraction of the kernel's cycles the engine was busy (timed mode)."""
+        return self.stats.get(f"busy_cycles_{engine}", 0) / self.kernel_cycles if self.kernel_cycles else 0.0
 
 
 @dataclass
@@ -28,7 +55,7 @@ class Report:
 
     @property
     def kernels(self):
-        return [r for r in self.records if not r.name.startswith("copy_")]
+        return [r for r in self.records if not r.is_copy]
 
     @property
     def total_device_cycles(self):
@@ -41,22 +68,37 @@ class Report:
     def seconds(self, cycles):
         return cycles / (self.clock_ghz * 1e9)
 
+    def totals(self):
+        """Every statistic summed over the kernels, plus cycle and byte totals."""
+        summed = {name: sum(r.stats.get(name, 0) for r in self.kernels) for name, _, _ in statistics()}
+        summed.update(
+            kernel_cycles=self.total_kernel_cycles,
+            device_cycles=self.total_device_cycles,
+            copy_bytes=sum(r.bytes for r in self.records if r.is_copy),
+            seconds=self.seconds(self.total_device_cycles),
+        )
+        return summed
+
     def table(self):
-        """A text table: one line per command, then totals."""
-        lines = [
-            f"npusim report: config {self.config}, {self.mode} mode, {self.clock_ghz:g} GHz",
-            f"{'command':<16}{'bytes':>12}{'instructions':>14}{'kernel cycles':>15}{'device cycles':>15}"
-            f"{'time (us)':>12}",
-        ]
+        """A text table: one line per command with engine utilisation, then totals."""
+        header = (
+            f"{'command':<14}{'bytes':>11}{'instr':>9}{'kernel cyc':>12}{'device cyc':>12}{'time us':>10}"
+            f"{'dma%':>6}{'vec%':>6}{'mat%':>6}"
+        )
+        lines = [f"npusim report: config {self.config}, {self.mode} mode, {self.clock_ghz:g} GHz", header]
         for r in self.records:
+            utilisation = "".join(
+                f"{100 * r.utilisation(engine):>6.0f}" if not r.is_copy and r.kernel_cycles else f"{'':>6}"
+                for engine in ("dma", "vector", "matrix")
+            )
             lines.append(
-                f"{r.name:<16}{r.bytes:>12}{r.instructions:>14}{r.kernel_cycles:>15}{r.device_cycles:>15}"
-                f"{self.seconds(r.device_cycles) * 1e6:>12.3f}"
+                f"{r.name:<14}{r.bytes:>11}{r.instructions:>9}{r.kernel_cycles:>12}{r.device_cycles:>12}"
+                f"{self.seconds(r.device_cycles) * 1e6:>10.2f}{utilisation}"
             )
         lines.append(
-            f"{'total':<16}{sum(r.bytes for r in self.records):>12}"
-            f"{sum(r.instructions for r in self.records):>14}{self.total_kernel_cycles:>15}"
-            f"{self.total_device_cycles:>15}{self.seconds(self.total_device_cycles) * 1e6:>12.3f}"
+            f"{'total':<14}{sum(r.bytes for r in self.records):>11}{sum(r.instructions for r in self.records):>9}"
+            f"{self.total_kernel_cycles:>12}{self.total_device_cycles:>12}"
+            f"{self.seconds(self.total_device_cycles) * 1e6:>10.2f}"
         )
         if self.mode == "functional":
             lines.append("(functional mode computes results only; run with NPUSIM_MODE=timed for cycles)")
@@ -64,18 +106,82 @@ class Report:
             lines.append(f"CPU fallback: {name} x{count}")
         return "\n".join(lines)
 
+    def to_json(self, path):
+        """Writes the report as JSON (schema: docs/reports.md)."""
+        document = {
+            "schema_version": SCHEMA_VERSION,
+            "config": self.config,
+            "mode": self.mode,
+            "clock_ghz": self.clock_ghz,
+            "statistics": [{"name": n, "unit": u, "description": d} for n, u, d in statistics()],
+            "records": [{k: v for k, v in asdict(r).items() if k != "trace"} for r in self.records],
+            "totals": self.totals(),
+            "fallbacks": self.fallbacks,
+        }
+        with open(path, "w") as file:
+            json.dump(document, file, indent=1)
+
+    def to_perfetto(self, path):
+        """Writes a Chrome trace-event JSON file that Perfetto (ui.perfetto.dev) and chrome://tracing open: one
+        track for the device's commands, and with ``profile(trace=True)`` one per core engine."""
+        microseconds_per_cycle = 1e-3 / self.clock_ghz
+        events = [
+            {"ph": "M", "pid": 0, "name": "process_name", "args": {"name": f"npusim:0 ({self.config}, {self.mode})"}},
+            {"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": "commands"}},
+        ]
+        tracks = {}
+        for r in self.records:
+            events.append(
+                {
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": 0,
+                    "name": r.name,
+                    "ts": r.start_cycle * microseconds_per_cycle,
+                    "dur": r.device_cycles * microseconds_per_cycle,
+                    "args": {"bytes": r.bytes, "kernel_cycles": r.kernel_cycles, **r.stats},
+                }
+            )
+            for core, engine, pc, mnemonic, start_ns, end_ns in r.trace:
+                track = tracks.setdefault((core, engine), 1 + len(tracks))
+                name = r.name if engine == "scalar" else mnemonic
+                events.append(
+                    {
+                        "ph": "X",
+                        "pid": 0,
+                        "tid": track,
+                        "name": name,
+                        "ts": start_ns / 1e3,
+                        "dur": (end_ns - start_ns) / 1e3,
+                        "args": {"pc": hex(pc)},
+                    }
+                )
+        for (core, engine), track in tracks.items():
+            name = {"name": f"core{core} {engine}"}
+            events.append({"ph": "M", "pid": 0, "tid": track, "name": "thread_name", "args": name})
+        with open(path, "w") as file:
+            json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, file)
+
 
 class profile:
-    """Context manager collecting a :class:`Report` of everything the device does inside the block."""
+    """Context manager collecting a :class:`Report` of everything the device does inside the block.
+
+    ``trace=True`` also records every tile instruction's engine activity (timed mode) for :meth:`Report.to_perfetto`.
+    """
+
+    def __init__(self, trace=False):
+        self.trace = trace
 
     def __enter__(self):
         props = _C.properties(0)
         _C.take_records(0)  # drop what happened before the block
         _C.reset_fallback_counts()
+        _C.set_tracing(self.trace, 0)
         self.report = Report(props["mode"], props["config"], props["clock_ghz"])
         return self.report
 
     def __exit__(self, *exc):
+        _C.set_tracing(False, 0)
         self.report.records = [KernelRecord(**r) for r in _C.take_records(0)]
         self.report.fallbacks = dict(_C.fallback_counts())
         return False

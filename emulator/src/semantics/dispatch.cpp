@@ -29,20 +29,22 @@ isa::Instruction fetch(ExecContext& context) {
   }
 }
 
-std::span<std::byte> ExecContext::scratchpad(uint64_t address, uint64_t bytes) {
-  std::span<std::byte> memory = scratchpad_memory();
-  if (address > memory.size() || bytes > memory.size() - address)
-    throw Trap(fmt::format("scratchpad access of {} bytes at 0x{:x} is outside the {} KiB scratchpad", bytes, address,
-                           memory.size() / 1024));
-  return memory.subspan(address, bytes);
+namespace {
+std::span<std::byte> buffer_range(std::span<std::byte> memory, const char* name, uint64_t address, uint64_t count,
+                                  uint64_t element_bytes) {
+  if (address > memory.size() || count > (memory.size() - address) / element_bytes)
+    throw Trap(fmt::format("{} access of {} x {} bytes at 0x{:x} is outside the {} KiB {}", name, count, element_bytes,
+                           address, memory.size() / 1024, name));
+  return memory.subspan(address, count * element_bytes);
+}
+}  // namespace
+
+std::span<std::byte> ExecContext::scratchpad(uint64_t address, uint64_t count, uint64_t element_bytes) {
+  return buffer_range(scratchpad_memory(), "scratchpad", address, count, element_bytes);
 }
 
-std::span<std::byte> ExecContext::accumulator(uint64_t address, uint64_t bytes) {
-  std::span<std::byte> memory = accumulator_memory();
-  if (address > memory.size() || bytes > memory.size() - address)
-    throw Trap(fmt::format("accumulator access of {} bytes at 0x{:x} is outside the {} KiB accumulator", bytes, address,
-                           memory.size() / 1024));
-  return memory.subspan(address, bytes);
+std::span<std::byte> ExecContext::accumulator(uint64_t address, uint64_t count, uint64_t element_bytes) {
+  return buffer_range(accumulator_memory(), "accumulator", address, count, element_bytes);
 }
 
 MatrixWeights& ExecContext::matrix_weights() { throw Trap("the command processor has no matrix engine"); }

@@ -12,7 +12,7 @@ void dma_load(ExecContext& c, const Instruction& i) {
   const uint64_t count = c.reg(i.rs2);
   const uint64_t dram = c.reg(i.rs1);
   const int64_t stride = i.imm;
-  std::byte* destination = c.scratchpad(c.reg(i.rd), count * ElementBytes).data();
+  std::byte* destination = c.scratchpad(c.reg(i.rd), count, ElementBytes).data();
   if (stride == static_cast<int64_t>(ElementBytes)) {
     c.read_dram(dram, destination, count * ElementBytes);
     return;
@@ -25,7 +25,7 @@ void dma_store(ExecContext& c, const Instruction& i) {
   const uint64_t count = c.reg(i.rs2);
   const uint64_t dram = c.reg(i.rd);
   const int64_t stride = i.imm;
-  const std::byte* source = c.scratchpad(c.reg(i.rs1), count * ElementBytes).data();
+  const std::byte* source = c.scratchpad(c.reg(i.rs1), count, ElementBytes).data();
   if (stride == static_cast<int64_t>(ElementBytes)) {
     c.write_dram(dram, source, count * ElementBytes);
     return;

@@ -27,7 +27,7 @@ void load_weights(ExecContext& c, const Instruction& i, bool transposed) {
   if (rows < 1 || cols < 1 || rows > weights.max_rows || cols > weights.max_cols)
     throw Trap(fmt::format("weight tile {} x {} does not fit the {} x {} systolic array", rows, cols, weights.max_rows,
                            weights.max_cols));
-  const std::byte* source = c.scratchpad(c.reg(i.rs1), rows * cols * sizeof(float)).data();
+  const std::byte* source = c.scratchpad(c.reg(i.rs1), rows * cols, sizeof(float)).data();
   weights.values.resize(rows * cols);
   for (int64_t k = 0; k < rows; ++k)
     for (int64_t n = 0; n < cols; ++n)
@@ -46,8 +46,8 @@ void MatrixMultiplyF32(ExecContext& c, const Instruction& i) {
   if (i.imm & ~1) throw Trap(fmt::format("mx.mac.f32 mode {} is not 0 (overwrite) or 1 (accumulate)", i.imm));
   const bool accumulate = i.imm & 1;
   const uint64_t rows = c.reg(i.rs2), depth = weights.rows, cols = weights.cols;
-  const std::byte* input = c.scratchpad(c.reg(i.rs1), rows * depth * sizeof(float)).data();
-  std::byte* output = c.accumulator(c.reg(i.rd), rows * cols * sizeof(float)).data();
+  const std::byte* input = c.scratchpad(c.reg(i.rs1), rows, depth * sizeof(float)).data();
+  std::byte* output = c.accumulator(c.reg(i.rd), rows, cols * sizeof(float)).data();
   for (uint64_t m = 0; m < rows; ++m) {
     for (uint64_t n = 0; n < cols; ++n) {
       float partial = 0.0f;
@@ -60,8 +60,8 @@ void MatrixMultiplyF32(ExecContext& c, const Instruction& i) {
 
 void MatrixStoreF32(ExecContext& c, const Instruction& i) {
   const uint64_t count = c.reg(i.rs2);
-  const std::byte* source = c.accumulator(c.reg(i.rs1), count * sizeof(float)).data();
-  std::memcpy(c.scratchpad(c.reg(i.rd), count * sizeof(float)).data(), source, count * sizeof(float));
+  const std::byte* source = c.accumulator(c.reg(i.rs1), count, sizeof(float)).data();
+  std::memcpy(c.scratchpad(c.reg(i.rd), count, sizeof(float)).data(), source, count * sizeof(float));
 }
 
 }  // namespace npusim::emulator::semantics

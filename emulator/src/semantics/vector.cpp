@@ -12,10 +12,9 @@ using isa::Instruction;
 template <typename Operation>
 void binary_f32(ExecContext& c, const Instruction& i, Operation operation) {
   const uint64_t count = c.reg(i.rs3);
-  const uint64_t bytes = count * sizeof(float);
-  std::byte* out = c.scratchpad(c.reg(i.rd), bytes).data();
-  const std::byte* a = c.scratchpad(c.reg(i.rs1), bytes).data();
-  const std::byte* b = c.scratchpad(c.reg(i.rs2), bytes).data();
+  std::byte* out = c.scratchpad(c.reg(i.rd), count, sizeof(float)).data();
+  const std::byte* a = c.scratchpad(c.reg(i.rs1), count, sizeof(float)).data();
+  const std::byte* b = c.scratchpad(c.reg(i.rs2), count, sizeof(float)).data();
   for (uint64_t k = 0; k < count; ++k) {
     float x, y;
     std::memcpy(&x, a + k * sizeof(float), sizeof(float));

@@ -11,6 +11,7 @@
 
 #include "npusim/config/chip_config.h"
 #include "npusim/emulator/device_memory.h"
+#include "npusim/emulator/kernel_stats.h"
 #include "npusim/emulator/trap.h"
 
 namespace npusim::emulator {
@@ -19,9 +20,9 @@ namespace npusim::emulator {
 struct LaunchRecord {
   uint64_t core_mask = 0;
   uint64_t program = 0;
-  uint64_t instructions = 0;  // retired by all launched cores
   uint64_t start_cycle = 0, end_cycle = 0;
-  uint64_t dram_bytes_read = 0, dram_bytes_written = 0;
+  KernelStats stats;                  // summed over the launched cores
+  std::vector<EngineInterval> trace;  // engine activity, when tracing is on (timed mode)
   bool failed = false;
 };
 
@@ -35,6 +36,9 @@ class CommandProcessorFault : public std::runtime_error {
  private:
   KernelFault fault_;
 };
+
+// Traps unless `core_mask` names at least one core and only cores the chip has.
+void check_core_mask(uint64_t core_mask, int64_t cores);
 
 class Chip {
  public:
@@ -54,6 +58,8 @@ class Chip {
   virtual std::optional<KernelFault> take_kernel_fault() = 0;
   virtual std::vector<LaunchRecord> take_launch_records() = 0;
   virtual uint64_t elapsed_cycles() const = 0;
+  // Record engine activity intervals into launch records (timed mode only; a no-op for the emulator).
+  virtual void set_tracing(bool enabled) {}
 };
 
 }  // namespace npusim::emulator

@@ -10,6 +10,9 @@
 
 namespace npusim::emulator {
 
+// Copies between memories move at most this many bytes per step, so staging buffers stay small.
+inline constexpr uint64_t kCopyChunkBytes = 1 << 20;
+
 class DeviceMemory {
  public:
   static constexpr uint64_t kPageBytes = 64 * 1024;
@@ -23,9 +26,10 @@ class DeviceMemory {
   void read(uint64_t address, void* destination, uint64_t bytes) const;
   void write(uint64_t address, const void* source, uint64_t bytes);
   void fill(uint64_t address, uint8_t value, uint64_t bytes);
+  // Traps unless [address, address + bytes) lies within the device; `access` names it in the message.
+  void require_range(uint64_t address, uint64_t bytes, const char* access) const;
 
  private:
-  void check_range(uint64_t address, uint64_t bytes, const char* access) const;
   std::byte* page(uint64_t page_index, bool create) const;
 
   uint64_t capacity_bytes_;

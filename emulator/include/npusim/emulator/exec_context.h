@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "npusim/emulator/kernel_stats.h"
 #include "npusim/isa/isa.h"
 
 namespace npusim::emulator {
@@ -17,6 +18,7 @@ struct ScalarState {
   std::array<uint64_t, isa::kRegisterCount> registers{};
   uint64_t pc = 0;
   uint64_t instructions_retired = 0;
+  KernelStats stats;
   bool halted = false;
 };
 
@@ -50,10 +52,10 @@ class ExecContext {
     return word;
   }
   virtual void write_dram(uint64_t address, const void* source, uint64_t bytes) = 0;
-  // The byte range [address, address + bytes) of this core's scratchpad; traps if it is outside.
-  std::span<std::byte> scratchpad(uint64_t address, uint64_t bytes);
-  // The byte range [address, address + bytes) of this core's matrix accumulator buffer; traps if it is outside.
-  std::span<std::byte> accumulator(uint64_t address, uint64_t bytes);
+  // `count` elements of `element_bytes` at byte `address` of this core's scratchpad or matrix accumulator buffer;
+  // traps if any of it is outside (sizes are checked before they are multiplied, so they cannot wrap).
+  std::span<std::byte> scratchpad(uint64_t address, uint64_t count, uint64_t element_bytes);
+  std::span<std::byte> accumulator(uint64_t address, uint64_t count, uint64_t element_bytes);
   virtual MatrixWeights& matrix_weights();  // traps where there is no matrix engine
   virtual uint64_t read_csr(isa::Csr csr) = 0;
 

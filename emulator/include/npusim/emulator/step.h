@@ -26,9 +26,7 @@ std::optional<KernelFault> run_until(ExecContext& context, int core, Done done, 
   ScalarState& state = context.state();
   try {
     while (!done()) {
-      if (state.instructions_retired >= budget)
-        throw Trap(fmt::format("watchdog: more than {} instructions (NPUSIM_WATCHDOG / runtime.watchdog_instructions)",
-                               budget));
+      if (state.instructions_retired >= budget) throw watchdog_trap(budget);
       step(context);
     }
   } catch (const Trap& trap) {

@@ -13,6 +13,9 @@ class Trap : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The trap of a core that ran past its instruction budget.
+Trap watchdog_trap(uint64_t budget);
+
 struct KernelFault {
   int core = 0;  // -1 for the command processor
   uint64_t pc = 0;

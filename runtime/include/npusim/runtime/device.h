@@ -28,11 +28,17 @@ class DeviceError : public std::runtime_error {
 
 // What the device did for one command, for reports.
 struct CommandRecord {
-  std::string name;            // kernel name, or copy_h2d / copy_d2h / copy_d2d
-  uint64_t bytes = 0;          // bytes copied (copies) or moved to and from DRAM (kernels)
-  uint64_t instructions = 0;   // instructions the NPU cores retired (kernels)
-  uint64_t kernel_cycles = 0;  // from launch to the last core's halt (timed mode)
-  uint64_t device_cycles = 0;  // the whole command, firmware included (timed mode)
+  std::string name;                             // kernel name, or copy_h2d / copy_d2h / copy_d2d
+  uint64_t bytes = 0;                           // bytes copied (copies) or moved to and from DRAM (kernels)
+  uint64_t start_cycle = 0;                     // device time when the host submitted the command (timed mode)
+  uint64_t kernel_cycles = 0;                   // from launch to the last core's halt (timed mode)
+  uint64_t device_cycles = 0;                   // the whole command, firmware included (timed mode)
+  emulator::KernelStats stats;                  // kernels: summed over their cores
+  std::vector<emulator::EngineInterval> trace;  // kernels, when tracing is on (timed mode)
+
+  uint64_t instructions() const {
+    return stats.instructions_scalar + stats.instructions_dma + stats.instructions_vector + stats.instructions_matrix;
+  }
 };
 
 class Device {
@@ -52,7 +58,8 @@ class Device {
   void copy_device_to_host(void* destination, uint64_t source, uint64_t bytes);
   void copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes);
 
-  // Places a program image in device memory; the address stays valid for the device's lifetime.
+  // Places a program image in the device's code region (not counted in the memory statistics); the address stays
+  // valid for the device's lifetime.
   uint64_t load_program(std::span<const uint64_t> words);
   // Runs the program on the cores in `core_mask`; each core starts with r1 = address of `arguments`.
   void launch(const std::string& kernel_name, uint64_t program, std::span<const uint64_t> arguments,
@@ -60,10 +67,13 @@ class Device {
 
   std::vector<CommandRecord> take_records();
   uint64_t elapsed_cycles() const { return chip_->elapsed_cycles(); }
+  // Engine activity intervals in kernel records (timed mode; costs host memory per tile instruction).
+  void set_tracing(bool enabled);
 
  private:
   struct Submitted {
     uint64_t status;
+    uint64_t start_cycle;
     uint64_t device_cycles;
   };
   Submitted submit(uint64_t kind, uint64_t arg0, uint64_t arg1, uint64_t arg2);
@@ -71,7 +81,8 @@ class Device {
 
   Mode mode_;
   std::unique_ptr<emulator::Chip> chip_;
-  DeviceAllocator allocator_;
+  DeviceAllocator code_allocator_;  // program images
+  DeviceAllocator allocator_;       // tensors and argument blocks
   std::mutex submit_mutex_;
   uint64_t next_sequence_ = 1;
   std::vector<CommandRecord> records_;

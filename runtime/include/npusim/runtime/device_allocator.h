@@ -36,6 +36,8 @@ class DeviceAllocator {
   void reset_peak();
 
  private:
+  uint64_t largest_free_block() const;  // caller holds mutex_
+
   mutable std::mutex mutex_;
   std::map<uint64_t, uint64_t> free_ranges_;  // start → size
   std::map<uint64_t, uint64_t> live_;         // start → size

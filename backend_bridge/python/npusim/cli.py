@@ -1,0 +1,85 @@
+"""The ``npusim`` command: run an unchanged PyTorch script on the simulated NPU, or list the chip presets.
+
+npusim run [--config C] [--mode M] [--map-device cuda] [--trace T.json] [--report R.json] SCRIPT.py [ARGS...]
+npusim configs
+"""
+
+import argparse
+import runpy
+import sys
+
+import torch
+
+import npusim
+
+from .device_map import map_device
+
+
+def list_configs():
+    rows = []
+    for name in npusim._C.presets(npusim.config_dirs()):
+        c = npusim._C.configuration(name, npusim.config_dirs())
+        peak_gflops = 2 * c["core.systolic_rows"] * c["core.systolic_cols"] * c["chip.clock_ghz"] * c["chip.cores"]
+        rows.append(
+            f"{name:<12}{c['chip.cores']:>6}{c['chip.clock_ghz']:>8.2f}"
+            f"{c['core.systolic_rows']:>6}x{c['core.systolic_cols']:<5}{c['core.vector_lanes']:>7}"
+            f"{c['core.scratchpad_kib']:>9}{c['dram.kind']:>9}{c['dram.bandwidth_gbps']:>9.1f}"
+            f"{c['dram.capacity_mib'] // 1024:>8}{peak_gflops:>11.0f}"
+        )
+    header = (
+        f"{'preset':<12}{'cores':>6}{'GHz':>8}{'array':>12}{'lanes':>7}{'SPAD KiB':>9}{'DRAM':>9}{'GB/s':>9}"
+        f"{'GiB':>8}{'fp32 GFLOP/s':>13}"
+    )
+    print("\n".join([header, *rows]))
+
+
+def run_script(args):
+    npusim.init(config=args.config, mode=args.mode)
+    sys.argv = [args.script, *args.script_args]
+    exit_code = 0
+    with map_device(args.map_device), npusim.profile(trace=bool(args.trace)) as report:
+        try:
+            runpy.run_path(args.script, run_name="__main__")
+        except SystemExit as stop:
+            exit_code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    torch.npusim.synchronize()
+    print(report.table())
+    if args.report:
+        report.to_json(args.report)
+        print(f"report written to {args.report}")
+    if args.trace:
+        report.to_perfetto(args.trace)
+        print(f"trace written to {args.trace} (open it at https://ui.perfetto.dev)")
+    return exit_code
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="npusim", description="PyTorch on a simulated NPU.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser(
+        "run",
+        help="run a PyTorch script on the simulated NPU and print its performance report",
+        description="Runs SCRIPT unchanged with the npusim device available, then prints the report of everything "
+        "the device did. Options go before SCRIPT; what follows SCRIPT is passed to it.",
+    )
+    run.add_argument("--config", help="preset name or YAML path (default: $NPUSIM_CONFIG or 'default')")
+    run.add_argument("--mode", choices=["functional", "timed"], help="default: $NPUSIM_MODE or 'functional'")
+    run.add_argument(
+        "--map-device",
+        choices=["cuda", "cpu"],
+        help="send what the script puts on this device to npusim instead (cpu: tensors created without a device)",
+    )
+    run.add_argument("--trace", metavar="PATH", help="write a Perfetto trace with every engine's activity")
+    run.add_argument("--report", metavar="PATH", help="write the report as JSON (schema: docs/reports.md)")
+    run.add_argument("script", help="the PyTorch script to run")
+    run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
+    commands.add_parser("configs", help="list the chip presets with their key figures")
+    args = parser.parse_args(argv)
+    if args.command == "configs":
+        list_configs()
+        return 0
+    return run_script(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

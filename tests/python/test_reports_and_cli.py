@@ -1,0 +1,114 @@
+"""Performance reports, traces and the npusim command."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from conftest import run_python
+
+PROFILED_MLP = """
+    import json, sys, torch, npusim
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 8)).to("npusim")
+    with torch.no_grad(), npusim.profile(trace=True) as report:
+        model(torch.randn(16, 32).to("npusim")).cpu()
+    report.to_json(sys.argv[1])
+    report.to_perfetto(sys.argv[2])
+"""
+
+
+def run_profiled(tmp_path, mode):
+    report_path, trace_path = tmp_path / "report.json", tmp_path / "trace.json"
+    script = tmp_path / "profiled.py"
+    script.write_text(textwrap.dedent(PROFILED_MLP))
+    process = subprocess.run(
+        [sys.executable, str(script), str(report_path), str(trace_path)],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "NPUSIM_MODE": mode},
+        check=False,
+    )
+    assert process.returncode == 0, process.stderr
+    return json.loads(report_path.read_text()), json.loads(trace_path.read_text())
+
+
+def test_timed_report_figures_are_consistent(tmp_path):
+    report, _ = run_profiled(tmp_path, "timed")
+    assert report["schema_version"] == 1 and report["mode"] == "timed"
+    declared = {row["name"] for row in report["statistics"]}
+    kernels = [r for r in report["records"] if not r["name"].startswith("copy_")]
+    assert [k["name"] for k in kernels] == ["matmul_f32", "add_f32", "max_f32", "matmul_f32", "add_f32"]
+    for kernel in kernels:
+        stats = kernel["stats"]
+        assert set(stats) == declared
+        assert kernel["bytes"] == stats["dram_bytes_read"] + stats["dram_bytes_written"] > 0
+        # The scalar unit either issues or waits: its issue cycles and stalls make up the kernel's cycles.
+        scalar_time = stats["busy_cycles_scalar"] + sum(v for k, v in stats.items() if k.startswith("stall_cycles"))
+        assert abs(scalar_time - kernel["kernel_cycles"]) <= 4, kernel
+        for engine in ("dma", "vector", "matrix"):
+            assert stats[f"busy_cycles_{engine}"] <= kernel["kernel_cycles"]
+        assert kernel["device_cycles"] > kernel["kernel_cycles"] > 0
+    assert report["totals"]["kernel_cycles"] == sum(k["kernel_cycles"] for k in kernels)
+    assert report["totals"]["busy_cycles_matrix"] == sum(k["stats"]["busy_cycles_matrix"] for k in kernels) > 0
+
+
+def test_perfetto_trace_has_command_and_engine_tracks(tmp_path):
+    _, trace = run_profiled(tmp_path, "timed")
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert names == {"commands", "core0 scalar", "core0 dma", "core0 vector", "core0 matrix"}
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["name"] for e in slices} >= {"matmul_f32", "mx.mac.f32", "dma.ld.b32", "vmax.f32"}
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in slices)
+
+
+def test_functional_report_counts_instructions_without_cycles(tmp_path):
+    report, _ = run_profiled(tmp_path, "functional")
+    kernels = [r for r in report["records"] if not r["name"].startswith("copy_")]
+    matmuls = [k for k in kernels if k["name"] == "matmul_f32"]
+    assert matmuls and all(k["kernel_cycles"] == 0 and k["stats"]["instructions_matrix"] > 0 for k in matmuls)
+
+
+CUDA_SCRIPT = """
+import sys
+import torch
+
+assert torch.cuda.is_available()
+device = torch.device("cuda")
+model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).cuda()
+x = torch.randn(4, 16).to(device)  # random numbers are drawn on the CPU until npusim has a device generator
+y = model(x) * 2.0
+assert y.device.type == "npusim", y.device
+print("script result", tuple(y.shape), sys.argv[1:])
+"""
+
+
+def test_npusim_run_maps_a_cuda_script_onto_the_npu(tmp_path):
+    script = tmp_path / "cuda_script.py"
+    script.write_text(CUDA_SCRIPT)
+    report_path = tmp_path / "report.json"
+    process = subprocess.run(
+        ["npusim", "run", "--mode", "timed", "--map-device", "cuda", "--report", str(report_path), str(script), "x"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert process.returncode == 0, process.stderr
+    assert "script result (4, 16) ['x']" in process.stdout
+    assert "npusim report: config default, timed mode" in process.stdout
+    report = json.loads(report_path.read_text())
+    assert report["fallbacks"] == {}
+    assert "matmul_f32" in {r["name"] for r in report["records"]}
+
+
+def test_npusim_run_returns_the_scripts_exit_code(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("raise SystemExit(3)\n")
+    assert subprocess.run(["npusim", "run", str(script)], capture_output=True, check=False).returncode == 3
+
+
+def test_npusim_configs_lists_presets():
+    process = run_python("from npusim.cli import main; main(['configs'])")
+    assert process.returncode == 0, process.stderr
+    lines = process.stdout.splitlines()
+    assert lines[0].split()[0] == "preset"
+    assert [line.split()[0] for line in lines[1:]] == ["datacenter", "default", "edge"]
