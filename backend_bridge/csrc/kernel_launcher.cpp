@@ -40,7 +40,7 @@ void dump(const emitter::Kernel& kernel, const std::string& key) {
 
 // Emits (once per key) and launches; `emit` runs only on a cache miss.
 void launch_cached(runtime::Device& device, const std::string& key, const std::function<emitter::Kernel()>& emit,
-                   std::span<const uint64_t> operand_addresses) {
+                   std::span<const uint64_t> operand_addresses, uint64_t core_mask = 1) {
   static std::mutex mutex;
   static std::map<std::string, LoadedKernel> cache;
   LoadedKernel loaded;
@@ -54,7 +54,7 @@ void launch_cached(runtime::Device& device, const std::string& key, const std::f
     }
     loaded = it->second;
   }
-  device.launch(loaded.name, loaded.program_address, operand_addresses);
+  device.launch(loaded.name, loaded.program_address, operand_addresses, core_mask);
 }
 
 }  // namespace
@@ -68,9 +68,12 @@ void launch_elementwise(int device_index, runtime::Device& device, const emitter
 
 void launch_matmul(int device_index, runtime::Device& device, const emitter::MatmulSpec& spec,
                    std::span<const uint64_t> operand_addresses) {
+  // Matmul kernels share their output tiles out among all cores.
+  const auto cores = device.config().chip_cores;
+  const uint64_t all_cores = cores >= 64 ? ~uint64_t{0} : (uint64_t{1} << cores) - 1;
   launch_cached(
       device, cache_key(device_index, spec), [&] { return emitter::emit_matmul(spec, device.config()); },
-      operand_addresses);
+      operand_addresses, all_cores);
 }
 
 }  // namespace npusim::bridge

@@ -62,6 +62,7 @@ py::list take_records(int index) {
     entry["name"] = record.name;
     entry["bytes"] = record.bytes;
     entry["start_cycle"] = record.start_cycle;
+    entry["cores"] = record.cores;
     entry["kernel_cycles"] = record.kernel_cycles;
     entry["device_cycles"] = record.device_cycles;
     entry["stats"] = statistics_of(record.stats);

@@ -29,9 +29,8 @@ void PrintTo(const MatmulCase& c, std::ostream* out) { *out << c.name; }
 
 class EmittedMatmul : public ::testing::TestWithParam<MatmulCase> {};
 
-TEST_P(EmittedMatmul, MatchesTiledReference) {
-  const emitter::MatmulSpec& s = GetParam().spec;
-  const config::ChipConfig config = small_config();
+// Runs the kernel for `s` on all cores of `config` and checks it against the tiled reference.
+void expect_matches_reference(const emitter::MatmulSpec& s, const config::ChipConfig& config) {
   runtime::Device device(config, runtime::Mode::Functional);
   std::mt19937 random(11);
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
@@ -46,7 +45,8 @@ TEST_P(EmittedMatmul, MatchesTiledReference) {
 
   const emitter::Kernel kernel = emitter::emit_matmul(s, config);
   const uint64_t arguments[] = {dc, da, db};
-  device.launch(kernel.name, device.load_program(kernel.words), arguments);
+  const uint64_t all_cores = (uint64_t{1} << config.chip_cores) - 1;
+  device.launch(kernel.name, device.load_program(kernel.words), arguments, all_cores);
   std::vector<float> actual(span);
   device.copy_device_to_host(actual.data(), dc, span * 4);
 
@@ -64,6 +64,14 @@ TEST_P(EmittedMatmul, MatchesTiledReference) {
     }
   }
   EXPECT_EQ(actual, c) << kernel.assembly;
+}
+
+TEST_P(EmittedMatmul, MatchesTiledReference) { expect_matches_reference(GetParam().spec, small_config()); }
+
+TEST_P(EmittedMatmul, MatchesTiledReferenceWhenCoresShareTheTiles) {
+  config::ChipConfig config = small_config();
+  config.chip_cores = 3;
+  expect_matches_reference(GetParam().spec, config);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, EmittedMatmul,

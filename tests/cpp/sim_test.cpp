@@ -96,6 +96,45 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
   }
 }
 
+TEST(TimedModel, MultiCoreMatmulLeavesTheSameMemoryAsTheEmulator) {
+  config::ChipConfig config = test_config();
+  config.chip_cores = 4;
+  runtime::Device functional(config, runtime::Mode::Functional);
+  runtime::Device timed(config, runtime::Mode::Timed);
+  const emitter::Kernel kernel = emitter::emit_matmul({40, 24, 48, 24, 1, 48, 1, 48, 1}, config);
+  const auto run = [&](runtime::Device& device) {
+    const uint64_t c = device.allocate(8192), a = device.allocate(8192), b = device.allocate(8192);
+    std::vector<float> data(2048);
+    for (size_t k = 0; k < data.size(); ++k) data[k] = 0.01f * static_cast<float>(k % 97) - 0.3f;
+    device.copy_host_to_device(a, data.data(), 8192);
+    device.copy_host_to_device(b, data.data(), 8192);
+    const uint64_t arguments[] = {c, a, b};
+    device.launch(kernel.name, device.load_program(kernel.words), arguments, 0b1111);
+    std::vector<float> result(2048);
+    device.copy_device_to_host(result.data(), c, 8192);
+    return result;
+  };
+  EXPECT_EQ(run(functional), run(timed));
+  const auto records = timed.take_records();
+  const runtime::CommandRecord& launch = records[records.size() - 2];
+  ASSERT_EQ(launch.name, "matmul_f32");
+  // Four cores each issued their share: the matrix engine work adds up over the cores.
+  EXPECT_EQ(launch.stats.instructions_matrix, functional.take_records()[2].stats.instructions_matrix);
+}
+
+TEST(TimedModel, TwoDimensionalDmaMatchesClosedForm) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const auto words = isa::assemble(
+      "li r2, 256\n li r3, 4\n ld r4, 0(r1)\n dma.ld2.b32 r0, r4, r2, r3, 2048\n fence\n halt\n", "dma2.s");
+  const uint64_t buffer = timed.allocate(8192);
+  const uint64_t arguments[] = {buffer};
+  timed.launch("dma2", timed.load_program(words), arguments);
+  // li, li: 2 cycles; ld of the argument: 1 + 0.64 + 100 = 101.64 ns, so the DMA issues at 103.64 ns. Its four 1 KiB
+  // rows start together and share the DRAM: 4096 B / 100 GB/s = 40.96 ns, + 100 ns latency, + setup 16 = 156.96 ns,
+  // ending at 260.6 ns; fence +1, halt +1 = 262.6 ns → 263 cycles.
+  EXPECT_EQ(timed.take_records().back().kernel_cycles, 263u);
+}
+
 TEST(TimedModel, IsDeterministic) {
   runtime::Device timed(test_config(), runtime::Mode::Timed);
   const auto words = isa::assemble(kPrograms[2].second, "program.s");

@@ -81,3 +81,25 @@ def test_linear_on_three_dimensional_input(device):
     x = random(2, 5, 24, seed=9)
     with torch.no_grad():
         torch.testing.assert_close(layer.to(device)(x.to(device)).cpu(), layer.cpu()(x), **TOLERANCE)
+
+
+def test_more_cores_finish_a_matmul_sooner(tmp_path):
+    from conftest import run_python
+
+    code = """
+        import torch, npusim
+        a = torch.randn(256, 256).to("npusim")
+        with npusim.profile() as report:
+            a @ a
+        kernel = report.kernels[0]
+        print(kernel.cores, report.seconds(kernel.kernel_cycles))
+    """
+    seconds = {}
+    for cores in (1, 4):
+        config = tmp_path / f"cores{cores}.yaml"
+        config.write_text(f"chip:\n  cores: {cores}\n")
+        process = run_python(code, NPUSIM_MODE="timed", NPUSIM_CONFIG=config)
+        assert process.returncode == 0, process.stderr
+        launched, seconds[cores] = process.stdout.split()
+        assert int(launched) == cores
+    assert float(seconds[4]) < float(seconds[1]) / 2

@@ -1,7 +1,8 @@
 // The matmul kernel: three nested tile loops (N, M, K) whose tile sizes are clamped at run time for the edges.
 //
 // Registers: r1 arguments; r2 C, r3 A, r4 B; r5 n0, r6 nt, r7 m0, r8 mt, r9 k0, r10 kt; r11 row counter,
-// r12 DRAM pointer, r13 scratchpad pointer, r14/r15 scratch; r16 mt*nt; r20/r21/r22 scratchpad tiles A/B/C.
+// r12 DRAM pointer, r13 scratchpad pointer, r14/r15 scratch; r16 mt*nt; r17 tile step across cores;
+// r20/r21/r22 scratchpad tiles A/B/C. Every core of the launch runs the program on its share of the output tiles.
 #include "npusim/emitter/matmul.h"
 
 #include <fmt/format.h>
@@ -16,7 +17,7 @@ namespace {
 
 constexpr int kC = 2, kA = 3, kB = 4;
 constexpr int kN0 = 5, kNt = 6, kM0 = 7, kMt = 8, kK0 = 9, kKt = 10;
-constexpr int kRows = 11, kDram = 12, kSpad = 13, kScratch = 14, kScratch2 = 15, kTileElements = 16;
+constexpr int kRows = 11, kDram = 12, kSpad = 13, kScratch = 14, kScratch2 = 15, kTileElements = 16, kCoreStride = 17;
 constexpr int kSpadA = 20, kSpadB = 21, kSpadC = 22;
 constexpr int64_t kFloat = 4;
 
@@ -45,22 +46,41 @@ class MatmulEmitter {
     w_.line("li r{}, 0", kSpadA);
     w_.line("li r{}, {}", kSpadB, tile_m_ * tile_k_ * kFloat);
     w_.line("li r{}, {}", kSpadC, (tile_m_ * tile_k_ + tile_k_ * tile_n_) * kFloat);
-    loop(kN0, kNt, spec_.n, tile_n_, [&] {
-      loop(kM0, kMt, spec_.m, tile_m_, [&] {
-        loop(kK0, kKt, spec_.k, tile_k_, [&] { emit_k_step(); });
-        emit_store_tile();
-      });
-    });
+    // The cores share out whichever of the N and M tile loops has more tiles.
+    const bool split_n = (spec_.n + tile_n_ - 1) / tile_n_ >= (spec_.m + tile_m_ - 1) / tile_m_;
+    loop(
+        kN0, kNt, spec_.n, tile_n_,
+        [&] {
+          loop(
+              kM0, kMt, spec_.m, tile_m_,
+              [&] {
+                loop(kK0, kKt, spec_.k, tile_k_, [&] { emit_k_step(); });
+                emit_store_tile();
+              },
+              !split_n);
+        },
+        split_n);
     w_.line("halt");
     return w_.text();
   }
 
  private:
   // for (position = 0; position < total; position += tile) { size = min(tile, total - position); body }
+  // With `across_cores`, core c of n takes tiles c, c + n, c + 2n, ... (a core may get none).
   template <typename Body>
-  void loop(int position, int size, int64_t total, int64_t tile, Body body) {
-    const std::string top = w_.new_label("loop"), clamped = w_.new_label("sized");
-    w_.line("li r{}, 0", position);
+  void loop(int position, int size, int64_t total, int64_t tile, Body body, bool across_cores = false) {
+    const std::string top = w_.new_label("loop"), clamped = w_.new_label("sized"), done = w_.new_label("done");
+    if (across_cores) {
+      w_.line("csrr r{}, coreid", position);
+      w_.load_constant(kScratch, tile);
+      w_.line("mul r{0}, r{0}, r{1}", position, kScratch);
+      w_.line("csrr r{}, ncores", kCoreStride);
+      w_.line("mul r{0}, r{0}, r{1}", kCoreStride, kScratch);
+      w_.load_constant(kScratch, total);
+      w_.line("bgeu r{}, r{}, {}", position, kScratch, done);
+    } else {
+      w_.line("li r{}, 0", position);
+    }
     w_.label(top);
     w_.load_constant(kScratch, total);
     w_.line("sub r{0}, r{0}, r{1}", kScratch, position);
@@ -69,9 +89,13 @@ class MatmulEmitter {
     w_.line("addi r{}, r{}, 0", size, kScratch);
     w_.label(clamped);
     body();
-    w_.add_constant(position, tile, kScratch);
+    if (across_cores)
+      w_.line("add r{0}, r{0}, r{1}", position, kCoreStride);
+    else
+      w_.add_constant(position, tile, kScratch);
     w_.load_constant(kScratch, total);
     w_.line("bltu r{}, r{}, {}", position, kScratch, top);
+    if (across_cores) w_.label(done);
   }
 
   // kDram = base + row * row_stride + column * column_stride (strides in elements).
@@ -84,9 +108,17 @@ class MatmulEmitter {
     w_.line("add r{0}, r{0}, r{1}", kDram, kScratch2);
   }
 
-  // `rows` DMAs of `length` elements each between DRAM at kDram (advancing by row_stride) and the scratchpad tile at
-  // `spad` (packed rows). A load gathers with `element_stride`; a store scatters with it.
+  // `rows` rows of `length` elements between DRAM at kDram (rows row_stride apart) and the scratchpad tile at `spad`
+  // (packed rows): one 2-D DMA when rows are contiguous, else one DMA per row gathering (or scattering) with
+  // `element_stride`.
   void move_rows(bool load, int spad, int rows, int length, int64_t element_stride, int64_t row_stride) {
+    if (element_stride == 1) {  // contiguous rows: one 2-D DMA moves the whole tile
+      if (load)
+        w_.line("dma.ld2.b32 r{}, r{}, r{}, r{}, {}", spad, kDram, length, rows, row_stride * kFloat);
+      else
+        w_.line("dma.st2.b32 r{}, r{}, r{}, r{}, {}", kDram, spad, length, rows, row_stride * kFloat);
+      return;
+    }
     const std::string top = w_.new_label("rows");
     w_.line("addi r{}, r{}, 0", kSpad, spad);
     w_.line("addi r{}, r{}, 0", kRows, rows);

@@ -25,6 +25,7 @@ class KernelRecord:
     name: str
     bytes: int
     start_cycle: int
+    cores: int
     kernel_cycles: int
     device_cycles: int
     stats: dict = field(default_factory=dict)
@@ -39,8 +40,9 @@ class KernelRecord:
         return sum(self.stats.get(f"instructions_{engine}", 0) for engine in ENGINES)
 
     def utilisation(self, engine):
-        """Fraction of the kernel's cycles the engine was busy (timed mode)."""
-        return self.stats.get(f"busy_cycles_{engine}", 0) / self.kernel_cycles if self.kernel_cycles else 0.0
+        """Fraction of the kernel's cycles the engine was busy, averaged over the cores it ran on (timed mode)."""
+        available = self.kernel_cycles * max(self.cores, 1)
+        return self.stats.get(f"busy_cycles_{engine}", 0) / available if available else 0.0
 
 
 @dataclass

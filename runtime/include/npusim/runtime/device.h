@@ -31,6 +31,7 @@ struct CommandRecord {
   std::string name;                             // kernel name, or copy_h2d / copy_d2h / copy_d2d
   uint64_t bytes = 0;                           // bytes copied (copies) or moved to and from DRAM (kernels)
   uint64_t start_cycle = 0;                     // device time when the host submitted the command (timed mode)
+  uint64_t cores = 0;                           // cores the kernel ran on
   uint64_t kernel_cycles = 0;                   // from launch to the last core's halt (timed mode)
   uint64_t device_cycles = 0;                   // the whole command, firmware included (timed mode)
   emulator::KernelStats stats;                  // kernels: summed over their cores
