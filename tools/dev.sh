@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(build-essential cmake ninja-build pkg-config ccache libsystemc-dev libboost-program-options-dev
   libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev pybind11-dev nlohmann-json3-dev libeigen3-dev clang-format)
-PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest numpy ruff)
+PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest numpy ruff==0.17.6)
 PYTHON=${PYTHON:-python3}
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -30,9 +30,11 @@ install_python_packages() {
   if ! TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYTHON" - "${PYTHON_PACKAGES[@]}" <<'PY' 2>/dev/null; then
 import sys
 from importlib.metadata import version
+pins = dict(arg.split("==") for arg in sys.argv[1:] if "==" in arg)
 import torch
-assert torch.__version__.split("+")[0] == "2.13.0"
-for name in ("scikit-build-core", "ninja", "pytest", "numpy", "ruff"):
+assert torch.__version__.split("+")[0] == pins["torch"]
+assert version("ruff") == pins["ruff"]  # formatting must not change with ruff releases
+for name in ("scikit-build-core", "ninja", "pytest", "numpy"):
     version(name)
 PY
     echo "== installing Python packages: ${PYTHON_PACKAGES[*]}"
