@@ -34,9 +34,13 @@ std::vector<float> reference(ElementwiseOp op, const std::vector<int64_t>& sizes
       for (size_t k = 0; k < strides.size(); ++k) offsets[k] += index * strides[k][dim];
     }
     const float x = a[offsets[1]];
-    out[offsets[0]] = op == ElementwiseOp::Copy     ? x
-                      : op == ElementwiseOp::AddF32 ? x + b[offsets[2]]
-                                                    : x * b[offsets[2]];
+    const float y = op == ElementwiseOp::Copy ? 0.0f : b[offsets[2]];
+    float result = x;
+    if (op == ElementwiseOp::AddF32) result = x + y;
+    if (op == ElementwiseOp::MulF32) result = x * y;
+    if (op == ElementwiseOp::MaxF32) result = std::max(x, y);  // no NaNs in these inputs
+    if (op == ElementwiseOp::MinF32) result = std::min(x, y);
+    out[offsets[0]] = result;
   }
   return out;
 }
@@ -84,7 +88,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{ElementwiseOp::MulF32, {37, 53}, {{53, 1}, {1, 37}, {53, 1}}},           // transposed input
         Case{ElementwiseOp::MulF32, {3, 4, 5}, {{20, 5, 1}, {0, 5, 1}, {20, 0, 1}}},  // broadcasts
         Case{ElementwiseOp::AddF32, {2, 3, 4, 5, 6}, {{360, 120, 30, 6, 1}, {1, 2, 6, 24, 120}, {0, 1, 0, 3, 0}}},
-        Case{ElementwiseOp::Copy, {300, 7}, {{7, 1}, {1, 300}}}, Case{ElementwiseOp::Copy, {1}, {{1}, {1}}}),
+        Case{ElementwiseOp::Copy, {300, 7}, {{7, 1}, {1, 300}}},
+        Case{ElementwiseOp::MaxF32, {100, 7}, {{7, 1}, {9, 1}, {0, 1}}},  // 2-D row tiles, a partial last one
+        Case{ElementwiseOp::Copy, {1}, {{1}, {1}}}),
     [](const ::testing::TestParamInfo<Case>& info) {
       return emitter::op_name(info.param.op) + "_" + std::to_string(info.index);
     });

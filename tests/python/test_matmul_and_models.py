@@ -103,3 +103,22 @@ def test_more_cores_finish_a_matmul_sooner(tmp_path):
         launched, seconds[cores] = process.stdout.split()
         assert int(launched) == cores
     assert float(seconds[4]) < float(seconds[1]) / 2
+
+
+def test_training_steps_follow_cpu(device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    reference.load_state_dict(model.state_dict())
+    model.to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    x, y = random(32, 8, seed=10), random(32, 1, seed=11)
+    for _ in range(3):
+        for net, opt, inputs, targets in ((model, optimizer, x.to(device), y.to(device)), (reference, reference_optimizer, x, y)):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(net(inputs), targets).backward()
+            opt.step()
+    for trained, expected in zip(model.parameters(), reference.parameters()):
+        assert trained.device.type == "npusim"
+        torch.testing.assert_close(trained.detach().cpu(), expected.detach(), **TOLERANCE)

@@ -1,7 +1,8 @@
 // Elementwise kernels: collapse dimensions, nest scalar loops over the outer ones, tile the innermost one.
 //
 // Register use: r1 argument block, r2.. operand pointers (one per operand), r5..r8 outer loop counters,
-// r9 inner tile counter, r10 elements in the current tile, r11 scratch, r20/r21 scratchpad buffers.
+// r9 tile counter, r10 elements in the current tile, r11 scratch, r12/r13 row length and rows of a 2-D tile,
+// r20/r21 scratchpad buffers.
 #include "npusim/emitter/elementwise.h"
 
 #include <fmt/format.h>
@@ -21,6 +22,8 @@ constexpr int kMaxOuterDims = 4;
 constexpr int kTileCounter = 9;
 constexpr int kTileElements = 10;
 constexpr int kScratch = 11;
+constexpr int kRowLength = 12;
+constexpr int kTileRows = 13;
 constexpr int kBufferA = 20;
 constexpr int kBufferB = 21;
 
@@ -102,6 +105,10 @@ class ElementwiseEmitter {
       emit_innermost();
       return;
     }
+    if (dim == last_dim() - 1 && rows_fit_in_tiles()) {
+      emit_row_tiles(dim);
+      return;
+    }
     const int counter = kFirstOuterCounter + dim;
     const std::string loop = writer_.new_label(fmt::format("dim{}", dim));
     writer_.load_constant(counter, spec_.sizes[dim]);
@@ -134,20 +141,64 @@ class ElementwiseEmitter {
     advance_pointers(dim, -full_tiles * tile_elements_);
   }
 
+  // Whole rows of the innermost dimension fit a tile several times, and every operand's rows are contiguous: tiles
+  // of several rows, each moved by one 2-D DMA (a zero row stride repeats a broadcast row).
+  bool rows_fit_in_tiles() const {
+    for (const auto& strides : spec_.strides)
+      if (strides[last_dim()] != spec_.element_bytes) return false;
+    return spec_.sizes[last_dim()] * 2 <= tile_elements_;
+  }
+
+  void emit_row_tiles(int dim) {
+    const int64_t row_length = spec_.sizes[last_dim()];
+    const int64_t rows_per_tile = tile_elements_ / row_length;
+    const int64_t full_tiles = spec_.sizes[dim] / rows_per_tile, remainder = spec_.sizes[dim] % rows_per_tile;
+    writer_.load_constant(kRowLength, row_length);
+    if (full_tiles > 0) {
+      const std::string loop = writer_.new_label("rows");
+      writer_.load_constant(kTileCounter, full_tiles);
+      writer_.load_constant(kTileRows, rows_per_tile);
+      writer_.load_constant(kTileElements, rows_per_tile * row_length);
+      writer_.label(loop);
+      emit_tile(dim, true);
+      advance_pointers(dim, rows_per_tile);
+      writer_.line("addi r{0}, r{0}, -1", kTileCounter);
+      writer_.line("bne r{}, r0, {}", kTileCounter, loop);
+    }
+    if (remainder > 0) {
+      writer_.load_constant(kTileRows, remainder);
+      writer_.load_constant(kTileElements, remainder * row_length);
+      emit_tile(dim, true);
+    }
+    advance_pointers(dim, -full_tiles * rows_per_tile);
+  }
+
+  // Moves one operand's tile: 1-D along `dim`, or 2-D with rows along `dim` (kTileRows rows of kRowLength).
+  void move(bool load, int operand, int buffer, int dim, bool rows) {
+    const int bits = spec_.element_bytes * 8;
+    const int pointer = kFirstPointer + operand;
+    const int64_t stride = spec_.strides[operand][dim];
+    if (rows && load)
+      writer_.line("dma.ld2.b{} r{}, r{}, r{}, r{}, {}", bits, buffer, pointer, kRowLength, kTileRows, stride);
+    else if (rows)
+      writer_.line("dma.st2.b{} r{}, r{}, r{}, r{}, {}", bits, pointer, buffer, kRowLength, kTileRows, stride);
+    else if (load)
+      writer_.line("dma.ld.b{} r{}, r{}, r{}, {}", bits, buffer, pointer, kTileElements, stride);
+    else
+      writer_.line("dma.st.b{} r{}, r{}, r{}, {}", bits, pointer, buffer, kTileElements, stride);
+  }
+
   // One tile: load the inputs, compute, store; fences order the engines because each step reads the previous one's
   // scratchpad results.
-  void emit_tile(int dim) {
-    const int bits = spec_.element_bytes * 8;
-    const auto stride = [&](int operand) { return spec_.strides[operand][dim]; };
-    const int output = kFirstPointer, first_input = kFirstPointer + 1;
-    writer_.line("dma.ld.b{} r{}, r{}, r{}, {}", bits, kBufferA, first_input, kTileElements, stride(1));
+  void emit_tile(int dim, bool rows = false) {
+    move(true, 1, kBufferA, dim, rows);
     if (spec_.op != ElementwiseOp::Copy) {
-      writer_.line("dma.ld.b{} r{}, r{}, r{}, {}", bits, kBufferB, first_input + 1, kTileElements, stride(2));
+      move(true, 2, kBufferB, dim, rows);
       writer_.line("fence");
       writer_.line("{} r{}, r{}, r{}, r{}", vector_mnemonic(spec_.op), kBufferA, kBufferA, kBufferB, kTileElements);
     }
     writer_.line("fence");
-    writer_.line("dma.st.b{} r{}, r{}, r{}, {}", bits, output, kBufferA, kTileElements, stride(0));
+    move(false, 0, kBufferA, dim, rows);
     writer_.line("fence");
   }
 
