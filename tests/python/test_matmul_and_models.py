@@ -115,10 +115,11 @@ def test_training_steps_follow_cpu(device):
     reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
     x, y = random(32, 8, seed=10), random(32, 1, seed=11)
     for _ in range(3):
-        for net, opt, inputs, targets in ((model, optimizer, x.to(device), y.to(device)), (reference, reference_optimizer, x, y)):
+        runs = ((model, optimizer, x.to(device), y.to(device)), (reference, reference_optimizer, x, y))
+        for net, opt, inputs, targets in runs:
             opt.zero_grad()
             torch.nn.functional.mse_loss(net(inputs), targets).backward()
             opt.step()
-    for trained, expected in zip(model.parameters(), reference.parameters()):
+    for trained, expected in zip(model.parameters(), reference.parameters(), strict=True):
         assert trained.device.type == "npusim"
         torch.testing.assert_close(trained.detach().cpu(), expected.detach(), **TOLERANCE)
