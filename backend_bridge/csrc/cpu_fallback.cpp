@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "bridge.h"
@@ -34,7 +35,9 @@ void note_cpu_fallback(const std::string& operator_name) {
   bool first = false;
   {
     std::lock_guard lock(counts_mutex);
-    first = counts()[operator_name]++ == 0;
+    ++counts()[operator_name];
+    static std::set<std::string> warned;  // once per process, however often the counts are reset
+    first = warned.insert(operator_name).second;
   }
   if (first)
     TORCH_WARN("npusim: ", operator_name,

@@ -131,6 +131,10 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "set_tracing", [](bool enabled, int index) { device(index).set_tracing(enabled); }, py::arg("enabled"),
       py::arg("device") = 0);
+  m.def(
+      "set_recording", [](bool enabled, int index) { device(index).set_recording(enabled); }, py::arg("enabled"),
+      py::arg("device") = 0);
+  m.def("set_default_recording", [](bool enabled) { runtime::Session::instance().set_default_recording(enabled); });
   m.def("statistics", &statistics_declarations);
   m.def("configuration", &configuration, py::arg("name_or_path"), py::arg("config_dirs"));
   m.def("presets", &presets, py::arg("config_dirs"));

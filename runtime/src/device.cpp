@@ -81,21 +81,21 @@ void Device::copy_host_to_device(uint64_t destination, const void* source, uint6
   if (bytes == 0) return;
   std::lock_guard lock(submit_mutex_);
   const Submitted done = submit(abi::COMMAND_COPY_H2D, destination, reinterpret_cast<uint64_t>(source), bytes);
-  records_.push_back({"copy_h2d", bytes, done.start_cycle, 0, 0, done.device_cycles});
+  if (recording_) records_.push_back({"copy_h2d", bytes, done.start_cycle, 0, 0, done.device_cycles});
 }
 
 void Device::copy_device_to_host(void* destination, uint64_t source, uint64_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(submit_mutex_);
   const Submitted done = submit(abi::COMMAND_COPY_D2H, reinterpret_cast<uint64_t>(destination), source, bytes);
-  records_.push_back({"copy_d2h", bytes, done.start_cycle, 0, 0, done.device_cycles});
+  if (recording_) records_.push_back({"copy_d2h", bytes, done.start_cycle, 0, 0, done.device_cycles});
 }
 
 void Device::copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(submit_mutex_);
   const Submitted done = submit(abi::COMMAND_COPY_D2D, destination, source, bytes);
-  records_.push_back({"copy_d2d", bytes, done.start_cycle, 0, 0, done.device_cycles});
+  if (recording_) records_.push_back({"copy_d2d", bytes, done.start_cycle, 0, 0, done.device_cycles});
 }
 
 uint64_t Device::load_program(std::span<const uint64_t> words) {
@@ -132,12 +132,17 @@ void Device::launch(const std::string& kernel_name, uint64_t program, std::span<
     record.trace.insert(record.trace.end(), launch.trace.begin(), launch.trace.end());
   }
   record.bytes = record.stats.dram_bytes_read + record.stats.dram_bytes_written;
-  records_.push_back(record);
+  if (recording_) records_.push_back(record);
   if (done.status != 0) {
     const std::optional<emulator::KernelFault> fault = chip_->take_kernel_fault();
     throw DeviceError(fmt::format("npusim kernel '{}' failed: {}", kernel_name,
                                   fault ? fault->describe() : fmt::format("status {}", done.status)));
   }
+}
+
+void Device::set_recording(bool enabled) {
+  std::lock_guard lock(submit_mutex_);
+  recording_ = enabled;
 }
 
 void Device::set_tracing(bool enabled) {

@@ -39,6 +39,11 @@ void Session::configure(const SessionOptions& options) {
   configured_ = true;
 }
 
+void Session::set_default_recording(bool enabled) {
+  std::lock_guard lock(mutex_);
+  default_recording_ = enabled;
+}
+
 void Session::set_default_config_dirs(std::vector<std::filesystem::path> dirs) {
   std::lock_guard lock(mutex_);
   default_config_dirs_ = std::move(dirs);
@@ -75,6 +80,7 @@ Device& Session::device(int index) {
       config.runtime_watchdog_instructions = budget;
     }
     devices_.push_back(std::make_unique<Device>(config, chosen.mode));
+    devices_.back()->set_recording(default_recording_);
   }
   return *devices_[index];
 }

@@ -72,38 +72,65 @@ CUDA_SCRIPT = """
 import sys
 import torch
 
-assert torch.cuda.is_available()
+from helper import scale  # a module beside the script
+
+assert torch.cuda.is_available() and torch.cuda.device_count() == 1
+print("device name", torch.cuda.get_device_name())
 device = torch.device("cuda")
 model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).cuda()
-x = torch.randn(4, 16).to(device)  # random numbers are drawn on the CPU until npusim has a device generator
-y = model(x) * 2.0
-assert y.device.type == "npusim", y.device
-print("script result", tuple(y.shape), sys.argv[1:])
+torch.save(model.state_dict(), sys.argv[2])
+model.load_state_dict(torch.load(sys.argv[2], map_location="cuda"))
+with torch.random.fork_rng():
+    x = torch.randn(4, 16).to(device)  # random numbers are drawn on the CPU until npusim has a device generator
+y = model(x) * scale
+assert y.is_cuda and y.device.type == "npusim", y.device
+print("script result", tuple(y.shape), sys.argv[1])
 """
 
 
 def test_npusim_run_maps_a_cuda_script_onto_the_npu(tmp_path):
     script = tmp_path / "cuda_script.py"
     script.write_text(CUDA_SCRIPT)
-    report_path = tmp_path / "report.json"
+    (tmp_path / "helper.py").write_text("scale = 2.0\n")
+    report_path, checkpoint = tmp_path / "report.json", tmp_path / "model.pt"
+    command = ["npusim", "run", "--mode", "timed", "--map-device", "cuda", "--report", str(report_path)]
     process = subprocess.run(
-        ["npusim", "run", "--mode", "timed", "--map-device", "cuda", "--report", str(report_path), str(script), "x"],
-        capture_output=True,
-        text=True,
-        check=False,
+        [*command, str(script), "x", str(checkpoint)], capture_output=True, text=True, check=False, cwd="/"
     )
     assert process.returncode == 0, process.stderr
-    assert "script result (4, 16) ['x']" in process.stdout
+    assert "device name npusim default" in process.stdout
+    assert "script result (4, 16) x" in process.stdout
     assert "npusim report: config default, timed mode" in process.stdout
     report = json.loads(report_path.read_text())
     assert report["fallbacks"] == {}
     assert "matmul_f32" in {r["name"] for r in report["records"]}
 
 
-def test_npusim_run_returns_the_scripts_exit_code(tmp_path):
+def test_npusim_run_returns_the_scripts_exit_code_and_still_reports(tmp_path):
     script = tmp_path / "fails.py"
     script.write_text("raise SystemExit(3)\n")
     assert subprocess.run(["npusim", "run", str(script)], capture_output=True, check=False).returncode == 3
+    script.write_text("import torch\ntorch.ones(4).to('npusim')\nraise SystemExit('it went wrong')\n")
+    process = subprocess.run(["npusim", "run", str(script)], capture_output=True, text=True, check=False)
+    assert process.returncode == 1
+    assert "it went wrong" in process.stderr
+    assert "copy_h2d" in process.stdout  # the report of what ran before the failure
+
+
+def test_a_scripts_own_profile_does_not_hide_work_from_npusim_run(tmp_path):
+    script = tmp_path / "profiles_itself.py"
+    script.write_text(
+        "import torch, npusim\n"
+        "x = torch.ones(8).to('npusim')\n"
+        "with npusim.profile() as inner:\n"
+        "    x + x\n"
+        "assert [r.name for r in inner.kernels] == ['add_f32']\n"
+        "x * x\n"
+    )
+    process = subprocess.run(["npusim", "run", str(script)], capture_output=True, text=True, check=False)
+    assert process.returncode == 0, process.stderr
+    for command in ("copy_h2d", "add_f32", "mul_f32"):
+        assert command in process.stdout
 
 
 def test_npusim_configs_lists_presets():

@@ -2,7 +2,8 @@
 //
 // Registers: r1 arguments; r2 C, r3 A, r4 B; r5 n0, r6 nt, r7 m0, r8 mt, r9 k0, r10 kt; r11 row counter,
 // r12 DRAM pointer, r13 scratchpad pointer, r14/r15 scratch; r16 mt*nt; r17 tile step across cores;
-// r20/r21/r22 scratchpad tiles A/B/C. Every core of the launch runs the program on its share of the output tiles.
+// r20/r21/r22 scratchpad tiles A/B/C. The shares come from csrr coreid/ncores, so the kernel must be launched on
+// every core of the chip (launch_matmul does); each core computes its share of the output tiles.
 #include "npusim/emitter/matmul.h"
 
 #include <fmt/format.h>

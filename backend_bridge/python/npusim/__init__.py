@@ -74,6 +74,7 @@ def _register():
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
     _print_from_host_copy()
     _C.set_default_config_dirs(config_dirs())
+    _C.set_default_recording(False)  # npusim.profile() turns recording on while it is open
 
 
 _register()

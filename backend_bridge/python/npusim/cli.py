@@ -5,10 +5,9 @@ npusim configs
 """
 
 import argparse
+import os
 import runpy
 import sys
-
-import torch
 
 import npusim
 
@@ -33,23 +32,34 @@ def list_configs():
     print("\n".join([header, *rows]))
 
 
+def exit_code_of(stop):
+    """The process exit code of a SystemExit, printing its message as Python would."""
+    if stop.code is None or isinstance(stop.code, int):
+        return stop.code or 0
+    print(stop.code, file=sys.stderr)
+    return 1
+
+
 def run_script(args):
     npusim.init(config=args.config, mode=args.mode)
+    if args.trace and npusim.properties()["mode"] != "timed":
+        print("npusim: --trace needs --mode timed (functional mode has no time); no engine tracks", file=sys.stderr)
     sys.argv = [args.script, *args.script_args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))  # as `python SCRIPT` does
     exit_code = 0
-    with map_device(args.map_device), npusim.profile(trace=bool(args.trace)) as report:
-        try:
+    try:
+        with map_device(args.map_device), npusim.profile(trace=bool(args.trace)) as report:
             runpy.run_path(args.script, run_name="__main__")
-        except SystemExit as stop:
-            exit_code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    torch.npusim.synchronize()
-    print(report.table())
-    if args.report:
-        report.to_json(args.report)
-        print(f"report written to {args.report}")
-    if args.trace:
-        report.to_perfetto(args.trace)
-        print(f"trace written to {args.trace} (open it at https://ui.perfetto.dev)")
+    except SystemExit as stop:
+        exit_code = exit_code_of(stop)
+    finally:  # the report of what ran, even when the script failed
+        print(report.table())
+        if args.report:
+            report.to_json(args.report)
+            print(f"report written to {args.report}")
+        if args.trace:
+            report.to_perfetto(args.trace)
+            print(f"trace written to {args.trace} (open it at https://ui.perfetto.dev)")
     return exit_code
 
 

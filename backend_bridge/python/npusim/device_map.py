@@ -22,6 +22,8 @@ class _CudaToNpusim(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is torch.Tensor.cuda:
             return args[0].to("npusim")
+        if func == torch.Tensor.is_cuda.__get__:  # a fresh method-wrapper on every access: compare, not `is`
+            return args[0].device.type in ("npusim", "cuda")
         args = tuple(self._map(value) for value in args)
         kwargs = {key: self._map(value) for key, value in kwargs.items()}
         return func(*args, **kwargs)
@@ -41,10 +43,30 @@ def map_device(source):
         finally:
             torch.set_default_device(previous)
         return
-    with (
-        unittest.mock.patch.object(torch.cuda, "is_available", lambda: True),
-        unittest.mock.patch.object(torch.cuda, "device_count", lambda: 1),
-        unittest.mock.patch.object(torch.cuda, "synchronize", lambda device=None: None),
-        _CudaToNpusim(),
-    ):
+    load = torch.load
+
+    def load_onto_npusim(*args, map_location=None, **kwargs):
+        # Checkpoints saved on a GPU, or loaded with map_location="cuda", come to npusim (via the CPU).
+        if map_location is None or _CudaToNpusim._map(map_location) != map_location:
+            loaded = load(*args, map_location="cpu", **kwargs)
+            return torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.to("npusim"), loaded)
+        return load(*args, map_location=map_location, **kwargs)
+
+    with contextlib.ExitStack() as stack:
+        # torch.cuda's queries answer for npusim; random state is the CPU generator's, which npusim draws from.
+        for name, replacement in {
+            "is_available": lambda: True,
+            "device_count": torch.npusim.device_count,
+            "current_device": torch.npusim.current_device,
+            "set_device": torch.npusim.set_device,
+            "synchronize": torch.npusim.synchronize,
+            "get_device_name": torch.npusim.get_device_name,
+            "get_rng_state": lambda device="cuda": torch.get_rng_state(),
+            "set_rng_state": lambda state, device="cuda": torch.set_rng_state(state),
+            "manual_seed": torch.npusim.manual_seed,
+            "manual_seed_all": torch.npusim.manual_seed_all,
+        }.items():
+            stack.enter_context(unittest.mock.patch.object(torch.cuda, name, replacement))
+        stack.enter_context(unittest.mock.patch.object(torch, "load", load_onto_npusim))
+        stack.enter_context(_CudaToNpusim())
         yield

@@ -70,3 +70,20 @@ def manual_seed(seed):
 
 def manual_seed_all(seed):
     manual_seed(seed)
+
+
+def get_rng_state(device="npusim"):
+    """The state of the generator npusim's random numbers come from: the CPU's, for now (see manual_seed)."""
+    return torch.get_rng_state()
+
+
+def set_rng_state(new_state, device="npusim"):
+    torch.set_rng_state(new_state)
+
+
+def get_rng_state_all():
+    return [get_rng_state()]
+
+
+def set_rng_state_all(new_states):
+    set_rng_state(new_states[0])

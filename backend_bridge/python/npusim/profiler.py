@@ -165,8 +165,23 @@ class Report:
             json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, file)
 
 
+_open_profiles = []  # innermost last
+
+
+def _collect():
+    """Hands what the device did since the last collection to every open report."""
+    records = [KernelRecord(**record) for record in _C.take_records(0)]
+    fallbacks = dict(_C.fallback_counts())
+    _C.reset_fallback_counts()
+    for open_profile in _open_profiles:
+        open_profile.report.records.extend(records)
+        for name, count in fallbacks.items():
+            open_profile.report.fallbacks[name] = open_profile.report.fallbacks.get(name, 0) + count
+
+
 class profile:
-    """Context manager collecting a :class:`Report` of everything the device does inside the block.
+    """Context manager collecting a :class:`Report` of everything the device does inside the block. Blocks nest: an
+    outer report also gets what inner ones saw.
 
     ``trace=True`` also records every tile instruction's engine activity (timed mode) for :meth:`Report.to_perfetto`.
     """
@@ -176,14 +191,26 @@ class profile:
 
     def __enter__(self):
         props = _C.properties(0)
-        _C.take_records(0)  # drop what happened before the block
-        _C.reset_fallback_counts()
-        _C.set_tracing(self.trace, 0)
+        if _open_profiles:
+            _collect()
+        else:
+            _C.take_records(0)  # nothing was recording; drop leftovers
+            _C.reset_fallback_counts()
         self.report = Report(props["mode"], props["config"], props["clock_ghz"])
+        _open_profiles.append(self)
+        self._update_device()
         return self.report
 
     def __exit__(self, *exc):
-        _C.set_tracing(False, 0)
-        self.report.records = [KernelRecord(**r) for r in _C.take_records(0)]
-        self.report.fallbacks = dict(_C.fallback_counts())
+        import torch
+
+        torch.npusim.synchronize()
+        _collect()
+        _open_profiles.remove(self)
+        self._update_device()
         return False
+
+    @staticmethod
+    def _update_device():
+        _C.set_recording(bool(_open_profiles), 0)
+        _C.set_tracing(any(p.trace for p in _open_profiles), 0)

@@ -48,6 +48,10 @@ void dma_load_2d(ExecContext& c, const Instruction& i) {
   const uint64_t columns = c.reg(i.rs2), rows = c.reg(i.rs3);
   std::byte* destination = c.scratchpad(c.reg(i.rd), tile_elements(rows, columns), ElementBytes).data();
   const uint64_t row_bytes = columns * ElementBytes;
+  if (static_cast<int64_t>(row_bytes) == i.imm) {  // back-to-back rows: one contiguous run
+    c.read_dram(c.reg(i.rs1), destination, rows * row_bytes);
+    return;
+  }
   for (uint64_t r = 0; r < rows; ++r) c.read_dram(c.reg(i.rs1) + r * i.imm, destination + r * row_bytes, row_bytes);
 }
 
@@ -56,6 +60,10 @@ void dma_store_2d(ExecContext& c, const Instruction& i) {
   const uint64_t columns = c.reg(i.rs2), rows = c.reg(i.rs3);
   const std::byte* source = c.scratchpad(c.reg(i.rs1), tile_elements(rows, columns), ElementBytes).data();
   const uint64_t row_bytes = columns * ElementBytes;
+  if (static_cast<int64_t>(row_bytes) == i.imm) {  // back-to-back rows: one contiguous run
+    c.write_dram(c.reg(i.rd), source, rows * row_bytes);
+    return;
+  }
   for (uint64_t r = 0; r < rows; ++r) c.write_dram(c.reg(i.rd) + r * i.imm, source + r * row_bytes, row_bytes);
 }
 }  // namespace

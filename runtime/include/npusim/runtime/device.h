@@ -67,6 +67,8 @@ class Device {
               uint64_t core_mask = 1);
 
   std::vector<CommandRecord> take_records();
+  // Whether commands leave records for take_records (on by default; a long run with nobody reading them turns it off).
+  void set_recording(bool enabled);
   uint64_t elapsed_cycles() const { return chip_->elapsed_cycles(); }
   // Engine activity intervals in kernel records (timed mode; costs host memory per tile instruction).
   void set_tracing(bool enabled);
@@ -86,6 +88,7 @@ class Device {
   DeviceAllocator allocator_;       // tensors and argument blocks
   std::mutex submit_mutex_;
   uint64_t next_sequence_ = 1;
+  bool recording_ = true;
   std::vector<CommandRecord> records_;
 };
 

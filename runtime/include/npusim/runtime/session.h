@@ -29,6 +29,8 @@ class Session {
   void configure(const SessionOptions& options);
   // Where preset names are looked up when the choice comes from the environment at first use.
   void set_default_config_dirs(std::vector<std::filesystem::path> dirs);
+  // Whether devices created from now on start with command recording on (Device::set_recording).
+  void set_default_recording(bool enabled);
   const SessionOptions& options();
   Device& device(int index);
   int device_count() const { return 1; }
@@ -40,6 +42,7 @@ class Session {
   bool configured_ = false;
   SessionOptions options_;
   std::vector<std::filesystem::path> default_config_dirs_;
+  bool default_recording_ = true;
   std::vector<std::unique_ptr<Device>> devices_;
 };
 
