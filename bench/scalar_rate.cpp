@@ -1,0 +1,30 @@
+// npusim-bench-scalar: emulated instructions per host second on scalar-heavy code (a counted loop of arithmetic),
+// on the functional chip without firmware. Issue 4's goal: at least 100 million per second.
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "npusim/emulator/functional_chip.h"
+#include "npusim/isa/assembler.h"
+
+int main() {
+  npusim::config::ChipConfig config;
+  config.dram_capacity_mib = 64;
+  config.runtime_watchdog_instructions = 1'000'000'000'000;
+  npusim::emulator::FunctionalChip chip(config);
+  const auto words = npusim::isa::assemble(
+      "li r2, 10000000\n li r3, 0\nloop: add r3, r3, r2\n xori r4, r3, 7\n slli r5, r4, 3\n addi r2, r2, -1\n"
+      " bne r2, r0, loop\n halt\n",
+      "scalar.s");
+  chip.memory().write(0x10000, words.data(), words.size() * 8);
+  const auto started = std::chrono::steady_clock::now();
+  if (auto fault = chip.run_kernel(0, 0x10000, 0)) {
+    fmt::print("fault: {}\n", fault->describe());
+    return 1;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const uint64_t instructions = chip.core_state(0).instructions_retired;
+  fmt::print("scalar-heavy loop: {} instructions in {:.3f} s = {:.1f} million instructions per second (goal >= 100)\n",
+             instructions, seconds, instructions / seconds / 1e6);
+  return 0;
+}
