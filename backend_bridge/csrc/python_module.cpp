@@ -60,6 +60,7 @@ py::list take_records(int index) {
   for (const runtime::CommandRecord& record : device(index).take_records()) {
     py::dict entry;
     entry["name"] = record.name;
+    entry["scope"] = record.scope;
     entry["bytes"] = record.bytes;
     entry["start_cycle"] = record.start_cycle;
     entry["cores"] = record.cores;
@@ -133,6 +134,9 @@ PYBIND11_MODULE(_C, m) {
       py::arg("device") = 0);
   m.def(
       "set_recording", [](bool enabled, int index) { device(index).set_recording(enabled); }, py::arg("enabled"),
+      py::arg("device") = 0);
+  m.def(
+      "set_scope", [](const std::string& scope, int index) { device(index).set_scope(scope); }, py::arg("scope"),
       py::arg("device") = 0);
   m.def("set_default_recording", [](bool enabled) { runtime::Session::instance().set_default_recording(enabled); });
   m.def("statistics", &statistics_declarations);

@@ -81,21 +81,21 @@ void Device::copy_host_to_device(uint64_t destination, const void* source, uint6
   if (bytes == 0) return;
   std::lock_guard lock(submit_mutex_);
   const Submitted done = submit(abi::COMMAND_COPY_H2D, destination, reinterpret_cast<uint64_t>(source), bytes);
-  if (recording_) records_.push_back({"copy_h2d", bytes, done.start_cycle, 0, 0, done.device_cycles});
+  if (recording_) records_.push_back({"copy_h2d", scope_, bytes, done.start_cycle, 0, 0, done.device_cycles});
 }
 
 void Device::copy_device_to_host(void* destination, uint64_t source, uint64_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(submit_mutex_);
   const Submitted done = submit(abi::COMMAND_COPY_D2H, reinterpret_cast<uint64_t>(destination), source, bytes);
-  if (recording_) records_.push_back({"copy_d2h", bytes, done.start_cycle, 0, 0, done.device_cycles});
+  if (recording_) records_.push_back({"copy_d2h", scope_, bytes, done.start_cycle, 0, 0, done.device_cycles});
 }
 
 void Device::copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(submit_mutex_);
   const Submitted done = submit(abi::COMMAND_COPY_D2D, destination, source, bytes);
-  if (recording_) records_.push_back({"copy_d2d", bytes, done.start_cycle, 0, 0, done.device_cycles});
+  if (recording_) records_.push_back({"copy_d2d", scope_, bytes, done.start_cycle, 0, 0, done.device_cycles});
 }
 
 uint64_t Device::load_program(std::span<const uint64_t> words) {
@@ -124,8 +124,8 @@ void Device::launch(const std::string& kernel_name, uint64_t program, std::span<
   }
   allocator_.free(argument_block);
   std::vector<emulator::LaunchRecord> launches = chip_->take_launch_records();
-  CommandRecord record{kernel_name,       0, done.start_cycle, static_cast<uint64_t>(std::popcount(core_mask)), 0,
-                       done.device_cycles};
+  CommandRecord record{
+      kernel_name, scope_, 0, done.start_cycle, static_cast<uint64_t>(std::popcount(core_mask)), 0, done.device_cycles};
   for (auto& launch : launches) {
     record.stats.add(launch.stats);
     record.kernel_cycles += launch.end_cycle - launch.start_cycle;
@@ -138,6 +138,11 @@ void Device::launch(const std::string& kernel_name, uint64_t program, std::span<
     throw DeviceError(fmt::format("npusim kernel '{}' failed: {}", kernel_name,
                                   fault ? fault->describe() : fmt::format("status {}", done.status)));
   }
+}
+
+void Device::set_scope(std::string scope) {
+  std::lock_guard lock(submit_mutex_);
+  scope_ = std::move(scope);
 }
 
 void Device::set_recording(bool enabled) {

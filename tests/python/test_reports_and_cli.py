@@ -139,3 +139,25 @@ def test_npusim_configs_lists_presets():
     lines = process.stdout.splitlines()
     assert lines[0].split()[0] == "preset"
     assert [line.split()[0] for line in lines[1:]] == ["datacenter", "default", "edge"]
+
+
+def test_commands_are_attributed_to_the_module_that_issued_them():
+    import torch
+
+    import npusim
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).to("npusim")
+    x = torch.ones(2, 8).to("npusim")
+    with torch.no_grad(), npusim.profile() as report:
+        model(x)
+        x + x
+    scopes = [(r.name, r.scope) for r in report.kernels]
+    assert scopes == [
+        ("matmul_f32", "Sequential.0 (Linear)"),
+        ("add_f32", "Sequential.0 (Linear)"),
+        ("max_f32", "Sequential.1 (ReLU)"),
+        ("add_f32", ""),
+    ]
+    totals = report.by_scope()
+    assert totals["Sequential.0 (Linear)"]["commands"] == 2
+    assert sum(t["device_cycles"] for t in totals.values()) == report.total_device_cycles

@@ -23,6 +23,7 @@ class KernelRecord:
     """One command the device executed: a kernel launch or a copy. Cycles are at the chip's clock."""
 
     name: str
+    scope: str  # the nn.Module (path from the outermost module) that issued the command, or ""
     bytes: int
     start_cycle: int
     cores: int
@@ -81,8 +82,20 @@ class Report:
         )
         return summed
 
+    def by_scope(self):
+        """Totals per module path: commands, bytes, kernel and device cycles, most device time first."""
+        scopes = {}
+        for r in self.records:
+            fields = ("commands", "bytes", "kernel_cycles", "device_cycles")
+            entry = scopes.setdefault(r.scope or "(outside any module)", dict.fromkeys(fields, 0))
+            entry["commands"] += 1
+            entry["bytes"] += r.bytes
+            entry["kernel_cycles"] += r.kernel_cycles
+            entry["device_cycles"] += r.device_cycles
+        return dict(sorted(scopes.items(), key=lambda item: -item[1]["device_cycles"]))
+
     def table(self):
-        """A text table: one line per command with engine utilisation, then totals."""
+        """A text table: one line per command with engine utilisation, then totals and totals per module."""
         header = (
             f"{'command':<14}{'bytes':>11}{'instr':>9}{'kernel cyc':>12}{'device cyc':>12}{'time us':>10}"
             f"{'dma%':>6}{'vec%':>6}{'mat%':>6}"
@@ -102,6 +115,13 @@ class Report:
             f"{self.total_kernel_cycles:>12}{self.total_device_cycles:>12}"
             f"{self.seconds(self.total_device_cycles) * 1e6:>10.2f}"
         )
+        if any(r.scope for r in self.records):
+            lines.append(f"\n{'module':<40}{'commands':>9}{'bytes':>12}{'device cyc':>12}{'time us':>10}")
+            for scope, totals in self.by_scope().items():
+                lines.append(
+                    f"{scope[-40:]:<40}{totals['commands']:>9}{totals['bytes']:>12}{totals['device_cycles']:>12}"
+                    f"{self.seconds(totals['device_cycles']) * 1e6:>10.2f}"
+                )
         if self.mode == "functional":
             lines.append("(functional mode computes results only; run with NPUSIM_MODE=timed for cycles)")
         for name, count in sorted(self.fallbacks.items()):
@@ -141,7 +161,7 @@ class Report:
                     "name": r.name,
                     "ts": r.start_cycle * microseconds_per_cycle,
                     "dur": r.device_cycles * microseconds_per_cycle,
-                    "args": {"bytes": r.bytes, "kernel_cycles": r.kernel_cycles, **r.stats},
+                    "args": {"module": r.scope, "bytes": r.bytes, "kernel_cycles": r.kernel_cycles, **r.stats},
                 }
             )
             for core, engine, pc, mnemonic, start_ns, end_ns in r.trace:
@@ -165,7 +185,40 @@ class Report:
             json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, file)
 
 
+class _ModuleScopes:
+    """Stamps each device command with the path of the nn.Module that was running when it was issued."""
+
+    def __init__(self):
+        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+        self.stack, self.names = [], {}
+        self.handles = [
+            register_module_forward_pre_hook(self.enter),
+            register_module_forward_hook(self.leave, always_call=True),
+        ]
+
+    def enter(self, module, args):
+        if not self.stack:  # an outermost module: name everything below it
+            root = type(module).__name__
+            self.names = {
+                id(m): f"{root}.{name} ({type(m).__name__})" if name else root for name, m in module.named_modules()
+            }
+        self.stack.append(self.names.get(id(module), type(module).__name__))
+        _C.set_scope(self.stack[-1], 0)
+
+    def leave(self, module, args, output):
+        if self.stack:
+            self.stack.pop()
+        _C.set_scope(self.stack[-1] if self.stack else "", 0)
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+        _C.set_scope("", 0)
+
+
 _open_profiles = []  # innermost last
+_module_scopes = None
 
 
 def _collect():
@@ -212,5 +265,11 @@ class profile:
 
     @staticmethod
     def _update_device():
+        global _module_scopes
         _C.set_recording(bool(_open_profiles), 0)
         _C.set_tracing(any(p.trace for p in _open_profiles), 0)
+        if _open_profiles and _module_scopes is None:
+            _module_scopes = _ModuleScopes()
+        elif not _open_profiles and _module_scopes is not None:
+            _module_scopes.remove()
+            _module_scopes = None

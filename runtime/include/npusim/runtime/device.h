@@ -28,13 +28,14 @@ class DeviceError : public std::runtime_error {
 
 // What the device did for one command, for reports.
 struct CommandRecord {
-  std::string name;                             // kernel name, or copy_h2d / copy_d2h / copy_d2d
-  uint64_t bytes = 0;                           // bytes copied (copies) or moved to and from DRAM (kernels)
-  uint64_t start_cycle = 0;                     // device time when the host submitted the command (timed mode)
-  uint64_t cores = 0;                           // cores the kernel ran on
-  uint64_t kernel_cycles = 0;                   // from launch to the last core's halt (timed mode)
-  uint64_t device_cycles = 0;                   // the whole command, firmware included (timed mode)
-  emulator::KernelStats stats;                  // kernels: summed over their cores
+  std::string name;             // kernel name, or copy_h2d / copy_d2h / copy_d2d
+  std::string scope;            // what the host was doing when it issued the command (e.g. the module path)
+  uint64_t bytes = 0;           // bytes copied (copies) or moved to and from DRAM (kernels)
+  uint64_t start_cycle = 0;     // device time when the host submitted the command (timed mode)
+  uint64_t cores = 0;           // cores the kernel ran on
+  uint64_t kernel_cycles = 0;   // from launch to the last core's halt (timed mode)
+  uint64_t device_cycles = 0;   // the whole command, firmware included (timed mode)
+  emulator::KernelStats stats;  // kernels: summed over their cores
   std::vector<emulator::EngineInterval> trace;  // kernels, when tracing is on (timed mode)
 
   uint64_t instructions() const {
@@ -69,6 +70,8 @@ class Device {
   std::vector<CommandRecord> take_records();
   // Whether commands leave records for take_records (on by default; a long run with nobody reading them turns it off).
   void set_recording(bool enabled);
+  // A label stamped on the records of the commands that follow (the profiler sets the PyTorch module path).
+  void set_scope(std::string scope);
   uint64_t elapsed_cycles() const { return chip_->elapsed_cycles(); }
   // Engine activity intervals in kernel records (timed mode; costs host memory per tile instruction).
   void set_tracing(bool enabled);
@@ -89,6 +92,7 @@ class Device {
   std::mutex submit_mutex_;
   uint64_t next_sequence_ = 1;
   bool recording_ = true;
+  std::string scope_;
   std::vector<CommandRecord> records_;
 };
 
