@@ -13,8 +13,10 @@ int main(int argc, char** argv) {
   }
   std::ofstream out(argv[1]);
   out << "# npusim configuration reference\n\n"
-         "Generated from `configs/include/npusim/config/parameters.def`; do not edit. A configuration is a YAML map of\n"
-         "sections to keys; unset keys take the default. An unknown section or key, a wrong type or a value outside the\n"
+         "Generated from `configs/include/npusim/config/parameters.def`; do not edit. A configuration is a YAML map "
+         "of\n"
+         "sections to keys; unset keys take the default. An unknown section or key, a wrong type or a value outside "
+         "the\n"
          "range is an error naming the file, line and key. Presets: `configs/*.yaml`.\n\n"
          "| key | type | default | unit | range | meaning |\n|---|---|---|---|---|---|\n";
   for (const auto& param : npusim::config::parameter_table()) {

@@ -165,3 +165,18 @@ def test_scalar_operand_on_either_side_runs_natively(device):
     torch.testing.assert_close(left, 2.0 * x, rtol=0, atol=0)
     torch.testing.assert_close(in_place, x * 3.0, rtol=0, atol=0)
     torch.testing.assert_close(scalar_first, 1.5 + x, rtol=0, atol=0)
+
+
+def test_save_and_load_keep_device_views_and_map_location(device, tmp_path):
+    x = torch.arange(6.0).reshape(2, 3).to(device)
+    path = tmp_path / "tensors.pt"
+    torch.save({"x": x, "column": x[:, 1]}, path)
+    loaded = torch.load(path)
+    assert loaded["x"].device.type == "npusim"
+    assert loaded["column"].cpu().tolist() == [1.0, 4.0]
+    assert loaded["column"].untyped_storage().data_ptr() == loaded["x"].untyped_storage().data_ptr()
+    assert torch.load(path, map_location="cpu")["x"].device.type == "cpu"
+    torch.save(torch.ones(3), path)
+    assert torch.load(path, map_location="npusim").device.type == "npusim"
+    with torch.npusim.device(0):
+        assert torch.npusim.current_device() == 0

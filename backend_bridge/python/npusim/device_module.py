@@ -87,3 +87,17 @@ def get_rng_state_all():
 
 def set_rng_state_all(new_states):
     set_rng_state(new_states[0])
+
+
+class device:
+    """Context manager selecting the current npusim device, like torch.cuda.device (there is one device for now)."""
+
+    def __init__(self, device):
+        self.index = torch.device(device).index if isinstance(device, str) else getattr(device, "index", device)
+
+    def __enter__(self):
+        set_device(self.index or 0)
+        return self
+
+    def __exit__(self, *exc):
+        return False
