@@ -76,6 +76,16 @@ at::Tensor& set_whole_storage(at::Tensor& self, c10::Storage source) {
   return set_storage(self, std::move(source), 0, {elements}, {1});
 }
 
+// Moving a parameter between the CPU and npusim in place (Module::to in C++ uses set_data) needs the two dense layouts
+// to count as compatible; PyTorch's own check only knows its in-tree backends.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  const auto dense_here = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided && (t.is_cpu() || t.device().type() == c10::DeviceType::PrivateUse1);
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+         (dense_here(self) && dense_here(from));
+}
+
 at::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar_dense(self.cpu()); }
 
 bool plainly_contiguous(const at::Tensor& tensor) {
@@ -204,6 +214,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", set_whole_storage);
   m.impl("set_.source_Storage_storage_offset", set_storage);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
 }
