@@ -73,9 +73,8 @@ py::list take_records(int index) {
   return list;
 }
 
-// Every parameter of a configuration, keyed "section.key", without building a device.
-py::dict configuration(const std::string& name_or_path, const std::vector<std::string>& config_dirs) {
-  const config::ChipConfig c = config::load_config(name_or_path, {config_dirs.begin(), config_dirs.end()});
+// Every parameter of a configuration, keyed "section.key".
+py::dict parameters_of(const config::ChipConfig& c) {
   py::dict values;
   values["name"] = c.name;
   values["source"] = c.source;
@@ -84,6 +83,10 @@ py::dict configuration(const std::string& name_or_path, const std::vector<std::s
 #include "npusim/config/parameters.def"
 #undef NPUSIM_PARAM
   return values;
+}
+
+py::dict configuration(const std::string& name_or_path, const std::vector<std::string>& config_dirs) {
+  return parameters_of(config::load_config(name_or_path, {config_dirs.begin(), config_dirs.end()}));
 }
 
 py::list presets(const std::vector<std::string>& config_dirs) {
@@ -141,6 +144,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_default_recording", [](bool enabled) { runtime::Session::instance().set_default_recording(enabled); });
   m.def("statistics", &statistics_declarations);
   m.def("configuration", &configuration, py::arg("name_or_path"), py::arg("config_dirs"));
+  m.def(
+      "device_configuration", [](int index) { return parameters_of(device(index).config()); }, py::arg("device") = 0);
   m.def("presets", &presets, py::arg("config_dirs"));
   m.def("fallback_counts", &fallback_counts);
   m.def("reset_fallback_counts", &reset_fallback_counts);

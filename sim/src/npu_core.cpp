@@ -83,6 +83,7 @@ class NpuCore::EngineContext : public emulator::ExecContext {
   }
   uint64_t read_csr(isa::Csr) override { throw Trap("engines cannot read control/status registers"); }
   emulator::MatrixWeights& matrix_weights() override { return core_.weights_; }
+  emulator::KernelStats& stats() override { return core_.state_.stats; }
 
   sc_core::sc_time memory_time = sc_core::SC_ZERO_TIME;
 

@@ -52,6 +52,33 @@ def test_timed_report_figures_are_consistent(tmp_path):
     assert report["totals"]["busy_cycles_matrix"] == sum(k["stats"]["busy_cycles_matrix"] for k in kernels) > 0
 
 
+def test_energy_and_roofline_follow_the_counted_work(tmp_path):
+    report, _ = run_profiled(tmp_path, "timed")
+    kernels = [r for r in report["records"] if not r["name"].startswith("copy_")]
+    assert report["totals"]["energy_uj"] == sum(r["energy_uj"] for r in report["records"]) > 0
+    matmul = kernels[0]
+    # 16 x 32 @ 32 x 48: every multiply-accumulate counted once.
+    assert matmul["stats"]["matrix_macs"] == 16 * 32 * 48
+    assert matmul["roofline"]["flops"] == 2 * 16 * 32 * 48
+    assert 0 < matmul["roofline"]["achieved_gflops"] <= matmul["roofline"]["bound_gflops"]
+    relu = kernels[2]
+    assert relu["stats"]["vector_elements"] == 16 * 48
+    assert relu["roofline"]["bound"] == "memory"
+
+
+def test_roofline_plot_is_written(tmp_path):
+    code = f"""
+        import torch, npusim
+        a = torch.randn(64, 64).to("npusim")
+        with npusim.profile() as report:
+            torch.relu(a @ a)
+        report.plot_roofline({str(tmp_path / "roofline.png")!r})
+    """
+    process = run_python(code, NPUSIM_MODE="timed")
+    assert process.returncode == 0, process.stderr
+    assert (tmp_path / "roofline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_perfetto_trace_has_command_and_engine_tracks(tmp_path):
     _, trace = run_profiled(tmp_path, "timed")
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}

@@ -53,6 +53,7 @@ class Report:
     mode: str
     config: str
     clock_ghz: float
+    parameters: dict = field(default_factory=dict)  # the chip's configuration, "section.key" -> value
     records: list = field(default_factory=list)
     fallbacks: dict = field(default_factory=dict)
 
@@ -71,6 +72,66 @@ class Report:
     def seconds(self, cycles):
         return cycles / (self.clock_ghz * 1e9)
 
+    def energy_uj(self, record):
+        """Energy of one command in microjoules, from the per-operation figures of the configuration's `energy`
+        section: MACs, vector elements, DRAM and scratchpad bytes, and static power while the kernel runs."""
+        p, s = self.parameters, record.stats
+        picojoules = (
+            s.get("matrix_macs", 0) * p["energy.mac_pj"]
+            + s.get("vector_elements", 0) * p["energy.vector_element_pj"]
+            + record.bytes * (p["energy.dram_pj_per_byte"] + p["energy.sram_pj_per_byte"])
+            + p["energy.static_mw_per_core"] * 1e-3 * record.cores * self.seconds(record.kernel_cycles) * 1e12
+        )
+        return picojoules * 1e-6
+
+    def peak_gflops(self):
+        p = self.parameters
+        return 2 * p["core.systolic_rows"] * p["core.systolic_cols"] * p["chip.clock_ghz"] * p["chip.cores"]
+
+    def roofline(self, record):
+        """Where a kernel sits on the chip's roofline: its work (2 x MACs + vector elements), arithmetic intensity
+        against DRAM traffic, the bound (compute or memory) and the fraction of it achieved (timed mode)."""
+        flops = 2 * record.stats.get("matrix_macs", 0) + record.stats.get("vector_elements", 0)
+        intensity = flops / record.bytes if record.bytes else float("inf")
+        bandwidth = self.parameters["dram.bandwidth_gbps"]
+        bound = min(self.peak_gflops(), bandwidth * intensity)
+        seconds = self.seconds(record.kernel_cycles)
+        achieved = flops / seconds / 1e9 if seconds else 0.0
+        return {
+            "flops": flops,
+            "intensity_flops_per_byte": intensity,
+            "bound": "compute" if bound == self.peak_gflops() else "memory",
+            "bound_gflops": bound,
+            "achieved_gflops": achieved,
+            "fraction_of_bound": achieved / bound if bound else 0.0,
+        }
+
+    def plot_roofline(self, path):
+        """Writes a roofline plot (PNG) with one point per kernel (timed mode)."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        peak, bandwidth = self.peak_gflops(), self.parameters["dram.bandwidth_gbps"]
+        points = [(self.roofline(r), r.name) for r in self.kernels if r.kernel_cycles and r.bytes]
+        intensities = [p["intensity_flops_per_byte"] for p, _ in points] or [1.0]
+        low, high = min(min(intensities) / 4, peak / bandwidth / 4), max(max(intensities) * 4, peak / bandwidth * 4)
+        figure, axes = plt.subplots(figsize=(7, 4.5))
+        xs = [low * (high / low) ** (k / 200) for k in range(201)]
+        axes.loglog(xs, [min(peak, bandwidth * x) for x in xs], color="black", label="roofline")
+        for name in sorted({name for _, name in points}):
+            chosen = [p for p, n in points if n == name]
+            intensity = [p["intensity_flops_per_byte"] for p in chosen]
+            axes.scatter(intensity, [p["achieved_gflops"] for p in chosen], label=name)
+        axes.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
+        axes.set_ylabel("GFLOP/s")
+        axes.set_title(f"npusim {self.config}: {peak:g} GFLOP/s, {bandwidth:g} GB/s")
+        axes.legend(fontsize="small")
+        figure.tight_layout()
+        figure.savefig(path, dpi=120)
+        plt.close(figure)
+
     def totals(self):
         """Every statistic summed over the kernels, plus cycle and byte totals."""
         summed = {name: sum(r.stats.get(name, 0) for r in self.kernels) for name, _, _ in statistics()}
@@ -79,6 +140,7 @@ class Report:
             device_cycles=self.total_device_cycles,
             copy_bytes=sum(r.bytes for r in self.records if r.is_copy),
             seconds=self.seconds(self.total_device_cycles),
+            energy_uj=sum(self.energy_uj(r) for r in self.records),
         )
         return summed
 
@@ -98,7 +160,7 @@ class Report:
         """A text table: one line per command with engine utilisation, then totals and totals per module."""
         header = (
             f"{'command':<14}{'bytes':>11}{'instr':>9}{'kernel cyc':>12}{'device cyc':>12}{'time us':>10}"
-            f"{'dma%':>6}{'vec%':>6}{'mat%':>6}"
+            f"{'dma%':>6}{'vec%':>6}{'mat%':>6}{'uJ':>9}"
         )
         lines = [f"npusim report: config {self.config}, {self.mode} mode, {self.clock_ghz:g} GHz", header]
         for r in self.records:
@@ -108,12 +170,13 @@ class Report:
             )
             lines.append(
                 f"{r.name:<14}{r.bytes:>11}{r.instructions:>9}{r.kernel_cycles:>12}{r.device_cycles:>12}"
-                f"{self.seconds(r.device_cycles) * 1e6:>10.2f}{utilisation}"
+                f"{self.seconds(r.device_cycles) * 1e6:>10.2f}{utilisation}{self.energy_uj(r):>9.2f}"
             )
         lines.append(
             f"{'total':<14}{sum(r.bytes for r in self.records):>11}{sum(r.instructions for r in self.records):>9}"
             f"{self.total_kernel_cycles:>12}{self.total_device_cycles:>12}"
-            f"{self.seconds(self.total_device_cycles) * 1e6:>10.2f}"
+            f"{self.seconds(self.total_device_cycles) * 1e6:>10.2f}{'':>18}"
+            f"{sum(map(self.energy_uj, self.records)):>9.2f}"
         )
         if any(r.scope for r in self.records):
             lines.append(f"\n{'module':<40}{'commands':>9}{'bytes':>12}{'device cyc':>12}{'time us':>10}")
@@ -136,7 +199,14 @@ class Report:
             "mode": self.mode,
             "clock_ghz": self.clock_ghz,
             "statistics": [{"name": n, "unit": u, "description": d} for n, u, d in statistics()],
-            "records": [{k: v for k, v in asdict(r).items() if k != "trace"} for r in self.records],
+            "records": [
+                {
+                    **{k: v for k, v in asdict(r).items() if k != "trace"},
+                    "energy_uj": self.energy_uj(r),
+                    **({} if r.is_copy else {"roofline": self.roofline(r)}),
+                }
+                for r in self.records
+            ],
             "totals": self.totals(),
             "fallbacks": self.fallbacks,
         }
@@ -249,7 +319,7 @@ class profile:
         else:
             _C.take_records(0)  # nothing was recording; drop leftovers
             _C.reset_fallback_counts()
-        self.report = Report(props["mode"], props["config"], props["clock_ghz"])
+        self.report = Report(props["mode"], props["config"], props["clock_ghz"], dict(_C.device_configuration(0)))
         _open_profiles.append(self)
         self._update_device()
         return self.report

@@ -48,6 +48,7 @@ void MatrixMultiplyF32(ExecContext& c, const Instruction& i) {
   const uint64_t rows = c.reg(i.rs2), depth = weights.rows, cols = weights.cols;
   const std::byte* input = c.scratchpad(c.reg(i.rs1), rows, depth * sizeof(float)).data();
   std::byte* output = c.accumulator(c.reg(i.rd), rows, cols * sizeof(float)).data();
+  c.stats().matrix_macs += rows * depth * cols;
   for (uint64_t m = 0; m < rows; ++m) {
     for (uint64_t n = 0; n < cols; ++n) {
       float partial = 0.0f;

@@ -12,6 +12,7 @@ using isa::Instruction;
 template <typename Operation>
 void binary_f32(ExecContext& c, const Instruction& i, Operation operation) {
   const uint64_t count = c.reg(i.rs3);
+  c.stats().vector_elements += count;
   std::byte* out = c.scratchpad(c.reg(i.rd), count, sizeof(float)).data();
   const std::byte* a = c.scratchpad(c.reg(i.rs1), count, sizeof(float)).data();
   const std::byte* b = c.scratchpad(c.reg(i.rs2), count, sizeof(float)).data();

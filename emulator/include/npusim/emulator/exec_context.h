@@ -39,6 +39,9 @@ class ExecContext {
     if (index != 0) state_.registers[index] = value;
   }
   ScalarState& state() { return state_; }
+  // Where the instruction's work is counted: the core's statistics (an engine running from a register snapshot
+  // still counts into its core).
+  virtual KernelStats& stats() { return state_.stats; }
 
   // Where the current instruction is and where execution continues (pc + 8 unless a branch changes it).
   uint64_t pc = 0;
