@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass, field
 
 from . import _C
 
-ENGINES = ("scalar", "dma", "vector", "matrix")
 SCHEMA_VERSION = 1
 
 
@@ -38,7 +37,7 @@ class KernelRecord:
 
     @property
     def instructions(self):
-        return sum(self.stats.get(f"instructions_{engine}", 0) for engine in ENGINES)
+        return sum(value for name, value in self.stats.items() if name.startswith("instructions_"))
 
     def utilisation(self, engine):
         """Fraction of the kernel's cycles the engine was busy, averaged over the cores it ran on (timed mode)."""
