@@ -67,6 +67,7 @@ py::list take_records(int index) {
     entry["kernel_cycles"] = record.kernel_cycles;
     entry["device_cycles"] = record.device_cycles;
     entry["stats"] = statistics_of(record.stats);
+    entry["first_hazard"] = record.first_hazard;
     entry["trace"] = trace_of(record.trace);
     list.append(entry);
   }

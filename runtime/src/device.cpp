@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <cstdlib>
+#include <set>
 
 #include "npusim/emulator/functional_chip.h"
 #include "npusim/firmware/ring_abi.h"
@@ -32,6 +34,21 @@ uint64_t code_region_end(const config::ChipConfig& config) {
   return abi::HEAP_BASE + std::min<uint64_t>(config.dram_capacity_bytes() / 64, uint64_t{256} << 20);
 }
 
+}  // namespace
+
+namespace {
+// A hazard makes a kernel's result depend on timing: an error with NPUSIM_HAZARDS=error, else a warning on stderr
+// once per kernel.
+void report_hazard(const std::string& kernel_name, const std::string& hazard) {
+  const char* setting = std::getenv("NPUSIM_HAZARDS");
+  if (setting && std::string(setting) == "error")
+    throw DeviceError(fmt::format("npusim kernel '{}' has a hazard (NPUSIM_HAZARDS=error): {}", kernel_name, hazard));
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::lock_guard lock(mutex);
+  if (warned.insert(kernel_name).second)
+    fmt::print(stderr, "npusim: warning: kernel '{}' has a hazard: {}\n", kernel_name, hazard);
+}
 }  // namespace
 
 Device::Device(const config::ChipConfig& config, Mode mode)
@@ -130,9 +147,11 @@ void Device::launch(const std::string& kernel_name, uint64_t program, std::span<
     record.stats.add(launch.stats);
     record.kernel_cycles += launch.end_cycle - launch.start_cycle;
     record.trace.insert(record.trace.end(), launch.trace.begin(), launch.trace.end());
+    if (record.first_hazard.empty()) record.first_hazard = launch.first_hazard;
   }
   record.bytes = record.stats.dram_bytes_read + record.stats.dram_bytes_written;
   if (recording_) records_.push_back(record);
+  if (!record.first_hazard.empty()) report_hazard(kernel_name, record.first_hazard);
   if (done.status != 0) {
     const std::optional<emulator::KernelFault> fault = chip_->take_kernel_fault();
     throw DeviceError(fmt::format("npusim kernel '{}' failed: {}", kernel_name,

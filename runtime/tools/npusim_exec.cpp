@@ -3,9 +3,9 @@
 //   npusim-exec [--config C] [--mode functional|timed] [--buffer BYTES]... [--arg VALUE]... [--show N] PROGRAM
 // PROGRAM is assembly (.s) or an image from npusim-as. The argument block (r1) holds each --buffer's device address
 // (zero-filled), then each --arg value; --show prints the first N 32-bit words of every buffer afterwards.
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <boost/program_options.hpp>
 
 #include <cstring>
 #include <fstream>
@@ -38,8 +38,8 @@ int main(int argc, char** argv) {
   std::string program_path, config_name, mode_name;
   std::vector<uint64_t> buffer_sizes, arguments;
   size_t show = 0;
-  options.add_options()("help,h", "show this help")(
-      "config,c", po::value(&config_name)->default_value("default"), "preset name or YAML path")(
+  options.add_options()("help,h", "show this help")("config,c", po::value(&config_name)->default_value("default"),
+                                                    "preset name or YAML path")(
       "mode,m", po::value(&mode_name)->default_value("functional"), "functional or timed")(
       "buffer,b", po::value(&buffer_sizes)->composing(), "allocate a zeroed device buffer of this many bytes")(
       "arg,a", po::value(&arguments)->composing(), "a 64-bit value for the argument block")(

@@ -66,6 +66,8 @@ class CommandProcessor::FirmwareContext : public emulator::ExecContext {
       NpuCore& npu = *cp_.cores_[core];
       while (npu.busy()) sc_core::wait(npu.done_event());
       launch_->stats.add(npu.stats());
+      if (std::string hazard = npu.take_first_hazard(); launch_->first_hazard.empty())
+        launch_->first_hazard = std::move(hazard);
       std::vector<emulator::EngineInterval> trace = npu.take_trace();
       launch_->trace.insert(launch_->trace.end(), trace.begin(), trace.end());
       if (auto fault = npu.take_fault(); fault && status == 0) {

@@ -9,6 +9,7 @@
 
 #include "npusim/emulator/semantics.h"
 #include "npusim/emulator/step.h"
+#include "npusim/isa/disassembler.h"
 #include "tlm_port.h"
 
 namespace npusim::sim {
@@ -148,6 +149,7 @@ void NpuCore::count_dram_bytes(tlm::tlm_command command, uint64_t bytes) {
 void NpuCore::run_kernel() {
   fault_.reset();
   trace_.clear();
+  issued_weights_ = {};
   busy_time_.fill(sc_core::SC_ZERO_TIME);
   stall_time_fence_ = stall_time_queue_full_ = stall_time_scalar_memory_ = sc_core::SC_ZERO_TIME;
   const sc_core::sc_time started = sc_core::sc_time_stamp();
@@ -168,8 +170,16 @@ void NpuCore::run_kernel() {
       const isa::TimingClass timing = isa::info(instruction.opcode).timing;
       if (timing == isa::TimingClass::Dma || timing == isa::TimingClass::Vector || timing == isa::TimingClass::Matrix) {
         keeper.sync();  // the engine sees the instruction at the scalar unit's local time
+        const emulator::Engine engine = timing == isa::TimingClass::Dma      ? emulator::Engine::Dma
+                                        : timing == isa::TimingClass::Vector ? emulator::Engine::Vector
+                                                                             : emulator::Engine::Matrix;
+        PendingTile tile{next_tile_id_++, engine, state_.pc, instruction,
+                         emulator::buffer_accesses(instruction, state_.registers, issued_weights_)};
+        check_hazards(tile);
+        const uint64_t id = tile.id;
+        pending_.push_back(std::move(tile));
         const sc_core::sc_time issuing_since = sc_core::sc_time_stamp();
-        queue_for(timing).write(IssuedInstruction{instruction, state_.pc, state_.registers});
+        queue_for(timing).write(IssuedInstruction{id, instruction, state_.pc, state_.registers});
         stall_time_queue_full_ += sc_core::sc_time_stamp() - issuing_since;
         ++outstanding_;
         context.next_pc = state_.pc + isa::kInstructionBytes;
@@ -259,8 +269,31 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::
       }
       sc_core::wait(busy);
     }
+    std::erase_if(pending_, [&](const PendingTile& tile) { return tile.id == item.id; });
     --outstanding_;
     engine_idle_event_.notify();
+  }
+}
+
+// Engines run concurrently: an instruction touching bytes another engine has not finished with reads or writes them
+// at an undefined moment, and the result may differ from the emulator's program order. Counted, and the first one
+// described with both instructions.
+void NpuCore::check_hazards(const PendingTile& issued) {
+  for (const PendingTile& pending : pending_) {
+    if (pending.engine == issued.engine) continue;  // one engine runs its queue in order
+    for (const emulator::BufferAccess& access : issued.accesses) {
+      for (const emulator::BufferAccess& other : pending.accesses) {
+        if (!emulator::conflicts(access, other)) continue;
+        ++state_.stats.hazards;
+        if (first_hazard_.empty())
+          first_hazard_ = fmt::format(
+              "core {}: pc 0x{:x} ({}) {} while pc 0x{:x} ({}) on the {} engine still {}, with no fence between",
+              index_, issued.pc, isa::disassemble(issued.instruction, issued.pc), emulator::describe(access),
+              pending.pc, isa::disassemble(pending.instruction, pending.pc),
+              emulator::kEngineNames[static_cast<int>(pending.engine)], emulator::describe(other));
+        return;
+      }
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "npusim/config/chip_config.h"
+#include "npusim/emulator/buffer_accesses.h"
 #include "npusim/emulator/device_memory.h"
 #include "npusim/emulator/exec_context.h"
 #include "npusim/emulator/trap.h"
@@ -22,6 +23,7 @@ namespace npusim::sim {
 
 // A tile instruction in an engine queue, with the scalar registers as they were when it was issued.
 struct IssuedInstruction {
+  uint64_t id = 0;  // issue order within the kernel
   isa::Instruction instruction;
   uint64_t pc = 0;
   std::array<uint64_t, isa::kRegisterCount> registers{};
@@ -47,6 +49,7 @@ class NpuCore : public sc_core::sc_module {
   const emulator::KernelStats& stats() const { return state_.stats; }
   std::vector<emulator::EngineInterval> take_trace() { return std::exchange(trace_, {}); }
   void set_tracing(bool enabled) { tracing_ = enabled; }
+  std::string take_first_hazard() { return std::exchange(first_hazard_, {}); }
 
  private:
   class ScalarContext;
@@ -81,6 +84,19 @@ class NpuCore : public sc_core::sc_module {
   std::optional<emulator::KernelFault> fault_;
   std::array<sc_core::sc_time, emulator::kEngineNames.size()> busy_time_{};
   sc_core::sc_time stall_time_fence_, stall_time_queue_full_, stall_time_scalar_memory_;
+  // Tile instructions issued and not yet finished, with their buffer accesses, for hazard detection.
+  struct PendingTile {
+    uint64_t id;
+    emulator::Engine engine;
+    uint64_t pc;
+    isa::Instruction instruction;
+    std::vector<emulator::BufferAccess> accesses;
+  };
+  void check_hazards(const PendingTile& issued);
+  std::vector<PendingTile> pending_;
+  emulator::IssuedWeightsShape issued_weights_;
+  uint64_t next_tile_id_ = 0;
+  std::string first_hazard_;
   bool tracing_ = false;
   std::vector<emulator::EngineInterval> trace_;
 };

@@ -95,6 +95,8 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
     std::string source;
     for (uint64_t word : kernel.words) source += fmt::format(".dword {}\n", word);
     EXPECT_EQ(run_program(functional, source), run_program(timed, source)) << kernel.name;
+    for (const runtime::CommandRecord& record : timed.take_records())
+      EXPECT_EQ(record.stats.hazards, 0u) << kernel.name << ": " << record.first_hazard;
   }
 }
 
@@ -187,6 +189,30 @@ TEST(TimedModel, MatrixOpsMatchClosedForm) {
   // cycle), mx.mac 100 rows + 16 + 16 - 1 fill/drain = 131, mx.st ceil(1600 / 16 columns) = 100: 247 cycles,
   // ending at 249. The scalar unit's fence ends then: +1 for the fence, +1 for the halt = 251 cycles.
   EXPECT_EQ(timed.take_records().back().kernel_cycles, 251u);
+}
+
+TEST(TimedModel, ReportsEnginesRacingOnTheScratchpad) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const uint64_t buffer = timed.allocate(256);
+  const uint64_t arguments[] = {buffer};
+  // The vector engine reads what the DMA engine is still writing: a missing fence.
+  const uint64_t racy = timed.load_program(isa::assemble(
+      "li r2, 64\n ld r3, 0(r1)\n dma.ld.b32 r0, r3, r2, 4\n vadd.f32 r0, r0, r0, r2\n halt\n", "racy.s"));
+  timed.launch("racy", racy, arguments);
+  const runtime::CommandRecord racy_record = timed.take_records().back();
+  EXPECT_EQ(racy_record.stats.hazards, 1u);
+  EXPECT_EQ(racy_record.first_hazard,
+            fmt::format("core 0: pc 0x{:x} (vadd.f32 r0, r0, r0, r2) reads scratchpad bytes [0x0, 0x100) while pc "
+                        "0x{:x} (dma.ld.b32 r0, r3, r2, 4) on the dma engine still writes scratchpad bytes [0x0, "
+                        "0x100), with no fence between",
+                        racy + 24, racy + 16));
+  const uint64_t fenced = timed.load_program(isa::assemble(
+      "li r2, 64\n ld r3, 0(r1)\n dma.ld.b32 r0, r3, r2, 4\n fence\n vadd.f32 r0, r0, r0, r2\n halt\n", "fenced.s"));
+  timed.launch("fenced", fenced, arguments);
+  EXPECT_EQ(timed.take_records().back().stats.hazards, 0u);
+  setenv("NPUSIM_HAZARDS", "error", 1);
+  EXPECT_THROW(timed.launch("racy", racy, arguments), runtime::DeviceError);
+  unsetenv("NPUSIM_HAZARDS");
 }
 
 TEST(TimedModel, KernelTrapIsReportedAndDeviceStaysUsable) {

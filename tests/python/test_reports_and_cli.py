@@ -25,7 +25,8 @@ def run_profiled(tmp_path, mode):
         [sys.executable, str(script), str(report_path), str(trace_path)],
         capture_output=True,
         text=True,
-        env={**__import__("os").environ, "NPUSIM_MODE": mode},
+        # NPUSIM_HAZARDS=error: the emitted kernels must fence every engine-to-engine dependency.
+        env={**__import__("os").environ, "NPUSIM_MODE": mode, "NPUSIM_HAZARDS": "error"},
         check=False,
     )
     assert process.returncode == 0, process.stderr

@@ -30,6 +30,7 @@ class KernelRecord:
     device_cycles: int
     stats: dict = field(default_factory=dict)
     trace: list = field(default_factory=list)
+    first_hazard: str = ""  # timed mode: engines touching the same buffer bytes without a fence between
 
     @property
     def is_copy(self):
@@ -188,6 +189,9 @@ class Report:
             lines.append("(functional mode computes results only; run with NPUSIM_MODE=timed for cycles)")
         for name, count in sorted(self.fallbacks.items()):
             lines.append(f"CPU fallback: {name} x{count}")
+        for r in self.kernels:
+            if r.first_hazard:
+                lines.append(f"hazard in {r.name}: {r.first_hazard}")
         return "\n".join(lines)
 
     def to_json(self, path):

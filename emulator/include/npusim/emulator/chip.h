@@ -23,6 +23,7 @@ struct LaunchRecord {
   uint64_t start_cycle = 0, end_cycle = 0;
   KernelStats stats;                  // summed over the launched cores
   std::vector<EngineInterval> trace;  // engine activity, when tracing is on (timed mode)
+  std::string first_hazard;           // the first hazard the timed model saw, or empty
   bool failed = false;
 };
 

@@ -36,6 +36,7 @@ struct CommandRecord {
   uint64_t kernel_cycles = 0;   // from launch to the last core's halt (timed mode)
   uint64_t device_cycles = 0;   // the whole command, firmware included (timed mode)
   emulator::KernelStats stats;  // kernels: summed over their cores
+  std::string first_hazard;     // kernels: the first hazard the timed model saw, or empty
   std::vector<emulator::EngineInterval> trace;  // kernels, when tracing is on (timed mode)
 
   uint64_t instructions() const {
