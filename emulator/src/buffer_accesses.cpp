@@ -30,25 +30,40 @@ static_assert(consecutive(isa::Opcode::DmaLoad8, isa::Opcode::DmaLoad64) &&
 
 }  // namespace
 
-std::vector<BufferAccess> buffer_accesses(const isa::Instruction& i,
-                                          const std::array<uint64_t, isa::kRegisterCount>& r,
+std::vector<BufferAccess> buffer_accesses(const isa::Instruction& i, const std::array<uint64_t, isa::kRegisterCount>& r,
                                           IssuedWeightsShape& weights) {
   using isa::Opcode;
   constexpr Buffer spad = Buffer::Scratchpad, acc = Buffer::Accumulator;
-  const auto element_bytes = [](Opcode op, Opcode first) { return uint64_t{1} << (static_cast<int>(op) - static_cast<int>(first)); };
+  const auto element_bytes = [](Opcode op, Opcode first) {
+    return uint64_t{1} << (static_cast<int>(op) - static_cast<int>(first));
+  };
   switch (i.opcode) {
-    case Opcode::DmaLoad8: case Opcode::DmaLoad16: case Opcode::DmaLoad32: case Opcode::DmaLoad64:
-      return {span(spad, r[i.rd], r[i.rs2], element_bytes(i.opcode, Opcode::DmaLoad8), true)};
-    case Opcode::DmaStore8: case Opcode::DmaStore16: case Opcode::DmaStore32: case Opcode::DmaStore64:
-      return {span(spad, r[i.rs1], r[i.rs2], element_bytes(i.opcode, Opcode::DmaStore8), false)};
-    case Opcode::DmaLoad2d8: case Opcode::DmaLoad2d16: case Opcode::DmaLoad2d32: case Opcode::DmaLoad2d64:
+    case Opcode::DmaLoad8:
+    case Opcode::DmaLoad16:
+    case Opcode::DmaLoad32:
+    case Opcode::DmaLoad64: return {span(spad, r[i.rd], r[i.rs2], element_bytes(i.opcode, Opcode::DmaLoad8), true)};
+    case Opcode::DmaStore8:
+    case Opcode::DmaStore16:
+    case Opcode::DmaStore32:
+    case Opcode::DmaStore64: return {span(spad, r[i.rs1], r[i.rs2], element_bytes(i.opcode, Opcode::DmaStore8), false)};
+    case Opcode::DmaLoad2d8:
+    case Opcode::DmaLoad2d16:
+    case Opcode::DmaLoad2d32:
+    case Opcode::DmaLoad2d64:
       return {span(spad, r[i.rd], times(r[i.rs2], r[i.rs3]), element_bytes(i.opcode, Opcode::DmaLoad2d8), true)};
-    case Opcode::DmaStore2d8: case Opcode::DmaStore2d16: case Opcode::DmaStore2d32: case Opcode::DmaStore2d64:
+    case Opcode::DmaStore2d8:
+    case Opcode::DmaStore2d16:
+    case Opcode::DmaStore2d32:
+    case Opcode::DmaStore2d64:
       return {span(spad, r[i.rs1], times(r[i.rs2], r[i.rs3]), element_bytes(i.opcode, Opcode::DmaStore2d8), false)};
-    case Opcode::VaddF32: case Opcode::VmulF32: case Opcode::VmaxF32: case Opcode::VminF32:
+    case Opcode::VaddF32:
+    case Opcode::VmulF32:
+    case Opcode::VmaxF32:
+    case Opcode::VminF32:
       return {span(spad, r[i.rs1], r[i.rs3], 4, false), span(spad, r[i.rs2], r[i.rs3], 4, false),
               span(spad, r[i.rd], r[i.rs3], 4, true)};
-    case Opcode::MatrixLoadWeightsF32: case Opcode::MatrixLoadWeightsTransposedF32:
+    case Opcode::MatrixLoadWeightsF32:
+    case Opcode::MatrixLoadWeightsTransposedF32:
       weights = {r[i.rs2], r[i.rs3]};
       return {span(spad, r[i.rs1], times(r[i.rs2], r[i.rs3]), 4, false)};
     case Opcode::MatrixMultiplyF32:
@@ -56,8 +71,7 @@ std::vector<BufferAccess> buffer_accesses(const isa::Instruction& i,
               span(acc, r[i.rd], times(r[i.rs2], weights.cols), 4, true)};
     case Opcode::MatrixStoreF32:
       return {span(acc, r[i.rs1], r[i.rs2], 4, false), span(spad, r[i.rd], r[i.rs2], 4, true)};
-    default:
-      return {};
+    default: return {};
   }
 }
 
