@@ -79,7 +79,8 @@ class Report:
         picojoules = (
             s.get("matrix_macs", 0) * p["energy.mac_pj"]
             + s.get("vector_elements", 0) * p["energy.vector_element_pj"]
-            + record.bytes * (p["energy.dram_pj_per_byte"] + p["energy.sram_pj_per_byte"])
+            + record.bytes * p["energy.dram_pj_per_byte"]
+            + (0 if record.is_copy else record.bytes * p["energy.sram_pj_per_byte"])  # DMA bytes pass the scratchpad
             + p["energy.static_mw_per_core"] * 1e-3 * record.cores * self.seconds(record.kernel_cycles) * 1e12
         )
         return picojoules * 1e-6
@@ -178,6 +179,15 @@ class Report:
             f"{self.seconds(self.total_device_cycles) * 1e6:>10.2f}{'':>18}"
             f"{sum(map(self.energy_uj, self.records)):>9.2f}"
         )
+        flops = sum(self.roofline(r)["flops"] for r in self.kernels)
+        kernel_seconds = self.seconds(self.total_kernel_cycles)
+        if kernel_seconds:
+            lines.append(
+                f"device time {self.seconds(self.total_device_cycles) * 1e6:.2f} us"
+                f" (kernels {kernel_seconds * 1e6:.2f} us)"
+                f", {flops / 1e6:.1f} MFLOP at {flops / kernel_seconds / 1e9:.1f} GFLOP/s"
+                f" of {self.peak_gflops():g} peak, energy {sum(map(self.energy_uj, self.records)):.1f} uJ"
+            )
         if any(r.scope for r in self.records):
             lines.append(f"\n{'module':<40}{'commands':>9}{'bytes':>12}{'device cyc':>12}{'time us':>10}")
             for scope, totals in self.by_scope().items():
