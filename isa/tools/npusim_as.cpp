@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "npusim/isa/assembler.h"
+#include "npusim/isa/program_image.h"
 
 namespace po = boost::program_options;
 
@@ -29,10 +30,7 @@ int main(int argc, char** argv) {
     po::notify(values);
     npusim::isa::AssemblerOptions assembler_options;
     for (const auto& dir : include_dirs) assembler_options.include_dirs.emplace_back(dir);
-    const auto words = npusim::isa::assemble_file(input, assembler_options);
-    std::ofstream file(output, std::ios::binary);
-    file.write(reinterpret_cast<const char*>(words.data()), static_cast<std::streamsize>(words.size() * 8));
-    if (!file) throw std::runtime_error(fmt::format("{}: cannot write", output));
+    npusim::isa::write_image(output, npusim::isa::assemble_file(input, assembler_options));
   } catch (const std::exception& error) {
     std::cerr << error.what() << "\n";
     return 1;

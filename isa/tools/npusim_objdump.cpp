@@ -2,12 +2,10 @@
 #include <fmt/format.h>
 
 #include <boost/program_options.hpp>
-#include <cstring>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 
 #include "npusim/isa/disassembler.h"
+#include "npusim/isa/program_image.h"
 
 namespace po = boost::program_options;
 
@@ -25,13 +23,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     po::notify(values);
-    std::ifstream file(input, std::ios::binary);
-    if (!file) throw std::runtime_error(fmt::format("{}: cannot open file", input));
-    std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    if (bytes.size() % 8 != 0)
-      throw std::runtime_error(fmt::format("{}: {} bytes is not a whole number of 64-bit words", input, bytes.size()));
-    std::vector<uint64_t> words(bytes.size() / 8);
-    std::memcpy(words.data(), bytes.data(), bytes.size());
+    const std::vector<uint64_t> words = npusim::isa::read_image(input);
     std::cout << npusim::isa::disassemble_program(words);
   } catch (const std::exception& error) {
     std::cerr << error.what() << "\n";

@@ -7,28 +7,19 @@
 #include <fmt/ranges.h>
 #include <boost/program_options.hpp>
 
-#include <cstring>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 
+#include "npusim/config/chip_config.h"
 #include "npusim/isa/assembler.h"
+#include "npusim/isa/program_image.h"
 #include "npusim/runtime/device.h"
-#include "npusim/runtime/session.h"
 
 namespace po = boost::program_options;
 
 namespace {
 
 std::vector<uint64_t> load_program(const std::string& path) {
-  if (path.ends_with(".s")) return npusim::isa::assemble_file(path);
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw std::runtime_error(fmt::format("{}: cannot open file", path));
-  std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (bytes.size() % 8 != 0) throw std::runtime_error(fmt::format("{}: not a whole number of 64-bit words", path));
-  std::vector<uint64_t> words(bytes.size() / 8);
-  std::memcpy(words.data(), bytes.data(), bytes.size());
-  return words;
+  return path.ends_with(".s") ? npusim::isa::assemble_file(path) : npusim::isa::read_image(path);
 }
 
 }  // namespace
