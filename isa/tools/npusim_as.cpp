@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include <boost/program_options.hpp>
-#include <fstream>
 #include <iostream>
 
 #include "npusim/isa/assembler.h"
