@@ -17,6 +17,7 @@ namespace {
 struct LoadedKernel {
   std::string name;
   uint64_t program_address;
+  int64_t cores;
 };
 
 std::string cache_key(int device_index, const emitter::ElementwiseSpec& spec) {
@@ -40,7 +41,7 @@ void dump(const emitter::Kernel& kernel, const std::string& key) {
 
 // Emits (once per key) and launches; `emit` runs only on a cache miss.
 void launch_cached(runtime::Device& device, const std::string& key, const std::function<emitter::Kernel()>& emit,
-                   std::span<const uint64_t> operand_addresses, uint64_t core_mask = 1) {
+                   std::span<const uint64_t> operand_addresses) {
   static std::mutex mutex;
   static std::map<std::string, LoadedKernel> cache;
   LoadedKernel loaded;
@@ -50,10 +51,12 @@ void launch_cached(runtime::Device& device, const std::string& key, const std::f
     if (it == cache.end()) {
       const emitter::Kernel kernel = emit();
       dump(kernel, key);
-      it = cache.emplace(key, LoadedKernel{kernel.name, device.load_program(kernel.words)}).first;
+      it = cache.emplace(key, LoadedKernel{kernel.name, device.load_program(kernel.words), kernel.cores}).first;
     }
     loaded = it->second;
   }
+  // Cores 0 .. cores-1: the kernel shares its work among exactly the cores it was emitted for.
+  const uint64_t core_mask = loaded.cores >= 64 ? ~uint64_t{0} : (uint64_t{1} << loaded.cores) - 1;
   device.launch(loaded.name, loaded.program_address, operand_addresses, core_mask);
 }
 
@@ -68,12 +71,9 @@ void launch_elementwise(int device_index, runtime::Device& device, const emitter
 
 void launch_matmul(int device_index, runtime::Device& device, const emitter::MatmulSpec& spec,
                    std::span<const uint64_t> operand_addresses) {
-  // Matmul kernels share their output tiles out among all cores.
-  const auto cores = device.config().chip_cores;
-  const uint64_t all_cores = cores >= 64 ? ~uint64_t{0} : (uint64_t{1} << cores) - 1;
   launch_cached(
       device, cache_key(device_index, spec), [&] { return emitter::emit_matmul(spec, device.config()); },
-      operand_addresses, all_cores);
+      operand_addresses);
 }
 
 }  // namespace npusim::bridge

@@ -58,9 +58,9 @@ void PrintTo(const Case& c, std::ostream* out) {
 
 class EmittedElementwise : public ::testing::TestWithParam<Case> {};
 
-TEST_P(EmittedElementwise, MatchesReferenceLoops) {
-  const Case& c = GetParam();
-  runtime::Device device(small_config(), runtime::Mode::Functional);
+// Runs the case's kernel on every core of `config` and compares it with the reference loops.
+void expect_matches_reference(const Case& c, const config::ChipConfig& config) {
+  runtime::Device device(config, runtime::Mode::Functional);
   std::mt19937 random(7);
   std::uniform_real_distribution<float> value(-3.0f, 3.0f);
   const size_t span = 1 << 16;
@@ -74,10 +74,19 @@ TEST_P(EmittedElementwise, MatchesReferenceLoops) {
 
   const emitter::Kernel kernel = emitter::emit_elementwise({c.op, 4, c.sizes, c.strides}, device.config());
   const uint64_t arguments[] = {dout, da, db};
-  device.launch(kernel.name, device.load_program(kernel.words), std::span(arguments, c.strides.size()));
+  const uint64_t kernel_cores = (uint64_t{1} << kernel.cores) - 1;
+  device.launch(kernel.name, device.load_program(kernel.words), std::span(arguments, c.strides.size()), kernel_cores);
   std::vector<float> actual(span);
   device.copy_device_to_host(actual.data(), dout, span * 4);
   EXPECT_EQ(actual, reference(c.op, c.sizes, c.strides, a, b, out)) << kernel.assembly;
+}
+
+TEST_P(EmittedElementwise, MatchesReferenceLoops) { expect_matches_reference(GetParam(), small_config()); }
+
+TEST_P(EmittedElementwise, MatchesReferenceLoopsWhenCoresShareTheTiles) {
+  config::ChipConfig config = small_config();
+  config.chip_cores = 3;
+  expect_matches_reference(GetParam(), config);
 }
 
 INSTANTIATE_TEST_SUITE_P(

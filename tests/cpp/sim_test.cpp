@@ -106,6 +106,10 @@ TEST(TimedModel, MultiCoreMatmulLeavesTheSameMemoryAsTheEmulator) {
   runtime::Device functional(config, runtime::Mode::Functional);
   runtime::Device timed(config, runtime::Mode::Timed);
   const emitter::Kernel kernel = emitter::emit_matmul({40, 24, 48, 24, 1, 48, 1, 48, 1}, config);
+  config::ChipConfig small_tiles = config;  // 512-element tiles: three of them, so three cores share the add
+  small_tiles.core_scratchpad_kib = 4;
+  const emitter::Kernel elementwise =
+      emitter::emit_elementwise({emitter::ElementwiseOp::AddF32, 4, {1500}, {{1}, {1}, {1}}}, small_tiles);
   const auto run = [&](runtime::Device& device) {
     const uint64_t c = device.allocate(8192), a = device.allocate(8192), b = device.allocate(8192);
     std::vector<float> data(2048);
@@ -114,16 +118,20 @@ TEST(TimedModel, MultiCoreMatmulLeavesTheSameMemoryAsTheEmulator) {
     device.copy_host_to_device(b, data.data(), 8192);
     const uint64_t arguments[] = {c, a, b};
     device.launch(kernel.name, device.load_program(kernel.words), arguments, 0b1111);
+    device.launch(elementwise.name, device.load_program(elementwise.words), arguments,
+                  (uint64_t{1} << elementwise.cores) - 1);  // c = a + b
     std::vector<float> result(2048);
     device.copy_device_to_host(result.data(), c, 8192);
     return result;
   };
   EXPECT_EQ(run(functional), run(timed));
   const auto records = timed.take_records();
-  const runtime::CommandRecord& launch = records[records.size() - 2];
+  const runtime::CommandRecord& launch = records[records.size() - 3];
   ASSERT_EQ(launch.name, "matmul_f32");
   // Four cores each issued their share: the matrix engine work adds up over the cores.
   EXPECT_EQ(launch.stats.instructions_matrix, functional.take_records()[2].stats.instructions_matrix);
+  EXPECT_EQ(records[records.size() - 2].cores, 3u);
+  EXPECT_EQ(records[records.size() - 2].stats.hazards, 0u);
 }
 
 TEST(TimedModel, TwoDimensionalDmaMatchesClosedForm) {

@@ -1,8 +1,9 @@
 // Elementwise kernels: collapse dimensions, nest scalar loops over the outer ones, tile the innermost one.
 //
 // Register use: r1 argument block, r2.. operand pointers (one per operand), r5..r8 outer loop counters,
-// r9 tile counter, r10 elements in the current tile, r11 scratch, r12/r13 row length and rows of a 2-D tile,
-// r20/r21 scratchpad buffers.
+// r9 tile index, r10 elements in the current tile, r11 scratch, r12/r13 row length and rows of a 2-D tile,
+// r14 core id, r20/r21 scratchpad buffers, r22.. saved operand pointers. Each of the kernel's cores (Kernel::cores,
+// which the launch must match) takes its share of the tiles.
 #include "npusim/emitter/elementwise.h"
 
 #include <fmt/format.h>
@@ -24,6 +25,8 @@ constexpr int kTileElements = 10;
 constexpr int kScratch = 11;
 constexpr int kRowLength = 12;
 constexpr int kTileRows = 13;
+constexpr int kCore = 14;
+constexpr int kFirstSavedPointer = 22;
 constexpr int kBufferA = 20;
 constexpr int kBufferB = 21;
 
@@ -72,6 +75,10 @@ class ElementwiseEmitter {
     const int buffers = spec_.op == ElementwiseOp::Copy ? 1 : 2;
     const int64_t elements = static_cast<int64_t>(config.scratchpad_bytes()) / buffers / spec_.element_bytes;
     tile_elements_ = std::max<int64_t>(1, elements / 64 * 64);
+    // More cores than tiles would only add idle cores to the launch.
+    int64_t total = 1;
+    for (int64_t size : spec_.sizes) total *= size;
+    cores_ = std::clamp<int64_t>((total + tile_elements_ - 1) / tile_elements_, 1, config.chip_cores);
     if (static_cast<int>(spec_.sizes.size()) - 1 > kMaxOuterDims)
       throw Unsupported(fmt::format("{} dimensions remain after collapsing; the elementwise emitter handles {}",
                                     spec_.sizes.size(), kMaxOuterDims + 1));
@@ -80,6 +87,8 @@ class ElementwiseEmitter {
         if (stride > INT32_MAX || stride < INT32_MIN)
           throw Unsupported(fmt::format("stride of {} bytes does not fit a DMA immediate", stride));
   }
+
+  int64_t cores() const { return cores_; }
 
   std::string emit() {
     writer_.comment(fmt::format("{}: sizes [{}], byte strides {}", op_name(spec_.op), fmt::join(spec_.sizes, ", "),
@@ -120,26 +129,7 @@ class ElementwiseEmitter {
     advance_pointers(dim, -spec_.sizes[dim]);
   }
 
-  void emit_innermost() {
-    const int dim = last_dim();
-    const int64_t full_tiles = spec_.sizes[dim] / tile_elements_;
-    const int64_t remainder = spec_.sizes[dim] % tile_elements_;
-    if (full_tiles > 0) {
-      const std::string loop = writer_.new_label("tile");
-      writer_.load_constant(kTileCounter, full_tiles);
-      writer_.load_constant(kTileElements, tile_elements_);
-      writer_.label(loop);
-      emit_tile(dim);
-      advance_pointers(dim, tile_elements_);
-      writer_.line("addi r{0}, r{0}, -1", kTileCounter);
-      writer_.line("bne r{}, r0, {}", kTileCounter, loop);
-    }
-    if (remainder > 0) {
-      writer_.load_constant(kTileElements, remainder);
-      emit_tile(dim);
-    }
-    advance_pointers(dim, -full_tiles * tile_elements_);
-  }
+  void emit_innermost() { emit_tiles(last_dim(), tile_elements_, false); }
 
   // Whole rows of the innermost dimension fit a tile several times, and every operand's rows are contiguous: tiles
   // of several rows, each moved by one 2-D DMA (a zero row stride repeats a broadcast row).
@@ -150,27 +140,56 @@ class ElementwiseEmitter {
   }
 
   void emit_row_tiles(int dim) {
-    const int64_t row_length = spec_.sizes[last_dim()];
-    const int64_t rows_per_tile = tile_elements_ / row_length;
-    const int64_t full_tiles = spec_.sizes[dim] / rows_per_tile, remainder = spec_.sizes[dim] % rows_per_tile;
-    writer_.load_constant(kRowLength, row_length);
+    writer_.load_constant(kRowLength, spec_.sizes[last_dim()]);
+    emit_tiles(dim, tile_elements_ / spec_.sizes[last_dim()], true);
+  }
+
+  // The tiles along `dim`, `per_tile` units each (elements, or rows of the innermost dimension), shared among the
+  // cores: core c takes tiles c, c + n, c + 2n, ... and the partial last tile goes to core (full tiles mod n).
+  // Pointers are saved and restored around it, so the enclosing loops see them unchanged.
+  void emit_tiles(int dim, int64_t per_tile, bool rows) {
+    const int64_t full_tiles = spec_.sizes[dim] / per_tile, remainder = spec_.sizes[dim] % per_tile;
+    const int64_t row_length = rows ? spec_.sizes[last_dim()] : 1;
+    const auto set_tile_size = [&](int64_t units) {
+      if (rows) writer_.load_constant(kTileRows, units);
+      writer_.load_constant(kTileElements, units * row_length);
+    };
+    for (int k = 0; k < operands_; ++k) writer_.line("addi r{}, r{}, 0", kFirstSavedPointer + k, kFirstPointer + k);
+    writer_.line("csrr r{}, coreid", kCore);
     if (full_tiles > 0) {
-      const std::string loop = writer_.new_label("rows");
-      writer_.load_constant(kTileCounter, full_tiles);
-      writer_.load_constant(kTileRows, rows_per_tile);
-      writer_.load_constant(kTileElements, rows_per_tile * row_length);
+      const std::string loop = writer_.new_label("tiles"), done = writer_.new_label("tiles_done");
+      writer_.load_constant(kScratch, full_tiles);
+      writer_.line("bgeu r{}, r{}, {}", kCore, kScratch, done);
+      for (int k = 0; k < operands_; ++k) {  // to this core's first tile
+        writer_.load_constant(kScratch, spec_.strides[k][dim] * per_tile);
+        writer_.line("mul r{0}, r{0}, r{1}", kScratch, kCore);
+        writer_.line("add r{0}, r{0}, r{1}", kFirstPointer + k, kScratch);
+      }
+      writer_.line("addi r{}, r{}, 0", kTileCounter, kCore);
+      set_tile_size(per_tile);
       writer_.label(loop);
-      emit_tile(dim, true);
-      advance_pointers(dim, rows_per_tile);
-      writer_.line("addi r{0}, r{0}, -1", kTileCounter);
-      writer_.line("bne r{}, r0, {}", kTileCounter, loop);
+      emit_tile(dim, rows);
+      advance_pointers(dim, per_tile * cores_);
+      writer_.line("addi r{0}, r{0}, {1}", kTileCounter, cores_);
+      writer_.load_constant(kScratch, full_tiles);
+      writer_.line("bltu r{}, r{}, {}", kTileCounter, kScratch, loop);
+      writer_.label(done);
     }
     if (remainder > 0) {
-      writer_.load_constant(kTileRows, remainder);
-      writer_.load_constant(kTileElements, remainder * row_length);
-      emit_tile(dim, true);
+      const std::string skip = writer_.new_label("remainder_done");
+      writer_.load_constant(kScratch, full_tiles % cores_);
+      writer_.line("bne r{}, r{}, {}", kCore, kScratch, skip);
+      restore_pointers();
+      advance_pointers(dim, full_tiles * per_tile);
+      set_tile_size(remainder);
+      emit_tile(dim, rows);
+      writer_.label(skip);
     }
-    advance_pointers(dim, -full_tiles * rows_per_tile);
+    restore_pointers();
+  }
+
+  void restore_pointers() {
+    for (int k = 0; k < operands_; ++k) writer_.line("addi r{}, r{}, 0", kFirstPointer + k, kFirstSavedPointer + k);
   }
 
   // Moves one operand's tile: 1-D along `dim`, or 2-D with rows along `dim` (kTileRows rows of kRowLength).
@@ -204,6 +223,7 @@ class ElementwiseEmitter {
 
   ElementwiseSpec spec_;
   int operands_;
+  int64_t cores_ = 1;
   int64_t tile_elements_ = 0;
   AssemblyWriter writer_;
 };
@@ -235,7 +255,13 @@ Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& c
   Kernel kernel;
   kernel.name = op_name(spec.op);
   const bool empty = std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end();
-  kernel.assembly = empty ? "; no elements\n    halt\n" : ElementwiseEmitter(spec, config).emit();
+  if (empty) {
+    kernel.assembly = "; no elements\n    halt\n";
+  } else {
+    ElementwiseEmitter emitter(spec, config);
+    kernel.assembly = emitter.emit();
+    kernel.cores = emitter.cores();
+  }
   kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
   return kernel;
 }

@@ -181,6 +181,7 @@ Kernel emit_matmul(const MatmulSpec& spec, const config::ChipConfig& config) {
   kernel.name = "matmul_f32";
   kernel.assembly = MatmulEmitter(spec, config).emit();
   kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  kernel.cores = config.chip_cores;  // the tile shares come from csrr ncores
   return kernel;
 }
 

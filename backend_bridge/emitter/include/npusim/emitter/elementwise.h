@@ -25,6 +25,7 @@ struct Kernel {
   std::string name;
   std::string assembly;
   std::vector<uint64_t> words;
+  int64_t cores = 1;  // launch it on cores 0 .. cores-1: the program shares its work among exactly these
 };
 
 // The emitter cannot express this case (too many dimensions after collapsing, a stride beyond the immediate field);
