@@ -23,7 +23,7 @@ def make_model():
 
 def main():
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    print(f"running on {torch.cuda.get_device_name() if device.type == 'cuda' else 'the CPU'}")
+    print(f"running on {device} ({torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'})")
     model = make_model()
     batch = torch.randn(64, 256, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
