@@ -122,14 +122,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_default_config_dirs", [](const std::vector<std::string>& dirs) {
     runtime::Session::instance().set_default_config_dirs({dirs.begin(), dirs.end()});
   });
-  m.def("initialized", [] { return runtime::Session::instance().initialized(); });
   m.def("device_count", [] { return runtime::Session::instance().device_count(); });
-  m.def("chosen_config", [] { return runtime::Session::instance().options().config; });
-  m.def("chosen_mode", [] { return runtime::mode_name(runtime::Session::instance().options().mode); });
   m.def("properties", &properties, py::arg("device") = 0);
   m.def("take_records", &take_records, py::arg("device") = 0);
-  m.def(
-      "elapsed_cycles", [](int index) { return device(index).elapsed_cycles(); }, py::arg("device") = 0);
   m.def("memory_stats", &memory_stats, py::arg("device") = 0);
   m.def(
       "reset_peak_memory_stats", [](int index) { device(index).reset_peak_memory(); }, py::arg("device") = 0);

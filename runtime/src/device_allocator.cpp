@@ -67,12 +67,6 @@ void DeviceAllocator::free(uint64_t address) {
   free_ranges_.emplace(start, size);
 }
 
-uint64_t DeviceAllocator::size_of(uint64_t address) const {
-  std::lock_guard lock(mutex_);
-  auto live = live_.find(address);
-  return live == live_.end() ? 0 : live->second;
-}
-
 MemoryStats DeviceAllocator::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;

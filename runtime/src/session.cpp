@@ -60,11 +60,6 @@ const SessionOptions& Session::options() {
   return options_;
 }
 
-bool Session::initialized() const {
-  std::lock_guard lock(mutex_);
-  return !devices_.empty();
-}
-
 Device& Session::device(int index) {
   const SessionOptions& chosen = options();
   std::lock_guard lock(mutex_);

@@ -48,7 +48,6 @@ class TimedChip : public emulator::Chip {
 
   const config::ChipConfig& config() const override { return config_; }
   emulator::DeviceMemory& memory() override { return memory_; }
-  bool timed() const override { return true; }
 
   void boot(uint64_t firmware_entry) override {
     command_processor_->boot(firmware_entry);

@@ -47,7 +47,6 @@ class Chip {
 
   virtual const config::ChipConfig& config() const = 0;
   virtual DeviceMemory& memory() = 0;
-  virtual bool timed() const = 0;
 
   // Starts the command processor at the firmware entry point and runs it until it waits for the doorbell.
   virtual void boot(uint64_t firmware_entry) = 0;

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 
 namespace npusim::emulator {
@@ -20,7 +19,6 @@ class DeviceMemory {
   explicit DeviceMemory(uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
 
   uint64_t capacity_bytes() const { return capacity_bytes_; }
-  uint64_t resident_bytes() const { return pages_.size() * kPageBytes; }
 
   // Both throw Trap (out of bounds) for a range outside [0, capacity).
   void read(uint64_t address, void* destination, uint64_t bytes) const;

@@ -18,7 +18,6 @@ class FunctionalChip : public Chip {
 
   const config::ChipConfig& config() const override { return config_; }
   DeviceMemory& memory() override { return memory_; }
-  bool timed() const override { return false; }
 
   void boot(uint64_t firmware_entry) override;
   void ring_doorbell() override;

@@ -31,7 +31,6 @@ class DeviceAllocator {
 
   uint64_t allocate(uint64_t bytes);  // throws OutOfMemory naming the request and the figures
   void free(uint64_t address);        // throws std::invalid_argument for an address it did not hand out
-  uint64_t size_of(uint64_t address) const;
   MemoryStats stats() const;
   void reset_peak();
 

@@ -34,7 +34,6 @@ class Session {
   const SessionOptions& options();
   Device& device(int index);
   int device_count() const { return 1; }
-  bool initialized() const;
 
  private:
   Session() = default;
