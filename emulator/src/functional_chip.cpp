@@ -1,4 +1,5 @@
-// The functional chip: cores run to completion when the command processor waits for them.
+// The functional chip: when the command processor waits for a launch, the cores run in turn, each until it halts
+// or reaches a barrier; when every core is at the barrier they all go on.
 #include "npusim/emulator/functional_chip.h"
 
 #include <fmt/format.h>
@@ -48,15 +49,47 @@ class FunctionalChip::CoreContext : public ExecContext {
   }
 
   MatrixWeights& matrix_weights() override { return weights_; }
+  DmaShape& dma_shape() override { return dma_shape_; }
+  std::span<std::byte> peer_scratchpad(uint64_t core) override {
+    if (core >= chip_.cores_.size())
+      throw Trap(fmt::format("dma.c2c to core {}, which does not exist; the chip has {}", core, chip_.cores_.size()));
+    return chip_.cores_[core]->scratchpad_;
+  }
+  void semaphore_post(int semaphore) override { semaphores_.post(semaphore); }
+  void semaphore_wait(int semaphore) override { semaphores_.wait(semaphore); }
+  void barrier() override {
+    at_barrier_ = true;
+    barrier_pc_ = pc;
+  }
 
-  std::optional<KernelFault> run(uint64_t program, uint64_t arguments) {
+  void start(uint64_t program, uint64_t arguments) {
     state_ = ScalarState{};
     weights_.rows = weights_.cols = 0;
+    dma_shape_ = DmaShape{};
+    semaphores_.reset();
+    at_barrier_ = false;
     state_.pc = program;
     state_.registers[1] = arguments;
+  }
+  // Runs until the core halts, traps or reaches a barrier.
+  std::optional<KernelFault> resume() {
+    at_barrier_ = false;
     const auto budget = static_cast<uint64_t>(chip_.config_.runtime_watchdog_instructions);
     return run_until(
-        *this, index_, [&] { return state_.halted; }, budget);
+        *this, index_, [&] { return state_.halted || at_barrier_; }, budget);
+  }
+  // A single core alone: each barrier it reaches completes at once.
+  std::optional<KernelFault> run(uint64_t program, uint64_t arguments) {
+    start(program, arguments);
+    std::optional<KernelFault> fault = resume();
+    while (!fault && at_barrier()) fault = resume();
+    return fault;
+  }
+  bool at_barrier() const { return at_barrier_ && !state_.halted; }
+  int index() const { return index_; }
+  KernelFault barrier_deadlock(const std::string& why) {
+    at_barrier_ = false;
+    return make_fault(*this, index_, barrier_pc_, BarrierDeadlock(why));
   }
 
   const ScalarState& state() const { return state_; }
@@ -72,6 +105,10 @@ class FunctionalChip::CoreContext : public ExecContext {
   std::vector<std::byte> scratchpad_;
   std::vector<std::byte> accumulator_;
   MatrixWeights weights_;
+  DmaShape dma_shape_;
+  SemaphoreLedger semaphores_;
+  bool at_barrier_ = false;
+  uint64_t barrier_pc_ = 0;
 };
 
 class FunctionalChip::CommandProcessorContext : public ExecContext {
@@ -104,16 +141,42 @@ class FunctionalChip::CommandProcessorContext : public ExecContext {
   uint64_t wait_cores() override {
     if (!launch_) throw Trap("wait without a launch");
     LaunchRecord record{launch_->core_mask, launch_->program};
-    uint64_t status = 0;
+    std::vector<CoreContext*> running;
     for (int core = 0; core < static_cast<int>(chip_.cores_.size()); ++core) {
       if (!(launch_->core_mask >> core & 1)) continue;
-      CoreContext& context = *chip_.cores_[core];
-      std::optional<KernelFault> fault = context.run(launch_->program, launch_->arguments);
-      record.stats.add(context.state().stats);
-      if (fault && status == 0) {
-        status = static_cast<uint64_t>(core) + 1;
-        chip_.kernel_fault_ = std::move(fault);
+      running.push_back(chip_.cores_[core].get());
+      running.back()->start(launch_->program, launch_->arguments);
+    }
+    std::vector<KernelFault> faults;
+    const auto report = [&](std::optional<KernelFault> fault) {
+      if (fault) faults.push_back(std::move(*fault));
+    };
+    // Each round runs every core until it halts, traps or reaches the barrier; a round where some cores wait at the
+    // barrier and another has ended can never complete.
+    std::vector<CoreContext*> waiting;
+    std::string ended;
+    while (!running.empty()) {
+      waiting.clear();
+      for (CoreContext* context : running) {
+        std::optional<KernelFault> fault = context->resume();
+        if (!fault && context->at_barrier())
+          waiting.push_back(context);
+        else
+          ended = fmt::format("core {} {} instead", context->index(), fault ? "trapped" : "halted");
+        report(std::move(fault));
       }
+      if (waiting.size() != running.size()) {
+        for (CoreContext* context : waiting) report(context->barrier_deadlock(ended));
+        break;
+      }
+      running = waiting;
+    }
+    for (int core = 0; core < static_cast<int>(chip_.cores_.size()); ++core)
+      if (launch_->core_mask >> core & 1) record.stats.add(chip_.cores_[core]->state().stats);
+    uint64_t status = 0;
+    if (std::optional<KernelFault> fault = reported_fault(std::move(faults))) {
+      status = static_cast<uint64_t>(fault->core) + 1;
+      chip_.kernel_fault_ = std::move(fault);
     }
     record.failed = status != 0;
     chip_.launch_records_.push_back(record);

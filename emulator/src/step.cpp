@@ -32,4 +32,10 @@ KernelFault make_fault(ExecContext& context, int core, uint64_t pc, const std::s
   return fault;
 }
 
+KernelFault make_fault(ExecContext& context, int core, uint64_t pc, const Trap& trap) {
+  KernelFault fault = make_fault(context, core, pc, std::string(trap.what()));
+  fault.waiting_on_other_core = dynamic_cast<const BarrierDeadlock*>(&trap) != nullptr;
+  return fault;
+}
+
 }  // namespace npusim::emulator

@@ -12,6 +12,19 @@ Trap watchdog_trap(uint64_t budget) {
       budget));
 }
 
+BarrierDeadlock::BarrierDeadlock(const std::string& why)
+    : Trap(fmt::format("deadlock: this barrier can never complete: {}", why)) {}
+
+std::optional<KernelFault> reported_fault(std::vector<KernelFault> faults) {
+  std::optional<KernelFault> chosen;
+  for (KernelFault& fault : faults) {
+    const bool better = !chosen || (chosen->waiting_on_other_core && !fault.waiting_on_other_core) ||
+                        (chosen->waiting_on_other_core == fault.waiting_on_other_core && fault.core < chosen->core);
+    if (better) chosen = std::move(fault);
+  }
+  return chosen;
+}
+
 void check_core_mask(uint64_t core_mask, int64_t cores) {
   const bool beyond = cores < 64 && (core_mask >> cores) != 0;
   if (core_mask == 0 || beyond)

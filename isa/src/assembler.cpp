@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <cctype>
 #include <fstream>
 #include <map>
@@ -142,10 +143,43 @@ class Assembler {
     } else if (keyword.text.starts_with('.')) {
       fail(line, keyword.column, fmt::format("unknown directive '{}'", keyword.text));
     } else {
-      if (!find_mnemonic(keyword.text)) fail(line, keyword.column, fmt::format("unknown mnemonic '{}'", keyword.text));
+      check_mnemonic(line, keyword);
       statements_.push_back({&line, keyword, operands, next_address_});
       next_address_ += kInstructionBytes;
     }
+  }
+
+  // Unknown mnemonics, missing type suffixes and types an instruction does not take, each said plainly.
+  void check_mnemonic(const Line& line, const Field& keyword) const {
+    const TypedMnemonic found = find_mnemonic(keyword.text);
+    if (found.row) {
+      const TypeSet allowed = allowed_types(found.row->types);
+      const bool conversion = found.row->types == TypeForm::Conversion;
+      for (ElementType type : {found.type, conversion ? found.source : found.type})
+        if (found.row->typed() && !(allowed & type_bit(type)))
+          fail(line, keyword.column,
+               fmt::format("'{}' does not take type {}; it takes {}", found.row->mnemonic, type_name(type),
+                           type_list(allowed)));
+      return;
+    }
+    for (const InstructionInfo& row : kInstructionTable) {
+      if (row.typed() && (keyword.text == row.mnemonic || keyword.text.starts_with(fmt::format("{}.", row.mnemonic))))
+        fail(line, keyword.column,
+             fmt::format(
+                 "'{}' needs {} ({}), as in {}.{}{}", keyword.text,
+                 row.types == TypeForm::Conversion ? "destination and source type suffixes" : "an element type suffix",
+                 type_list(allowed_types(row.types)), row.mnemonic,
+                 type_name(static_cast<ElementType>(std::countr_zero(allowed_types(row.types)))),
+                 row.types == TypeForm::Conversion ? ".f32" : ""));
+    }
+    fail(line, keyword.column, fmt::format("unknown mnemonic '{}'", keyword.text));
+  }
+
+  static std::string type_list(TypeSet types) {
+    std::string text;
+    for (int k = 0; k < kElementTypeCount; ++k)
+      if (types >> k & 1) text += fmt::format("{}{}", text.empty() ? "" : " ", kElementTypeNames[k]);
+    return text;
   }
 
   void include(const Line& line, const Field& keyword, const std::vector<Field>& operands, int include_depth) {
@@ -205,10 +239,14 @@ class Assembler {
       for (const Field& operand : statement.operands) words.push_back(static_cast<uint64_t>(evaluate(line, operand)));
       return;
     }
-    const InstructionInfo& row = *find_mnemonic(statement.keyword.text);
+    const TypedMnemonic mnemonic = find_mnemonic(statement.keyword.text);
+    const InstructionInfo& row = *mnemonic.row;
     std::vector<char> letters;
     for (char letter : row.operands)
       if (letter != ',') letters.push_back(letter);
+    const bool optional_omitted =
+        !letters.empty() && letters.back() == 'o' && statement.operands.size() + 1 == letters.size();
+    if (optional_omitted) letters.pop_back();
     if (statement.operands.size() != letters.size()) {
       const int column = statement.operands.size() > letters.size() ? statement.operands[letters.size()].column
                                                                     : statement.keyword.column;
@@ -217,6 +255,8 @@ class Assembler {
                        letters.size() == 1 ? "" : "s", row.operands, statement.operands.size()));
     }
     Instruction instruction{row.opcode};
+    if (row.typed()) instruction.type = mnemonic.type;
+    if (row.types == TypeForm::Conversion) instruction.imm = static_cast<int32_t>(mnemonic.source);
     for (size_t k = 0; k < letters.size(); ++k) {
       const Field& operand = statement.operands[k];
       switch (letters[k]) {
@@ -224,7 +264,8 @@ class Assembler {
         case 's': instruction.rs1 = parse_register(line, operand); break;
         case 't': instruction.rs2 = parse_register(line, operand); break;
         case 'u': instruction.rs3 = parse_register(line, operand); break;
-        case 'i': instruction.imm = fit_immediate(line, operand, evaluate(line, operand)); break;
+        case 'i':
+        case 'o': instruction.imm = fit_immediate(line, operand, evaluate(line, operand)); break;
         case 'c': {
           auto csr = find_csr(operand.text);
           instruction.imm = csr ? static_cast<int32_t>(*csr) : fit_immediate(line, operand, evaluate(line, operand));

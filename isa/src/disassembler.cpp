@@ -28,6 +28,12 @@ std::string format_operands(const Instruction& instruction, uint64_t pc,
       case 't': text += fmt::format("r{}", instruction.rs2); break;
       case 'u': text += fmt::format("r{}", instruction.rs3); break;
       case 'i': text += fmt::format("{}", instruction.imm); break;
+      case 'o':  // an optional immediate is written only when it is not 0
+        if (instruction.imm != 0)
+          text += fmt::format("{}", instruction.imm);
+        else if (text.ends_with(", "))
+          text.resize(text.size() - 2);
+        break;
       case 'm': text += fmt::format("{}(r{})", instruction.imm, instruction.rs1); break;
       case 'c': {
         const std::string_view name = csr_name(static_cast<Csr>(instruction.imm));
@@ -50,8 +56,8 @@ std::string format_operands(const Instruction& instruction, uint64_t pc,
 
 std::string disassemble(const Instruction& instruction, uint64_t pc) {
   const InstructionInfo& row = info(instruction.opcode);
-  if (row.operands.empty()) return std::string(row.mnemonic);
-  return fmt::format("{} {}", row.mnemonic, format_operands(instruction, pc, nullptr));
+  if (row.operands.empty()) return full_mnemonic(instruction);
+  return fmt::format("{} {}", full_mnemonic(instruction), format_operands(instruction, pc, nullptr));
 }
 
 std::string disassemble_program(std::span<const uint64_t> words) {
@@ -78,9 +84,9 @@ std::string disassemble_program(std::span<const uint64_t> words) {
       continue;
     }
     const InstructionInfo& row = info(decoded[index]->opcode);
-    text += row.operands.empty()
-                ? fmt::format("    {}\n", row.mnemonic)
-                : fmt::format("    {} {}\n", row.mnemonic, format_operands(*decoded[index], pc, &labels));
+    text += row.operands.empty() ? fmt::format("    {}\n", full_mnemonic(*decoded[index]))
+                                 : fmt::format("    {} {}\n", full_mnemonic(*decoded[index]),
+                                               format_operands(*decoded[index], pc, &labels));
   }
   return text;
 }

@@ -18,6 +18,7 @@ constexpr uint64_t get(FieldLayout field, uint64_t word) { return (word & field_
 uint64_t encode(const Instruction& instruction) {
   return put(kOpcodeField, static_cast<uint8_t>(instruction.opcode)) | put(kRdField, instruction.rd) |
          put(kRs1Field, instruction.rs1) | put(kRs2Field, instruction.rs2) | put(kRs3Field, instruction.rs3) |
+         put(kTypeField, static_cast<uint8_t>(instruction.type)) |
          put(kImmField, static_cast<uint32_t>(instruction.imm));
 }
 
@@ -30,13 +31,22 @@ Instruction decode(uint64_t word) {
                           static_cast<uint8_t>(get(kRs1Field, word)),
                           static_cast<uint8_t>(get(kRs2Field, word)),
                           static_cast<uint8_t>(get(kRs3Field, word)),
+                          static_cast<ElementType>(get(kTypeField, word)),
                           static_cast<int32_t>(static_cast<uint32_t>(get(kImmField, word)))};
-  const FieldUse use = field_use(row->operands);
-  const bool stray_field = get(kReservedField, word) != 0 || (!use.rd && instruction.rd) ||
+  const FieldUse use = field_use(*row);
+  const bool stray_field = (!row->typed() && get(kTypeField, word) != 0) || (!use.rd && instruction.rd) ||
                            (!use.rs1 && instruction.rs1) || (!use.rs2 && instruction.rs2) ||
                            (!use.rs3 && instruction.rs3) || (!use.imm && instruction.imm);
   if (stray_field)
     throw IllegalInstruction(fmt::format("word 0x{:016x} sets a field that '{}' does not use", word, row->mnemonic));
+  const TypeSet allowed = allowed_types(row->types);
+  if (row->typed() && (get(kTypeField, word) >= kElementTypeCount || !(allowed & type_bit(instruction.type))))
+    throw IllegalInstruction(fmt::format("word 0x{:016x}: type field {} is not a type '{}' takes", word,
+                                         get(kTypeField, word), row->mnemonic));
+  if (row->types == TypeForm::Conversion && (instruction.imm < 0 || instruction.imm >= kElementTypeCount ||
+                                             !(allowed & type_bit(static_cast<ElementType>(instruction.imm)))))
+    throw IllegalInstruction(fmt::format("word 0x{:016x}: source type {} of '{}' is not an element type", word,
+                                         instruction.imm, row->mnemonic));
   return instruction;
 }
 

@@ -9,6 +9,13 @@
 namespace npusim::isa {
 namespace {
 
+std::string type_names(TypeForm form) {
+  std::string text;
+  for (int k = 0; k < kElementTypeCount; ++k)
+    if (allowed_types(form) >> k & 1) text += fmt::format("{}{}", text.empty() ? "" : " ", kElementTypeNames[k]);
+  return text.empty() ? "—" : text;
+}
+
 std::string_view timing_class_name(TimingClass timing) {
   switch (timing) {
     case TimingClass::Scalar: return "scalar";
@@ -16,6 +23,7 @@ std::string_view timing_class_name(TimingClass timing) {
     case TimingClass::Branch: return "branch";
     case TimingClass::Dma: return "DMA engine";
     case TimingClass::Vector: return "vector engine";
+    case TimingClass::VectorSpecial: return "vector engine, special functions";
     case TimingClass::Matrix: return "matrix engine";
     case TimingClass::Sync: return "sync";
     case TimingClass::System: return "command processor";
@@ -25,6 +33,10 @@ std::string_view timing_class_name(TimingClass timing) {
 
 std::string syntax(const InstructionInfo& row) {
   std::string text(row.mnemonic);
+  if (row.types == TypeForm::Conversion)
+    text += ".D.S";
+  else if (row.typed())
+    text += ".T";
   if (!row.operands.empty()) text += ' ';
   for (char letter : row.operands) {
     switch (letter) {
@@ -34,6 +46,7 @@ std::string syntax(const InstructionInfo& row) {
       case 't': text += "rs2"; break;
       case 'u': text += "rs3"; break;
       case 'i': text += "imm"; break;
+      case 'o': text = text.substr(0, text.size() - 2) + "[, imm]"; break;
       case 'm': text += "imm(rs1)"; break;
       case 'b': text += "target"; break;
       case 'c': text += "csr"; break;
@@ -54,7 +67,7 @@ std::string render_manual_markdown() {
       "```\n"
       " 63                              32 31  28 27  23 22  18 17  13 12   8 7      0\n"
       "+----------------------------------+------+------+------+------+------+--------+\n"
-      "|              imm (signed)        | res. | rs3  | rs2  | rs1  |  rd  | opcode |\n"
+      "|              imm (signed)        | type | rs3  | rs2  | rs1  |  rd  | opcode |\n"
       "+----------------------------------+------+------+------+------+------+--------+\n"
       "```\n\n"
       "Fields an instruction does not use must be zero; any other word is an illegal instruction. Branch targets are\n"
@@ -63,16 +76,43 @@ std::string render_manual_markdown() {
       "argument block (64-bit words in DRAM).\n\n"
       "Control/status registers (`csrr`):";
   for (const auto& [csr, name] : kCsrNames) text += fmt::format(" `{}` = {}", name, static_cast<int>(csr));
-  text += ".\n\n## Instructions\n\n| opcode | syntax | engine | semantics |\n|---|---|---|---|\n";
+  text +=
+      ".\n\n## Element types\n\n"
+      "Typed instructions name their element type T as a mnemonic suffix (`vadd.bf16`) held in the 4-bit type field:";
+  for (int k = 0; k < kElementTypeCount; ++k)
+    text += fmt::format(" `{}` = {} ({} byte{})", kElementTypeNames[k], k, kElementTypeBytes[k],
+                        kElementTypeBytes[k] == 1 ? "" : "s");
+  text +=
+      ". A type the instruction does not take is an illegal encoding.\n\n"
+      "Numerics: f32 arithmetic is IEEE 754 binary32 with round-to-nearest-even; f16 and bf16 operands are widened to\n"
+      "f32 exactly, the operation is done in f32 and the result rounded once to nearest-even. Integer arithmetic "
+      "wraps\n"
+      "(two's complement). Special functions (`vexp`, `vlog`, `vtanh`, `vsigmoid`, `verf`, `vrsqrt`, `vrecip`,\n"
+      "`vsqrt`) are evaluated in binary64 from the f32 value and rounded to T, so they are within 1 ulp of the exact\n"
+      "result and deterministic on every host.\n\n"
+      "### Conversions\n\n"
+      "`vcvt.D.S` converts S to D: float to float rounds to nearest-even (overflow gives ±inf); float to integer\n"
+      "truncates toward zero and saturates to D's range, NaN giving 0; integer to float rounds to nearest-even "
+      "(through\n"
+      "f32 for f16 and bf16); integer to integer saturates; anything to bool gives 1 for non-zero (NaN included), "
+      "bool\n"
+      "to anything gives 0 or 1.\n\n"
+      "### Broadcast operand\n\n"
+      "Binary vector instructions (and `vsel`) read their second operand b through the mode in `imm`: `imm & 3` = 0\n"
+      "elementwise `rs2[k]`, 1 scalar `rs2[0]`, 2 repeating row `rs2[k mod L]`, 3 one value per row `rs2[k / L]`,\n"
+      "with L = `imm >> 2`. Modes 2 and 3 with L = 0 trap.\n\n"
+      "## Instructions\n\n| opcode | syntax | types | engine | semantics |\n|---|---|---|---|---|\n";
   for (const auto& row : kInstructionTable)
-    text += fmt::format("| 0x{:02x} | `{}` | {} | {} |\n", static_cast<int>(row.opcode), syntax(row),
-                        timing_class_name(row.timing), row.doc);
+    text += fmt::format("| 0x{:02x} | `{}` | {} | {} | {} |\n", static_cast<int>(row.opcode), syntax(row),
+                        type_names(row.types), timing_class_name(row.timing), row.doc);
   text +=
       "\n## Exceptions\n\n"
       "A core traps, ending its kernel with an error that names the kernel, core, PC and instruction, on: an illegal\n"
       "instruction; a DRAM access outside the device's memory or not naturally aligned; a scratchpad or accumulator\n"
       "access outside its buffer; a weight tile larger than the systolic array, or `mx.mac` before any weights were\n"
-      "loaded; a command-processor instruction executed by an NPU core; exceeding the watchdog's instruction budget.\n";
+      "loaded, or with inputs of another type than the weights; an integer division by zero; a broadcast period of 0;\n"
+      "a `sem.wait` or `barrier` that can never complete (deadlock); `trap`; a command-processor instruction executed\n"
+      "by an NPU core; exceeding the watchdog's instruction budget.\n";
   return text;
 }
 

@@ -53,6 +53,7 @@ class CommandProcessor::FirmwareContext : public emulator::ExecContext {
     launch_ = emulator::LaunchRecord{core_mask, program};
     launch_start_ = sc_core::sc_time_stamp();
     launch_->start_cycle = cp_.clock_.to_cycles(launch_start_);
+    cp_.barrier_.begin_launch(core_mask);
     for (size_t core = 0; core < cp_.cores_.size(); ++core)
       if (core_mask >> core & 1) cp_.cores_[core]->start(program, arguments);
   }
@@ -60,7 +61,7 @@ class CommandProcessor::FirmwareContext : public emulator::ExecContext {
   uint64_t wait_cores() override {
     if (!launch_) throw Trap("wait without a launch");
     keeper_.sync();
-    uint64_t status = 0;
+    std::vector<emulator::KernelFault> faults;
     for (size_t core = 0; core < cp_.cores_.size(); ++core) {
       if (!(launch_->core_mask >> core & 1)) continue;
       NpuCore& npu = *cp_.cores_[core];
@@ -70,10 +71,12 @@ class CommandProcessor::FirmwareContext : public emulator::ExecContext {
         launch_->first_hazard = std::move(hazard);
       std::vector<emulator::EngineInterval> trace = npu.take_trace();
       launch_->trace.insert(launch_->trace.end(), trace.begin(), trace.end());
-      if (auto fault = npu.take_fault(); fault && status == 0) {
-        status = core + 1;
-        cp_.kernel_fault_ = std::move(fault);
-      }
+      if (auto fault = npu.take_fault()) faults.push_back(std::move(*fault));
+    }
+    uint64_t status = 0;
+    if (std::optional<emulator::KernelFault> fault = emulator::reported_fault(std::move(faults))) {
+      status = static_cast<uint64_t>(fault->core) + 1;
+      cp_.kernel_fault_ = std::move(fault);
     }
     launch_->end_cycle = launch_->start_cycle + cp_.clock_.to_cycles(sc_core::sc_time_stamp() - launch_start_);
     launch_->failed = status != 0;
@@ -127,13 +130,14 @@ class CommandProcessor::FirmwareContext : public emulator::ExecContext {
 };
 
 CommandProcessor::CommandProcessor(sc_core::sc_module_name name, const config::ChipConfig& config,
-                                   emulator::DeviceMemory& memory, std::vector<NpuCore*> cores)
+                                   emulator::DeviceMemory& memory, std::vector<NpuCore*> cores, CoreBarrier& barrier)
     : sc_module(name),
       dram_port("dram_port"),
       host_port("host_port"),
       config_(config),
       memory_(memory),
       cores_(std::move(cores)),
+      barrier_(barrier),
       clock_(config.chip_clock_ghz) {
   SC_HAS_PROCESS(CommandProcessor);
   SC_THREAD(run);

@@ -21,7 +21,7 @@ class CommandProcessor : public sc_core::sc_module {
   tlm_utils::simple_initiator_socket<CommandProcessor> host_port;
 
   CommandProcessor(sc_core::sc_module_name name, const config::ChipConfig& config, emulator::DeviceMemory& memory,
-                   std::vector<NpuCore*> cores);
+                   std::vector<NpuCore*> cores, CoreBarrier& barrier);
 
   // Host side, called between simulation runs.
   void boot(uint64_t firmware_entry);
@@ -38,6 +38,7 @@ class CommandProcessor : public sc_core::sc_module {
   const config::ChipConfig& config_;
   emulator::DeviceMemory& memory_;
   std::vector<NpuCore*> cores_;
+  CoreBarrier& barrier_;
   Clock clock_;
   emulator::ScalarState state_;
   sc_core::sc_event boot_event_, doorbell_event_;

@@ -47,6 +47,11 @@ class NpuCore::ScalarContext : public emulator::ExecContext {
     core_.wait_engines_idle();
     core_.stall_time_fence_ += sc_core::sc_time_stamp() - waiting_since;
   }
+  void barrier() override {  // the semantics fenced first
+    const sc_core::sc_time waiting_since = sc_core::sc_time_stamp();
+    core_.barrier_->arrive(core_.index_);
+    core_.stall_time_barrier_ += sc_core::sc_time_stamp() - waiting_since;
+  }
 
  protected:
   std::span<std::byte> scratchpad_memory() override { return core_.scratchpad_; }
@@ -69,7 +74,8 @@ class NpuCore::ScalarContext : public emulator::ExecContext {
 // instruction completes when the last one does.
 class NpuCore::EngineContext : public emulator::ExecContext {
  public:
-  EngineContext(NpuCore& core, emulator::ScalarState& snapshot) : ExecContext(snapshot), core_(core) {}
+  EngineContext(NpuCore& core, emulator::ScalarState& snapshot, uint64_t ticket)
+      : ExecContext(snapshot), core_(core), ticket_(ticket) {}
 
   void read_dram(uint64_t address, void* destination, uint64_t bytes) override {
     access(tlm::TLM_READ_COMMAND, address, destination, bytes);
@@ -84,7 +90,23 @@ class NpuCore::EngineContext : public emulator::ExecContext {
   }
   uint64_t read_csr(isa::Csr) override { throw Trap("engines cannot read control/status registers"); }
   emulator::MatrixWeights& matrix_weights() override { return core_.weights_; }
+  emulator::DmaShape& dma_shape() override { return core_.dma_shape_; }
+  std::span<std::byte> peer_scratchpad(uint64_t core) override {
+    if (core >= core_.cores_.size())
+      throw Trap(fmt::format("dma.c2c to core {}, which does not exist; the chip has {}", core, core_.cores_.size()));
+    return core_.cores_[core]->scratchpad_;
+  }
   emulator::KernelStats& stats() override { return core_.state_.stats; }
+  // Semaphore numbers were checked at issue.
+  void semaphore_post(int semaphore) override {
+    ++core_.engine_posts_[semaphore];
+    core_.semaphore_event_.notify(sc_core::SC_ZERO_TIME);
+  }
+  void semaphore_wait(int semaphore) override {
+    const sc_core::sc_time waiting_since = sc_core::sc_time_stamp();
+    while (core_.engine_posts_[semaphore] < ticket_) sc_core::wait(core_.semaphore_event_);
+    core_.stall_time_semaphore_ += sc_core::sc_time_stamp() - waiting_since;
+  }
 
   sc_core::sc_time memory_time = sc_core::SC_ZERO_TIME;
 
@@ -101,6 +123,7 @@ class NpuCore::EngineContext : public emulator::ExecContext {
   }
 
   NpuCore& core_;
+  uint64_t ticket_;
 };
 
 NpuCore::NpuCore(sc_core::sc_module_name name, int index, const config::ChipConfig& config,
@@ -149,9 +172,15 @@ void NpuCore::count_dram_bytes(tlm::tlm_command command, uint64_t bytes) {
 void NpuCore::run_kernel() {
   fault_.reset();
   trace_.clear();
-  issued_weights_ = {};
+  issued_state_ = {};
+  ordered_before_ = {};
+  dma_shape_ = {};
+  issued_semaphores_.reset();
+  for (auto& posts : issued_posts_) posts.clear();
+  engine_posts_.fill(0);
   busy_time_.fill(sc_core::SC_ZERO_TIME);
   stall_time_fence_ = stall_time_queue_full_ = stall_time_scalar_memory_ = sc_core::SC_ZERO_TIME;
+  stall_time_barrier_ = stall_time_semaphore_ = sc_core::SC_ZERO_TIME;
   const sc_core::sc_time started = sc_core::sc_time_stamp();
   uint64_t issue_cycles = 0;
   state_ = emulator::ScalarState{};
@@ -168,18 +197,17 @@ void NpuCore::run_kernel() {
       context.pc = state_.pc;
       const isa::Instruction instruction = emulator::fetch(context);
       const isa::TimingClass timing = isa::info(instruction.opcode).timing;
-      if (timing == isa::TimingClass::Dma || timing == isa::TimingClass::Vector || timing == isa::TimingClass::Matrix) {
+      if (std::optional<emulator::Engine> engine = engine_of(timing)) {
         keeper.sync();  // the engine sees the instruction at the scalar unit's local time
-        const emulator::Engine engine = timing == isa::TimingClass::Dma      ? emulator::Engine::Dma
-                                        : timing == isa::TimingClass::Vector ? emulator::Engine::Vector
-                                                                             : emulator::Engine::Matrix;
-        PendingTile tile{next_tile_id_++, engine, state_.pc, instruction,
-                         emulator::buffer_accesses(instruction, state_.registers, issued_weights_)};
+        const uint64_t id = next_tile_id_++;
+        uint64_t ticket = 0;
+        issue_semaphore(instruction, *engine, id, ticket);
+        PendingTile tile{id, *engine, state_.pc, instruction,
+                         emulator::buffer_accesses(instruction, state_.registers, issued_state_)};
         check_hazards(tile);
-        const uint64_t id = tile.id;
         pending_.push_back(std::move(tile));
         const sc_core::sc_time issuing_since = sc_core::sc_time_stamp();
-        queue_for(timing).write(IssuedInstruction{id, instruction, state_.pc, state_.registers});
+        queue_for(*engine).write(IssuedInstruction{id, instruction, state_.pc, state_.registers, ticket});
         stall_time_queue_full_ += sc_core::sc_time_stamp() - issuing_since;
         ++outstanding_;
         context.next_pc = state_.pc + isa::kInstructionBytes;
@@ -197,10 +225,11 @@ void NpuCore::run_kernel() {
       if (keeper.need_sync()) keeper.sync();
     }
   } catch (const Trap& trap) {
-    record_fault(context, state_.pc, trap.what());
+    record_fault(context, state_.pc, trap);
   }
   keeper.sync();
   wait_engines_idle();
+  barrier_->leave(index_, fault_.has_value());
   emulator::KernelStats& stats = state_.stats;
   stats.busy_cycles_scalar = issue_cycles;
   stats.busy_cycles_dma = clock_.to_cycles(busy_time_[static_cast<int>(emulator::Engine::Dma)]);
@@ -209,37 +238,92 @@ void NpuCore::run_kernel() {
   stats.stall_cycles_fence = clock_.to_cycles(stall_time_fence_);
   stats.stall_cycles_queue_full = clock_.to_cycles(stall_time_queue_full_);
   stats.stall_cycles_scalar_memory = clock_.to_cycles(stall_time_scalar_memory_);
+  stats.stall_cycles_barrier = clock_.to_cycles(stall_time_barrier_);
+  stats.stall_cycles_semaphore = clock_.to_cycles(stall_time_semaphore_);
   if (tracing_)
     trace_.push_back({index_, emulator::Engine::Scalar, program_, isa::Opcode::Halt, started.to_seconds() * 1e9,
                       sc_core::sc_time_stamp().to_seconds() * 1e9});
 }
 
-sc_core::sc_fifo<IssuedInstruction>& NpuCore::queue_for(isa::TimingClass timing) {
+std::optional<emulator::Engine> NpuCore::engine_of(isa::TimingClass timing) {
   switch (timing) {
-    case isa::TimingClass::Dma: return dma_queue_;
-    case isa::TimingClass::Vector: return vector_queue_;
+    case isa::TimingClass::Dma: return emulator::Engine::Dma;
+    case isa::TimingClass::Vector:
+    case isa::TimingClass::VectorSpecial: return emulator::Engine::Vector;
+    case isa::TimingClass::Matrix: return emulator::Engine::Matrix;
+    default: return std::nullopt;
+  }
+}
+
+sc_core::sc_fifo<IssuedInstruction>& NpuCore::queue_for(emulator::Engine engine) {
+  switch (engine) {
+    case emulator::Engine::Dma: return dma_queue_;
+    case emulator::Engine::Vector: return vector_queue_;
     default: return matrix_queue_;
   }
 }
 
-sc_core::sc_time NpuCore::engine_time(const IssuedInstruction& item, const sc_core::sc_time& memory_time) const {
+// Semaphores are matched in program order here, so a wait that can never complete traps at its own pc, exactly as
+// in the emulator; the engines then only wait for the post their ticket names.
+void NpuCore::issue_semaphore(const isa::Instruction& instruction, emulator::Engine engine, uint64_t id,
+                              uint64_t& ticket) {
+  using isa::Opcode;
+  switch (instruction.opcode) {
+    case Opcode::SemPostDma:
+    case Opcode::SemPostVector:
+    case Opcode::SemPostMatrix:
+      issued_semaphores_.post(instruction.imm);
+      issued_posts_[instruction.imm].emplace_back(id, engine);
+      return;
+    case Opcode::SemWaitDma:
+    case Opcode::SemWaitVector:
+    case Opcode::SemWaitMatrix: {
+      ticket = issued_semaphores_.wait(instruction.imm);
+      const auto& [post_id, post_engine] = issued_posts_[instruction.imm][ticket - 1];
+      uint64_t& ordered = ordered_before_[static_cast<int>(engine)][static_cast<int>(post_engine)];
+      ordered = std::max(ordered, post_id);
+      return;
+    }
+    default: return;
+  }
+}
+
+sc_core::sc_time NpuCore::engine_time(const IssuedInstruction& item, const sc_core::sc_time& memory_time,
+                                      uint64_t vector_elements) const {
   const auto operand = [&](uint8_t reg) { return item.registers[reg]; };
   const auto rows = static_cast<uint64_t>(config_.core_systolic_rows);
   const auto cols = static_cast<uint64_t>(config_.core_systolic_cols);
   const auto lanes = static_cast<uint64_t>(config_.core_vector_lanes);
   const isa::Instruction& instruction = item.instruction;
+  switch (instruction.opcode) {  // engine bookkeeping: semaphores take no engine time, dma.dim one cycle
+    case isa::Opcode::SemPostDma:
+    case isa::Opcode::SemPostVector:
+    case isa::Opcode::SemPostMatrix:
+    case isa::Opcode::SemWaitDma:
+    case isa::Opcode::SemWaitVector:
+    case isa::Opcode::SemWaitMatrix: return sc_core::SC_ZERO_TIME;
+    case isa::Opcode::DmaDim: return clock_.cycles(1);
+    case isa::Opcode::DmaCoreToCore:  // over the core link, not DRAM
+      return clock_.cycles(static_cast<uint64_t>(config_.core_dma_setup_cycles) +
+                           (operand(instruction.rs3) + config_.core_core_link_bytes_per_cycle - 1) /
+                               static_cast<uint64_t>(config_.core_core_link_bytes_per_cycle));
+    default: break;
+  }
+  const uint64_t lane_groups = (vector_elements + lanes - 1) / lanes;
   switch (isa::info(instruction.opcode).timing) {
     case isa::TimingClass::Dma:
       return clock_.cycles(static_cast<uint64_t>(config_.core_dma_setup_cycles)) + memory_time;
     case isa::TimingClass::Vector:
+      return clock_.cycles(static_cast<uint64_t>(config_.core_vector_pipeline_cycles) + lane_groups);
+    case isa::TimingClass::VectorSpecial:
       return clock_.cycles(static_cast<uint64_t>(config_.core_vector_pipeline_cycles) +
-                           (operand(instruction.rs3) + lanes - 1) / lanes);
+                           lane_groups * static_cast<uint64_t>(config_.core_vector_special_function_cycles));
     default: break;
   }
   switch (instruction.opcode) {
-    case isa::Opcode::MatrixLoadWeightsF32:  // one weight row shifts in per cycle
-    case isa::Opcode::MatrixLoadWeightsTransposedF32: return clock_.cycles(operand(instruction.rs2));
-    case isa::Opcode::MatrixMultiplyF32:  // M input rows stream through; the skewed wavefront fills and drains
+    case isa::Opcode::MatrixLoadWeights:  // one weight row shifts in per cycle
+    case isa::Opcode::MatrixLoadWeightsTransposed: return clock_.cycles(operand(instruction.rs2));
+    case isa::Opcode::MatrixMultiply:  // M input rows stream through; the skewed wavefront fills and drains
       return clock_.cycles(operand(instruction.rs2) + rows + cols - 1);
     default:  // mx.st: one accumulator row of `cols` elements per cycle
       return clock_.cycles((operand(instruction.rs2) + cols - 1) / cols);
@@ -252,14 +336,15 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::
     if (!fault_) {
       emulator::ScalarState snapshot;
       snapshot.registers = item.registers;
-      EngineContext context(*this, snapshot);
+      EngineContext context(*this, snapshot, item.ticket);
       context.pc = item.pc;
       sc_core::sc_time busy = sc_core::SC_ZERO_TIME;
       try {
+        const uint64_t elements_before = state_.stats.vector_elements;
         emulator::execute(context, item.instruction);
-        busy = engine_time(item, context.memory_time);
+        busy = engine_time(item, context.memory_time, state_.stats.vector_elements - elements_before);
       } catch (const Trap& trap) {
-        record_fault(context, item.pc, trap.what());
+        record_fault(context, item.pc, trap);
       }
       busy_time_[static_cast<int>(engine)] += busy;
       if (tracing_) {
@@ -281,6 +366,7 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::
 void NpuCore::check_hazards(const PendingTile& issued) {
   for (const PendingTile& pending : pending_) {
     if (pending.engine == issued.engine) continue;  // one engine runs its queue in order
+    if (pending.id < ordered_before_[static_cast<int>(issued.engine)][static_cast<int>(pending.engine)]) continue;
     for (const emulator::BufferAccess& access : issued.accesses) {
       for (const emulator::BufferAccess& other : pending.accesses) {
         if (!emulator::conflicts(access, other)) continue;
@@ -301,8 +387,8 @@ void NpuCore::wait_engines_idle() {
   while (outstanding_ > 0) sc_core::wait(engine_idle_event_);
 }
 
-void NpuCore::record_fault(emulator::ExecContext& context, uint64_t pc, const std::string& cause) {
-  if (!fault_) fault_ = emulator::make_fault(context, index_, pc, cause);
+void NpuCore::record_fault(emulator::ExecContext& context, uint64_t pc, const Trap& trap) {
+  if (!fault_) fault_ = emulator::make_fault(context, index_, pc, trap);
 }
 
 }  // namespace npusim::sim

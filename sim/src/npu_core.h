@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "core_barrier.h"
 #include "npusim/config/chip_config.h"
 #include "npusim/emulator/buffer_accesses.h"
 #include "npusim/emulator/device_memory.h"
@@ -27,6 +28,7 @@ struct IssuedInstruction {
   isa::Instruction instruction;
   uint64_t pc = 0;
   std::array<uint64_t, isa::kRegisterCount> registers{};
+  uint64_t ticket = 0;  // for sem.wait: the post number it waits for
 };
 // sc_fifo requires a printer for its element type.
 inline std::ostream& operator<<(std::ostream& out, const IssuedInstruction& item) {
@@ -39,6 +41,11 @@ class NpuCore : public sc_core::sc_module {
   tlm_utils::simple_initiator_socket<NpuCore> dma_port;
 
   NpuCore(sc_core::sc_module_name name, int index, const config::ChipConfig& config, emulator::DeviceMemory& memory);
+  // The chip's barrier and every core (this one included), for barrier and dma.c2c.
+  void connect(CoreBarrier& barrier, std::vector<NpuCore*> cores) {
+    barrier_ = &barrier;
+    cores_ = std::move(cores);
+  }
 
   // Called by the command processor's thread.
   void start(uint64_t program, uint64_t arguments);
@@ -62,11 +69,14 @@ class NpuCore : public sc_core::sc_module {
   void matrix_engine() { engine_loop(matrix_queue_, emulator::Engine::Matrix); }
   void engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::Engine engine);
   void count_dram_bytes(tlm::tlm_command command, uint64_t bytes);
-  sc_core::sc_fifo<IssuedInstruction>& queue_for(isa::TimingClass timing);
-  // Time an engine is busy with one instruction (docs/timing.md); `memory_time` is its DRAM transactions' share.
-  sc_core::sc_time engine_time(const IssuedInstruction& item, const sc_core::sc_time& memory_time) const;
+  static std::optional<emulator::Engine> engine_of(isa::TimingClass timing);  // none: the scalar unit runs it
+  sc_core::sc_fifo<IssuedInstruction>& queue_for(emulator::Engine engine);
+  // Time an engine is busy with one instruction (docs/timing.md); `memory_time` is its DRAM transactions' share,
+  // `vector_elements` the elements a vector instruction processed.
+  sc_core::sc_time engine_time(const IssuedInstruction& item, const sc_core::sc_time& memory_time,
+                               uint64_t vector_elements) const;
   void wait_engines_idle();
-  void record_fault(emulator::ExecContext& context, uint64_t pc, const std::string& cause);
+  void record_fault(emulator::ExecContext& context, uint64_t pc, const emulator::Trap& trap);
 
   int index_;
   const config::ChipConfig& config_;
@@ -83,7 +93,17 @@ class NpuCore : public sc_core::sc_module {
   uint64_t program_ = 0, arguments_ = 0;
   std::optional<emulator::KernelFault> fault_;
   std::array<sc_core::sc_time, emulator::kEngineNames.size()> busy_time_{};
-  sc_core::sc_time stall_time_fence_, stall_time_queue_full_, stall_time_scalar_memory_;
+  sc_core::sc_time stall_time_fence_, stall_time_queue_full_, stall_time_scalar_memory_, stall_time_barrier_,
+      stall_time_semaphore_;
+  CoreBarrier* barrier_ = nullptr;
+  std::vector<NpuCore*> cores_;
+  emulator::DmaShape dma_shape_;
+  // Semaphores: checked and matched in program order at issue; posted and waited for by the engines.
+  emulator::SemaphoreLedger issued_semaphores_;
+  std::array<std::vector<std::pair<uint64_t, emulator::Engine>>, emulator::kSemaphoreCount> issued_posts_;
+  std::array<uint64_t, emulator::kSemaphoreCount> engine_posts_{};
+  sc_core::sc_event semaphore_event_;
+  void issue_semaphore(const isa::Instruction& instruction, emulator::Engine engine, uint64_t id, uint64_t& ticket);
   // Tile instructions issued and not yet finished, with their buffer accesses, for hazard detection.
   struct PendingTile {
     uint64_t id;
@@ -94,7 +114,10 @@ class NpuCore : public sc_core::sc_module {
   };
   void check_hazards(const PendingTile& issued);
   std::vector<PendingTile> pending_;
-  emulator::IssuedWeightsShape issued_weights_;
+  emulator::IssuedEngineState issued_state_;
+  // ordered_before_[Y][X]: engine X's tiles issued before this id finish before engine Y's later tiles start (a
+  // semaphore wait on Y matched a post on X), so they cannot race with them.
+  std::array<std::array<uint64_t, emulator::kEngineNames.size()>, emulator::kEngineNames.size()> ordered_before_{};
   uint64_t next_tile_id_ = 0;
   std::string first_hazard_;
   bool tracing_ = false;

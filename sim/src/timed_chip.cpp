@@ -38,7 +38,9 @@ class TimedChip : public emulator::Chip {
       cores_.back()->dma_port.bind(dram_.socket);
       core_pointers.push_back(cores_.back().get());
     }
-    command_processor_ = std::make_unique<CommandProcessor>("command_processor", config_, memory_, core_pointers);
+    for (auto& core : cores_) core->connect(barrier_, core_pointers);
+    command_processor_ =
+        std::make_unique<CommandProcessor>("command_processor", config_, memory_, core_pointers, barrier_);
     command_processor_->dram_port.bind(dram_.socket);
     command_processor_->host_port.bind(host_link_.socket);
     tlm_utils::tlm_quantumkeeper::set_global_quantum(sc_core::sc_time(1, sc_core::SC_US));
@@ -78,6 +80,7 @@ class TimedChip : public emulator::Chip {
   Clock clock_;
   Dram dram_;
   HostLink host_link_;
+  CoreBarrier barrier_;
   std::vector<std::unique_ptr<NpuCore>> cores_;
   std::unique_ptr<CommandProcessor> command_processor_;
 };

@@ -23,7 +23,15 @@ AssemblyError error_of(const std::string& source) {
 
 TEST(Assembler, EncodesOperandsInTableOrder) {
   const auto words = assemble("vadd.f32 r1, r2, r3, r4\n", "t.s");
-  EXPECT_EQ(decode(words[0]), (Instruction{Opcode::VaddF32, 1, 2, 3, 4, 0}));
+  EXPECT_EQ(decode(words[0]), (Instruction{Opcode::Vadd, 1, 2, 3, 4}));
+}
+
+TEST(Assembler, EncodesTypeSuffixesAndTheOptionalImmediate) {
+  const auto words = assemble("vmul.bf16 r1, r2, r3, r4, 2 + (8 << 2)\n vcvt.i8.f32 r5, r6, r7\n", "t.s");
+  Instruction multiply{Opcode::Vmul, 1, 2, 3, 4, ElementType::BF16, 2 + (8 << 2)};
+  EXPECT_EQ(decode(words[0]), multiply);
+  Instruction convert{Opcode::Vcvt, 5, 6, 0, 7, ElementType::I8, static_cast<int32_t>(ElementType::F32)};
+  EXPECT_EQ(decode(words[1]), convert);
 }
 
 TEST(Assembler, ResolvesForwardLabelsAsRelativeInstructionCounts) {
@@ -33,7 +41,7 @@ TEST(Assembler, ResolvesForwardLabelsAsRelativeInstructionCounts) {
 
 TEST(Assembler, EvaluatesConstantsAndExpressions) {
   const auto words = assemble(".equ BASE, 0x1000\n.equ SLOT, 1 << 6\n  ld r1, BASE + 2*SLOT - 8(r2)\n", "t.s");
-  EXPECT_EQ(decode(words[0]), (Instruction{Opcode::Ld, 1, 2, 0, 0, 0x1000 + 128 - 8}));
+  EXPECT_EQ(decode(words[0]), (Instruction{Opcode::Ld, 1, 2, 0, 0, ElementType::F32, 0x1000 + 128 - 8}));
 }
 
 TEST(Assembler, EmitsDataWords) { EXPECT_EQ(assemble(".dword 7, -1\n", "t.s"), (std::vector<uint64_t>{7, ~0ull})); }

@@ -176,7 +176,7 @@ TEST_F(Emulator, MatrixTrapsOnOversizedTileMissingWeightsAndAccumulatorOverrun) 
   EXPECT_EQ(fault->cause, "weight tile 17 x 4 does not fit the 16 x 16 systolic array");
   fault = run("li r2, 1\n mx.mac.f32 r0, r0, r2, 0\n halt\n");
   ASSERT_TRUE(fault);
-  EXPECT_EQ(fault->cause, "mx.mac.f32 before any mx.ldw.f32 loaded weights");
+  EXPECT_EQ(fault->cause, "mx.mac before any mx.ldw loaded weights");
   fault = run("li r2, 1\n li r4, 16\n mx.ldw.f32 r0, r2, r4\n li r3, 300\n mx.mac.f32 r0, r0, r3, 0\n halt\n");
   ASSERT_TRUE(fault);  // K = 1, N = 16: 300 x 16 fp32 outputs = 18.75 KiB > the 16 KiB test accumulator
   EXPECT_NE(fault->cause.find("outside the 16 KiB accumulator"), std::string::npos) << fault->cause;

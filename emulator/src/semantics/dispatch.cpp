@@ -10,9 +10,9 @@ namespace npusim::emulator {
 void execute(ExecContext& context, const isa::Instruction& instruction) {
   context.next_pc = context.pc + isa::kInstructionBytes;
   switch (instruction.opcode) {
-#define NPUSIM_INSTRUCTION(Name, mnemonic, code, operands, timing, doc) \
-  case isa::Opcode::Name:                                               \
-    semantics::Name(context, instruction);                              \
+#define NPUSIM_INSTRUCTION(Name, mnemonic, code, operands, timing, types, doc) \
+  case isa::Opcode::Name:                                                      \
+    semantics::Name(context, instruction);                                     \
     break;
 #include "npusim/isa/instructions.def"
 #undef NPUSIM_INSTRUCTION
@@ -48,6 +48,35 @@ std::span<std::byte> ExecContext::accumulator(uint64_t address, uint64_t count, 
 }
 
 MatrixWeights& ExecContext::matrix_weights() { throw Trap("the command processor has no matrix engine"); }
+DmaShape& ExecContext::dma_shape() { throw Trap("the command processor has no DMA engine"); }
+std::span<std::byte> ExecContext::peer_scratchpad(uint64_t) { throw Trap("the command processor has no scratchpad"); }
+void ExecContext::semaphore_post(int) { throw Trap("the command processor has no engine semaphores"); }
+void ExecContext::semaphore_wait(int) { throw Trap("the command processor has no engine semaphores"); }
+void ExecContext::barrier() { throw Trap("the command processor takes part in no core barrier"); }
+
+namespace {
+void check_semaphore(int semaphore) {
+  if (semaphore < 0 || semaphore >= kSemaphoreCount)
+    throw Trap(fmt::format("semaphore {} does not exist (0..{})", semaphore, kSemaphoreCount - 1));
+}
+}  // namespace
+
+void SemaphoreLedger::post(int semaphore) {
+  check_semaphore(semaphore);
+  ++posts_[semaphore];
+}
+
+uint64_t SemaphoreLedger::wait(int semaphore) {
+  check_semaphore(semaphore);
+  const uint64_t ticket = waits_[semaphore] + 1;
+  if (ticket > posts_[semaphore])
+    throw Trap(
+        fmt::format("deadlock: this wait on semaphore {} can never complete: it needs post number {} and no "
+                    "earlier instruction posts it",
+                    semaphore, ticket));
+  waits_[semaphore] = ticket;
+  return ticket;
+}
 
 namespace {
 [[noreturn]] void not_on_npu_core(const char* what) {

@@ -66,7 +66,82 @@ void dma_store_2d(ExecContext& c, const Instruction& i) {
   }
   for (uint64_t r = 0; r < rows; ++r) c.write_dram(c.reg(i.rd) + r * i.imm, source + r * row_bytes, row_bytes);
 }
+// A 4-D tile: dimension 0 from the instruction (count rs2, stride imm), dimensions 1..3 from dma.dim. The
+// scratchpad side is contiguous, dimension 0 innermost; `move(dram address, scratchpad offset, bytes)` moves one
+// run, a whole row at once when dimension 0 is contiguous in DRAM.
+template <typename Move>
+void for_each_4d_run(ExecContext& c, const Instruction& i, uint64_t element_bytes, std::byte* spad_base, Move move,
+                     uint64_t dram) {
+  const DmaShape& shape = c.dma_shape();
+  const uint64_t inner = c.reg(i.rs2);
+  const bool contiguous = i.imm == static_cast<int64_t>(element_bytes);
+  uint64_t offset = 0;
+  for (uint64_t i3 = 0; i3 < shape.counts[2]; ++i3)
+    for (uint64_t i2 = 0; i2 < shape.counts[1]; ++i2)
+      for (uint64_t i1 = 0; i1 < shape.counts[0]; ++i1) {
+        const uint64_t row = dram + i1 * shape.strides[0] + i2 * shape.strides[1] + i3 * shape.strides[2];
+        if (contiguous) {
+          move(row, spad_base + offset, inner * element_bytes);
+          offset += inner * element_bytes;
+          continue;
+        }
+        for (uint64_t k = 0; k < inner; ++k, offset += element_bytes)
+          move(row + k * i.imm, spad_base + offset, element_bytes);
+      }
+}
+
+uint64_t elements_4d(ExecContext& c, const Instruction& i) {
+  const DmaShape& shape = c.dma_shape();
+  uint64_t elements = c.reg(i.rs2);
+  for (uint64_t count : shape.counts)
+    if (__builtin_mul_overflow(elements, count, &elements))
+      throw Trap("4-D DMA tile overflows: its element count does not fit 64 bits");
+  return elements;
+}
+
+template <uint64_t ElementBytes>
+void dma_load_4d(ExecContext& c, const Instruction& i) {
+  std::byte* destination = c.scratchpad(c.reg(i.rd), elements_4d(c, i), ElementBytes).data();
+  for_each_4d_run(
+      c, i, ElementBytes, destination,
+      [&](uint64_t address, std::byte* spad, uint64_t bytes) { c.read_dram(address, spad, bytes); }, c.reg(i.rs1));
+}
+
+template <uint64_t ElementBytes>
+void dma_store_4d(ExecContext& c, const Instruction& i) {
+  std::byte* source = c.scratchpad(c.reg(i.rs1), elements_4d(c, i), ElementBytes).data();
+  for_each_4d_run(
+      c, i, ElementBytes, source,
+      [&](uint64_t address, std::byte* spad, uint64_t bytes) { c.write_dram(address, spad, bytes); }, c.reg(i.rd));
+}
 }  // namespace
+
+void DmaDim(ExecContext& c, const Instruction& i) {
+  if (i.imm < 1 || i.imm > 3) throw Trap(fmt::format("dma.dim dimension {} is not 1, 2 or 3", i.imm));
+  DmaShape& shape = c.dma_shape();
+  shape.counts[i.imm - 1] = c.reg(i.rs1);
+  shape.strides[i.imm - 1] = static_cast<int64_t>(c.reg(i.rs2));
+}
+void DmaLoad4d8(ExecContext& c, const Instruction& i) { dma_load_4d<1>(c, i); }
+void DmaLoad4d16(ExecContext& c, const Instruction& i) { dma_load_4d<2>(c, i); }
+void DmaLoad4d32(ExecContext& c, const Instruction& i) { dma_load_4d<4>(c, i); }
+void DmaLoad4d64(ExecContext& c, const Instruction& i) { dma_load_4d<8>(c, i); }
+void DmaStore4d8(ExecContext& c, const Instruction& i) { dma_store_4d<1>(c, i); }
+void DmaStore4d16(ExecContext& c, const Instruction& i) { dma_store_4d<2>(c, i); }
+void DmaStore4d32(ExecContext& c, const Instruction& i) { dma_store_4d<4>(c, i); }
+void DmaStore4d64(ExecContext& c, const Instruction& i) { dma_store_4d<8>(c, i); }
+
+void DmaCoreToCore(ExecContext& c, const Instruction& i) {
+  const uint64_t bytes = c.reg(i.rs3);
+  const std::byte* source = c.scratchpad(c.reg(i.rs1), bytes, 1).data();
+  const std::span<std::byte> peer = c.peer_scratchpad(c.reg(i.rs2));
+  const uint64_t address = c.reg(i.rd);
+  if (address > peer.size() || bytes > peer.size() - address)
+    throw Trap(fmt::format("dma.c2c of {} bytes at 0x{:x} is outside core {}'s {} KiB scratchpad", bytes, address,
+                           c.reg(i.rs2), peer.size() / 1024));
+  std::memmove(peer.data() + address, source, bytes);
+  c.stats().core_to_core_bytes += bytes;
+}
 
 void DmaLoad2d8(ExecContext& c, const Instruction& i) { dma_load_2d<1>(c, i); }
 void DmaLoad2d16(ExecContext& c, const Instruction& i) { dma_load_2d<2>(c, i); }

@@ -1,9 +1,11 @@
-// Matrix engine: a weight-stationary systolic array. Each output is an fp32 dot product summed in k order, so the
-// emulator and the timed model (which run this same code) agree bit for bit.
+// Matrix engine: a weight-stationary systolic array. Float inputs (f32, f16, bf16) widen exactly to f32 and each
+// output is an f32 dot product summed in k order; i8 inputs sum in i32, wrapping. The emulator and the timed model
+// run this same code, so they agree bit for bit.
 #include <fmt/format.h>
 
 #include <cstring>
 
+#include "element_types.h"
 #include "npusim/emulator/semantics.h"
 #include "npusim/emulator/trap.h"
 
@@ -11,58 +13,83 @@ namespace npusim::emulator::semantics {
 namespace {
 using isa::Instruction;
 
-float load_f32(const std::byte* base, uint64_t index) {
-  float value;
-  std::memcpy(&value, base + index * sizeof(float), sizeof value);
-  return value;
-}
-void store_f32(std::byte* base, uint64_t index, float value) {
-  std::memcpy(base + index * sizeof(float), &value, sizeof value);
-}
-
-// Loads a K x N weight tile stored row-major (K rows of N) or, transposed, as N rows of K.
+// Loads a K x N weight tile stored row-major (K rows of N) or, transposed, as N rows of K. Weights are kept as f32,
+// which holds every f16, bf16 and i8 value exactly.
 void load_weights(ExecContext& c, const Instruction& i, bool transposed) {
   MatrixWeights& weights = c.matrix_weights();
   const auto rows = static_cast<int64_t>(c.reg(i.rs2)), cols = static_cast<int64_t>(c.reg(i.rs3));
   if (rows < 1 || cols < 1 || rows > weights.max_rows || cols > weights.max_cols)
     throw Trap(fmt::format("weight tile {} x {} does not fit the {} x {} systolic array", rows, cols, weights.max_rows,
                            weights.max_cols));
-  const std::byte* source = c.scratchpad(c.reg(i.rs1), rows * cols, sizeof(float)).data();
-  weights.values.resize(rows * cols);
-  for (int64_t k = 0; k < rows; ++k)
-    for (int64_t n = 0; n < cols; ++n)
-      weights.values[k * cols + n] = load_f32(source, transposed ? n * rows + k : k * cols + n);
+  visit_type(i.type, [&]<typename T>(T) {
+    const std::byte* source = c.scratchpad(c.reg(i.rs1), rows * cols, sizeof(T)).data();
+    weights.values.resize(rows * cols);
+    for (int64_t k = 0; k < rows; ++k)
+      for (int64_t n = 0; n < cols; ++n)
+        weights.values[k * cols + n] =
+            static_cast<float>(widen(load<T>(source, transposed ? n * rows + k : k * cols + n)));
+  });
   weights.rows = rows;
   weights.cols = cols;
+  weights.type = i.type;
 }
-}  // namespace
 
-void MatrixLoadWeightsF32(ExecContext& c, const Instruction& i) { load_weights(c, i, false); }
-void MatrixLoadWeightsTransposedF32(ExecContext& c, const Instruction& i) { load_weights(c, i, true); }
-
-void MatrixMultiplyF32(ExecContext& c, const Instruction& i) {
-  const MatrixWeights& weights = c.matrix_weights();
-  if (weights.rows == 0) throw Trap("mx.mac.f32 before any mx.ldw.f32 loaded weights");
-  if (i.imm & ~1) throw Trap(fmt::format("mx.mac.f32 mode {} is not 0 (overwrite) or 1 (accumulate)", i.imm));
-  const bool accumulate = i.imm & 1;
+template <typename T>
+void multiply(ExecContext& c, const Instruction& i, const MatrixWeights& weights, bool accumulate) {
   const uint64_t rows = c.reg(i.rs2), depth = weights.rows, cols = weights.cols;
-  const std::byte* input = c.scratchpad(c.reg(i.rs1), rows, depth * sizeof(float)).data();
-  std::byte* output = c.accumulator(c.reg(i.rd), rows, cols * sizeof(float)).data();
+  const std::byte* input = c.scratchpad(c.reg(i.rs1), rows, depth * sizeof(T)).data();
+  std::byte* output = c.accumulator(c.reg(i.rd), rows, cols * 4).data();
   c.stats().matrix_macs += rows * depth * cols;
+  std::vector<float> row(depth);
   for (uint64_t m = 0; m < rows; ++m) {
+    for (uint64_t k = 0; k < depth; ++k) row[k] = static_cast<float>(widen(load<T>(input, m * depth + k)));
     for (uint64_t n = 0; n < cols; ++n) {
-      float partial = 0.0f;
-      for (uint64_t k = 0; k < depth; ++k) partial += load_f32(input, m * depth + k) * weights.values[k * cols + n];
       const uint64_t index = m * cols + n;
-      store_f32(output, index, accumulate ? load_f32(output, index) + partial : partial);
+      if constexpr (kIsFloat<T>) {
+        float partial = 0.0f;
+        for (uint64_t k = 0; k < depth; ++k) partial += row[k] * weights.values[k * cols + n];
+        store(output, index, accumulate ? load<float>(output, index) + partial : partial);
+      } else {  // i8 x i8 products summed in i32 with wrap-around (unsigned arithmetic wraps by definition)
+        uint32_t partial = 0;
+        for (uint64_t k = 0; k < depth; ++k)
+          partial +=
+              static_cast<uint32_t>(static_cast<int32_t>(row[k]) * static_cast<int32_t>(weights.values[k * cols + n]));
+        store(output, index, accumulate ? load<uint32_t>(output, index) + partial : partial);
+      }
     }
   }
 }
+}  // namespace
 
-void MatrixStoreF32(ExecContext& c, const Instruction& i) {
+void MatrixLoadWeights(ExecContext& c, const Instruction& i) { load_weights(c, i, false); }
+void MatrixLoadWeightsTransposed(ExecContext& c, const Instruction& i) { load_weights(c, i, true); }
+
+void MatrixMultiply(ExecContext& c, const Instruction& i) {
+  const MatrixWeights& weights = c.matrix_weights();
+  if (weights.rows == 0) throw Trap("mx.mac before any mx.ldw loaded weights");
+  if (i.imm & ~1) throw Trap(fmt::format("mx.mac mode {} is not 0 (overwrite) or 1 (accumulate)", i.imm));
+  if (weights.type != i.type)
+    throw Trap(fmt::format("mx.mac.{} inputs do not match the loaded {} weights", isa::type_name(i.type),
+                           isa::type_name(weights.type)));
+  visit_type(i.type, [&]<typename T>(T) {
+    if constexpr (kIsFloat<T> || std::is_same_v<T, int8_t>) multiply<T>(c, i, weights, i.imm & 1);
+  });
+}
+
+// f32 accumulators round to the output type; i32 accumulators (from i8 inputs) are stored as they are.
+void MatrixStore(ExecContext& c, const Instruction& i) {
   const uint64_t count = c.reg(i.rs2);
-  const std::byte* source = c.accumulator(c.reg(i.rs1), count, sizeof(float)).data();
-  std::memcpy(c.scratchpad(c.reg(i.rd), count, sizeof(float)).data(), source, count * sizeof(float));
+  const std::byte* source = c.accumulator(c.reg(i.rs1), count, 4).data();
+  visit_type(i.type, [&]<typename T>(T) {
+    std::byte* out = c.scratchpad(c.reg(i.rd), count, sizeof(T)).data();
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, int32_t>) {
+      std::memmove(out, source, count * 4);
+    } else if constexpr (kIsFloat<T>) {
+      std::vector<T> rounded(count);
+      for (uint64_t k = 0; k < count; ++k) rounded[k] = T(load<float>(source, k));
+      std::memcpy(out, rounded.data(), count * sizeof(T));
+    }
+  });
 }
 
 }  // namespace npusim::emulator::semantics

@@ -19,16 +19,18 @@ struct BufferAccess {
   bool write;
 };
 
-// The weights the matrix engine will hold when an mx.mac runs: the K x N of the last mx.ldw issued before it.
-struct IssuedWeightsShape {
-  uint64_t rows = 0, cols = 0;
+// Engine state an instruction's footprint depends on, as it will be when the instruction runs: the K x N of the
+// last mx.ldw and the outer dimensions of the last dma.dim issued before it.
+struct IssuedEngineState {
+  uint64_t weight_rows = 0, weight_cols = 0;
+  std::array<uint64_t, 3> dma_counts{1, 1, 1};
 };
 
-// Accesses of `instruction` given the registers at issue; updates `weights` for weight loads. Not a tile
-// instruction: no accesses.
+// Accesses of `instruction` given the registers at issue; updates `state` for weight loads and dma.dim. Not a
+// tile instruction: no accesses. dma.c2c's write into another core is not tracked (barriers order it).
 std::vector<BufferAccess> buffer_accesses(const isa::Instruction& instruction,
                                           const std::array<uint64_t, isa::kRegisterCount>& registers,
-                                          IssuedWeightsShape& weights);
+                                          IssuedEngineState& state);
 
 bool conflicts(const BufferAccess& a, const BufferAccess& b);
 std::string describe(const BufferAccess& access);

@@ -26,7 +26,29 @@ struct ScalarState {
 struct MatrixWeights {
   int64_t max_rows = 0, max_cols = 0;  // the array's size
   int64_t rows = 0, cols = 0;          // the loaded K x N tile; 0 before the first load
-  std::vector<float> values;           // row-major K x N
+  isa::ElementType type = isa::ElementType::F32;
+  std::vector<float> values;  // row-major K x N; f32 holds every f16, bf16 and i8 value exactly
+};
+
+// The DMA engine's outer dimensions 1..3 of dma.ld4/dma.st4, set by dma.dim (dimension 0 is the instruction's own).
+struct DmaShape {
+  std::array<uint64_t, 3> counts{1, 1, 1};
+  std::array<int64_t, 3> strides{};
+};
+
+inline constexpr int kSemaphoreCount = 16;
+
+// Program-order bookkeeping of one core's semaphores: the n-th wait on a semaphore is matched with its n-th post,
+// and a wait with no unmatched earlier post can never complete.
+class SemaphoreLedger {
+ public:
+  void post(int semaphore);
+  // Returns the wait's ticket n (1-based: it completes after the n-th post); traps on deadlock.
+  uint64_t wait(int semaphore);
+  void reset() { *this = SemaphoreLedger{}; }
+
+ private:
+  std::array<uint64_t, kSemaphoreCount> posts_{}, waits_{};
 };
 
 class ExecContext {
@@ -60,10 +82,17 @@ class ExecContext {
   std::span<std::byte> scratchpad(uint64_t address, uint64_t count, uint64_t element_bytes);
   std::span<std::byte> accumulator(uint64_t address, uint64_t count, uint64_t element_bytes);
   virtual MatrixWeights& matrix_weights();  // traps where there is no matrix engine
+  virtual DmaShape& dma_shape();            // traps where there is no DMA engine
+  // The scratchpad of another core of the chip, for dma.c2c; traps for a core that does not exist.
+  virtual std::span<std::byte> peer_scratchpad(uint64_t core);
   virtual uint64_t read_csr(isa::Csr csr) = 0;
 
-  // Synchronisation; the emulator runs engines in program order, so these only matter to the timed model.
+  // Synchronisation. The emulator runs engines in program order, so fences cost nothing there, and semaphores only
+  // check that each wait has an earlier post; the timed model makes engines actually wait.
   virtual void fence() {}
+  virtual void semaphore_post(int semaphore);
+  virtual void semaphore_wait(int semaphore);
+  virtual void barrier();  // traps where the chip has no barrier (the command processor)
 
   // Command-processor instructions. The defaults trap: NPU cores do not have them.
   virtual void wait_for_doorbell();

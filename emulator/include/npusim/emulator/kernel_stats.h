@@ -23,7 +23,8 @@ struct KernelStats {
   void count_instruction(isa::TimingClass timing) {
     switch (timing) {
       case isa::TimingClass::Dma: ++instructions_dma; break;
-      case isa::TimingClass::Vector: ++instructions_vector; break;
+      case isa::TimingClass::Vector:
+      case isa::TimingClass::VectorSpecial: ++instructions_vector; break;
       case isa::TimingClass::Matrix: ++instructions_matrix; break;
       default: ++instructions_scalar; break;
     }

@@ -7,7 +7,7 @@
 
 namespace npusim::emulator {
 namespace semantics {
-#define NPUSIM_INSTRUCTION(Name, mnemonic, code, operands, timing, doc) \
+#define NPUSIM_INSTRUCTION(Name, mnemonic, code, operands, timing, types, doc) \
   void Name(ExecContext& context, const isa::Instruction& instruction);
 #include "npusim/isa/instructions.def"
 #undef NPUSIM_INSTRUCTION

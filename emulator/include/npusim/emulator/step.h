@@ -20,6 +20,7 @@ std::optional<KernelFault> run_until(ExecContext& context, int core, Done done, 
 
 // The fault for a trap at `pc`: the disassembly of the word there when it decodes, else the raw word.
 KernelFault make_fault(ExecContext& context, int core, uint64_t pc, const std::string& cause);
+KernelFault make_fault(ExecContext& context, int core, uint64_t pc, const Trap& trap);
 
 template <typename Done>
 std::optional<KernelFault> run_until(ExecContext& context, int core, Done done, uint64_t budget) {
@@ -30,7 +31,7 @@ std::optional<KernelFault> run_until(ExecContext& context, int core, Done done, 
       step(context);
     }
   } catch (const Trap& trap) {
-    return make_fault(context, core, state.pc, trap.what());
+    return make_fault(context, core, state.pc, trap);
   }
   return std::nullopt;
 }

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace npusim::emulator {
 
@@ -16,12 +18,22 @@ class Trap : public std::runtime_error {
 // The trap of a core that ran past its instruction budget.
 Trap watchdog_trap(uint64_t budget);
 
+// A barrier that can never complete because another core of the launch halted or trapped instead of reaching it.
+class BarrierDeadlock : public Trap {
+ public:
+  explicit BarrierDeadlock(const std::string& why);
+};
+
 struct KernelFault {
   int core = 0;  // -1 for the command processor
   uint64_t pc = 0;
   std::string instruction;  // disassembly of the faulting instruction, or the raw word
   std::string cause;
+  bool waiting_on_other_core = false;  // a BarrierDeadlock: another core's fault or halt is the root cause
   std::string describe() const;
 };
+
+// Of the faults of one launch, the one to report: the lowest core with a fault of its own, else the lowest core.
+std::optional<KernelFault> reported_fault(std::vector<KernelFault> faults);
 
 }  // namespace npusim::emulator

@@ -1,6 +1,6 @@
 // Binary encoding of instructions: fixed 64-bit little-endian words.
 //   bits  0..7  opcode      bits  8..12 rd     bits 13..17 rs1    bits 18..22 rs2    bits 23..27 rs3
-//   bits 28..31 reserved (zero)                bits 32..63 imm (signed)
+//   bits 28..31 type (element type of typed instructions, else zero)                bits 32..63 imm (signed)
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@ inline constexpr FieldLayout kRdField{8, 5};
 inline constexpr FieldLayout kRs1Field{13, 5};
 inline constexpr FieldLayout kRs2Field{18, 5};
 inline constexpr FieldLayout kRs3Field{23, 5};
-inline constexpr FieldLayout kReservedField{28, 4};
+inline constexpr FieldLayout kTypeField{28, 4};
 inline constexpr FieldLayout kImmField{32, 32};
 
 // Raised for a word that is not a canonical encoding of any instruction.

@@ -1,0 +1,76 @@
+// Element types as host types, and the arithmetic each is computed in: floats widen exactly to f32, integers and
+// bool to i64. Eigen's half and bfloat16 provide the round-to-nearest-even narrowing.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "npusim/isa/isa.h"
+
+namespace npusim::emulator::semantics {
+
+// bool is one byte holding 0 or 1; a distinct type so that narrowing to it tests for non-zero.
+struct Bool {
+  uint8_t value;
+};
+
+template <typename T>
+inline constexpr bool kIsFloat =
+    std::is_same_v<T, float> || std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16>;
+
+// The type an element is computed in.
+template <typename T>
+using Compute = std::conditional_t<kIsFloat<T>, float, int64_t>;
+
+template <typename T>
+Compute<T> widen(T value) {
+  if constexpr (std::is_same_v<T, Bool>)
+    return value.value;
+  else
+    return static_cast<Compute<T>>(value);
+}
+
+// Floats round to nearest-even; integers wrap (two's complement); bool tests for non-zero.
+template <typename T, typename From>
+T narrow(From value) {
+  if constexpr (std::is_same_v<T, Bool>)
+    return Bool{static_cast<uint8_t>(value != From{0})};
+  else if constexpr (kIsFloat<T>)
+    return T(static_cast<float>(value));
+  else
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(value)));
+}
+
+template <typename T>
+T load(const std::byte* base, uint64_t index) {
+  T value;
+  std::memcpy(&value, base + index * sizeof(T), sizeof(T));
+  return value;
+}
+template <typename T>
+void store(std::byte* base, uint64_t index, T value) {
+  std::memcpy(base + index * sizeof(T), &value, sizeof(T));
+}
+
+// Calls visit(T{}) with the host type of `type`.
+template <typename Visit>
+decltype(auto) visit_type(isa::ElementType type, Visit&& visit) {
+  switch (type) {
+    case isa::ElementType::F32: return visit(float{});
+    case isa::ElementType::F16: return visit(Eigen::half{});
+    case isa::ElementType::BF16: return visit(Eigen::bfloat16{});
+    case isa::ElementType::I8: return visit(int8_t{});
+    case isa::ElementType::U8: return visit(uint8_t{});
+    case isa::ElementType::I32: return visit(int32_t{});
+    case isa::ElementType::I64: return visit(int64_t{});
+    case isa::ElementType::Bool: break;
+  }
+  return visit(Bool{});
+}
+
+static_assert(sizeof(Bool) == 1 && sizeof(Eigen::half) == 2 && sizeof(Eigen::bfloat16) == 2);
+
+}  // namespace npusim::emulator::semantics
