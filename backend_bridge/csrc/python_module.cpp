@@ -50,7 +50,7 @@ py::list trace_of(const std::vector<emulator::EngineInterval>& trace) {
   py::list intervals;
   for (const emulator::EngineInterval& interval : trace)
     intervals.append(py::make_tuple(interval.core, emulator::kEngineNames[static_cast<int>(interval.engine)],
-                                    interval.pc, isa::info(interval.opcode).mnemonic, interval.start_ns,
+                                    interval.pc, isa::full_mnemonic(interval.instruction), interval.start_ns,
                                     interval.end_ns));
   return intervals;
 }

@@ -241,8 +241,8 @@ void NpuCore::run_kernel() {
   stats.stall_cycles_barrier = clock_.to_cycles(stall_time_barrier_);
   stats.stall_cycles_semaphore = clock_.to_cycles(stall_time_semaphore_);
   if (tracing_)
-    trace_.push_back({index_, emulator::Engine::Scalar, program_, isa::Opcode::Halt, started.to_seconds() * 1e9,
-                      sc_core::sc_time_stamp().to_seconds() * 1e9});
+    trace_.push_back({index_, emulator::Engine::Scalar, program_, isa::Instruction{isa::Opcode::Halt},
+                      started.to_seconds() * 1e9, sc_core::sc_time_stamp().to_seconds() * 1e9});
 }
 
 std::optional<emulator::Engine> NpuCore::engine_of(isa::TimingClass timing) {
@@ -349,8 +349,7 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::
       busy_time_[static_cast<int>(engine)] += busy;
       if (tracing_) {
         const double start_ns = sc_core::sc_time_stamp().to_seconds() * 1e9;
-        trace_.push_back(
-            {index_, engine, item.pc, item.instruction.opcode, start_ns, start_ns + busy.to_seconds() * 1e9});
+        trace_.push_back({index_, engine, item.pc, item.instruction, start_ns, start_ns + busy.to_seconds() * 1e9});
       }
       sc_core::wait(busy);
     }

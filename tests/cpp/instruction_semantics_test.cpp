@@ -99,7 +99,8 @@ class Semantics : public ::testing::Test {
   template <typename T, typename Out = T>
   std::vector<Out> vector_op(const std::string& op, const std::vector<T>& a, const std::vector<T>& b = {},
                              const std::vector<std::byte>& c = {}, const std::vector<Out>& initial_out = {}) {
-    return values_of<Out>(tile(op, a.size(), a.size() * sizeof(Out), {bytes_of(a), bytes_of(b), c, bytes_of(initial_out)}));
+    return values_of<Out>(
+        tile(op, a.size(), a.size() * sizeof(Out), {bytes_of(a), bytes_of(b), c, bytes_of(initial_out)}));
   }
 
   FunctionalChip chip_;
@@ -184,11 +185,17 @@ TEST_F(Sw, WritesThirtyTwoBits) {
   EXPECT_EQ(value, 0xffffffff00000005ull);
 }
 TEST_F(Beq, BranchesWhenEqual) { EXPECT_EQ(r3("li r3, 1\n beq r0, r0, skip\n li r3, 2\nskip: addi r0, r0, 0"), 1u); }
-TEST_F(Bne, FallsThroughWhenEqual) { EXPECT_EQ(r3("li r3, 1\n bne r0, r0, skip\n li r3, 2\nskip: addi r0, r0, 0"), 2u); }
+TEST_F(Bne, FallsThroughWhenEqual) {
+  EXPECT_EQ(r3("li r3, 1\n bne r0, r0, skip\n li r3, 2\nskip: addi r0, r0, 0"), 2u);
+}
 TEST_F(Blt, IsSigned) { EXPECT_EQ(r3("li r3, 1\n li r4, -1\n blt r4, r0, skip\n li r3, 2\nskip: addi r0, r0, 0"), 1u); }
 TEST_F(Bge, IsSigned) { EXPECT_EQ(r3("li r3, 1\n li r4, -1\n bge r4, r0, skip\n li r3, 2\nskip: addi r0, r0, 0"), 2u); }
-TEST_F(Bltu, IsUnsigned) { EXPECT_EQ(r3("li r3, 1\n li r4, -1\n bltu r4, r0, skip\n li r3, 2\nskip: addi r0, r0, 0"), 2u); }
-TEST_F(Bgeu, IsUnsigned) { EXPECT_EQ(r3("li r3, 1\n li r4, -1\n bgeu r4, r0, skip\n li r3, 2\nskip: addi r0, r0, 0"), 1u); }
+TEST_F(Bltu, IsUnsigned) {
+  EXPECT_EQ(r3("li r3, 1\n li r4, -1\n bltu r4, r0, skip\n li r3, 2\nskip: addi r0, r0, 0"), 2u);
+}
+TEST_F(Bgeu, IsUnsigned) {
+  EXPECT_EQ(r3("li r3, 1\n li r4, -1\n bgeu r4, r0, skip\n li r3, 2\nskip: addi r0, r0, 0"), 1u);
+}
 TEST_F(Jal, LinksTheNextAddress) {
   EXPECT_FALSE(run("jal r3, target\n li r4, 9\ntarget: halt\n"));
   EXPECT_EQ(reg(3), kProgram + 8);
@@ -247,11 +254,11 @@ void check_2d(FunctionalChip& chip, int bytes, const std::string& width) {
   std::vector<uint8_t> source(256);
   for (size_t k = 0; k < source.size(); ++k) source[k] = static_cast<uint8_t>(k + 3);
   chip.memory().write(kData, source.data(), source.size());
-  const auto words = isa::assemble(
-      fmt::format("li r4, 2\n li r5, 3\n dma.ld2.{0} r0, r1, r4, r5, {1}\n fence\n addi r6, r1, 4096\n"
-                  " dma.st2.{0} r6, r0, r4, r5, {2}\n fence\n halt\n",
-                  width, 5 * bytes, 4 * bytes),
-      "t.s");
+  const auto words =
+      isa::assemble(fmt::format("li r4, 2\n li r5, 3\n dma.ld2.{0} r0, r1, r4, r5, {1}\n fence\n addi r6, r1, 4096\n"
+                                " dma.st2.{0} r6, r0, r4, r5, {2}\n fence\n halt\n",
+                                width, 5 * bytes, 4 * bytes),
+                    "t.s");
   chip.memory().write(kProgram, words.data(), words.size() * 8);
   ASSERT_FALSE(chip.run_kernel(0, kProgram, kData));
   std::vector<uint8_t> out(12 * bytes);
@@ -320,8 +327,9 @@ TEST_F(DmaCoreToCore, WritesAnotherCoresScratchpad) {
   const uint64_t value = 0x1122334455667788ull;
   chip_.memory().write(kData, &value, 8);
   // Core 0 sends 8 bytes to core 1's scratchpad at 64; core 1 then stores them from there.
-  EXPECT_FALSE(run("li r4, 8\n dma.ld.b8 r0, r1, r4, 1\n fence\n li r5, 1\n li r6, 64\n dma.c2c r6, r0, r5, r4\n"
-                   " fence\n halt\n"));
+  EXPECT_FALSE(
+      run("li r4, 8\n dma.ld.b8 r0, r1, r4, 1\n fence\n li r5, 1\n li r6, 64\n dma.c2c r6, r0, r5, r4\n"
+          " fence\n halt\n"));
   EXPECT_FALSE(run("li r4, 8\n li r6, 64\n addi r7, r1, 64\n dma.st.b8 r7, r6, r4, 1\n fence\n halt\n", 1));
   uint64_t received = 0;
   chip_.memory().read(kData + 64, &received, 8);
@@ -343,7 +351,8 @@ TEST_F(Vadd, IsIeeeFloat32) {
   EXPECT_EQ(out[4], 2 * std::numeric_limits<float>::denorm_min());  // denormals are kept, not flushed
 }
 TEST_F(Vadd, RoundsHalfAndBFloat16OnceToNearestEven) {
-  const std::vector<Half> a = {Half(1.0f), Half(2048.0f), Half(65504.0f)}, b = {Half(0.0009765625f), Half(1.0f), Half(32.0f)};
+  const std::vector<Half> a = {Half(1.0f), Half(2048.0f), Half(65504.0f)},
+                          b = {Half(0.0009765625f), Half(1.0f), Half(32.0f)};
   const auto out = vector_op<Half>("vadd.f16 r13, r10, r11, r14", a, b);
   for (size_t k = 0; k < a.size(); ++k) EXPECT_EQ(out[k], Half(float(a[k]) + float(b[k]))) << k;
   EXPECT_EQ(float(out[1]), 2048.0f);  // 2049 is a tie between 2048 and 2050: even wins
@@ -373,7 +382,8 @@ TEST_F(Vadd, InPlaceScalarBroadcastReadsTheScalarFirst) {
   EXPECT_EQ(values_of<float>(out), (std::vector<float>{11, 12, 13}));
 }
 TEST_F(Vsub, SubtractsInEveryType) {
-  EXPECT_EQ(vector_op<float>("vsub.f32 r13, r10, r11, r14", {1.5f, 0.0f}, {0.25f, 0.0f}), (std::vector<float>{1.25f, 0.0f}));
+  EXPECT_EQ(vector_op<float>("vsub.f32 r13, r10, r11, r14", {1.5f, 0.0f}, {0.25f, 0.0f}),
+            (std::vector<float>{1.25f, 0.0f}));
   EXPECT_EQ((vector_op<int32_t>("vsub.i32 r13, r10, r11, r14", {INT32_MIN}, {1})), (std::vector<int32_t>{INT32_MAX}));
 }
 TEST_F(Vmul, MultipliesInEveryType) {
@@ -429,8 +439,9 @@ TEST_F(Vclt, ComparesSignedAndUnsigned) {
             (std::vector<uint8_t>{1, 0, 0}));
 }
 TEST_F(Vcle, IncludesEquality) {
-  EXPECT_EQ((vector_op<Half, uint8_t>("vcle.f16 r13, r10, r11, r14", {Half(1.0f), Half(2.0f)}, {Half(1.0f), Half(1.0f)})),
-            (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(
+      (vector_op<Half, uint8_t>("vcle.f16 r13, r10, r11, r14", {Half(1.0f), Half(2.0f)}, {Half(1.0f), Half(1.0f)})),
+      (std::vector<uint8_t>{1, 0}));
 }
 TEST_F(Vsel, MergesWhereTheMaskIsSet) {
   const std::vector<uint8_t> mask = {1, 0, 1, 0};
@@ -442,9 +453,11 @@ TEST_F(Vsel, MergesWhereTheMaskIsSet) {
   EXPECT_EQ(filled, (std::vector<float>{-kInf, 9, -kInf, 9}));  // masked_fill with a scalar
 }
 TEST_F(Vfill, TakesImmediateBitsForFloatsAndValuesForIntegers) {
-  EXPECT_EQ(values_of<float>(tile("vfill.f32 r13, r14, 0x3fc00000", 3, 12, {})), (std::vector<float>{1.5f, 1.5f, 1.5f}));
+  EXPECT_EQ(values_of<float>(tile("vfill.f32 r13, r14, 0x3fc00000", 3, 12, {})),
+            (std::vector<float>{1.5f, 1.5f, 1.5f}));
   EXPECT_EQ(values_of<Half>(tile("vfill.f16 r13, r14, 0x3c00", 2, 4, {})), (std::vector<Half>{Half(1.0f), Half(1.0f)}));
-  EXPECT_EQ(values_of<BFloat16>(tile("vfill.bf16 r13, r14, 0xbf80", 1, 2, {})), (std::vector<BFloat16>{BFloat16(-1.0f)}));
+  EXPECT_EQ(values_of<BFloat16>(tile("vfill.bf16 r13, r14, 0xbf80", 1, 2, {})),
+            (std::vector<BFloat16>{BFloat16(-1.0f)}));
   EXPECT_EQ(values_of<int64_t>(tile("vfill.i64 r13, r14, -3", 2, 16, {})), (std::vector<int64_t>{-3, -3}));
   EXPECT_EQ(values_of<uint8_t>(tile("vfill.bool r13, r14, 7", 2, 2, {})), (std::vector<uint8_t>{1, 1}));
 }
@@ -462,8 +475,8 @@ TEST_F(Vcvt, FloatToFloatRoundsToNearestEven) {
   EXPECT_TRUE(std::isinf(float(half[1])));  // past f16's largest finite value
   EXPECT_TRUE(std::isnan(float(half[3])));
   const auto bf = vector_op<float, BFloat16>("vcvt.bf16.f32 r13, r10, r14", {1.00390625f, 1.01171875f});
-  EXPECT_EQ(float(bf[0]), 1.0f);         // tie: to even
-  EXPECT_EQ(float(bf[1]), 1.015625f);    // tie: to even (up)
+  EXPECT_EQ(float(bf[0]), 1.0f);       // tie: to even
+  EXPECT_EQ(float(bf[1]), 1.015625f);  // tie: to even (up)
 }
 TEST_F(Vcvt, FloatToIntegerTruncatesAndSaturates) {
   EXPECT_EQ((vector_op<float, int8_t>("vcvt.i8.f32 r13, r10, r14", {-2.7f, 2.7f, 300.0f, -300.0f, kNan})),
@@ -473,7 +486,8 @@ TEST_F(Vcvt, FloatToIntegerTruncatesAndSaturates) {
   EXPECT_EQ((vector_op<float, uint8_t>("vcvt.u8.f32 r13, r10, r14", {-1.0f, 255.9f})), (std::vector<uint8_t>{0, 255}));
 }
 TEST_F(Vcvt, IntegersSaturateAndBoolTestsForNonZero) {
-  EXPECT_EQ((vector_op<int32_t, int8_t>("vcvt.i8.i32 r13, r10, r14", {1000, -1000, 5})), (std::vector<int8_t>{127, -128, 5}));
+  EXPECT_EQ((vector_op<int32_t, int8_t>("vcvt.i8.i32 r13, r10, r14", {1000, -1000, 5})),
+            (std::vector<int8_t>{127, -128, 5}));
   EXPECT_EQ((vector_op<int64_t, uint8_t>("vcvt.u8.i64 r13, r10, r14", {-1, 256})), (std::vector<uint8_t>{0, 255}));
   EXPECT_EQ((vector_op<float, uint8_t>("vcvt.bool.f32 r13, r10, r14", {0.0f, -0.0f, 0.5f, kNan})),
             (std::vector<uint8_t>{0, 0, 1, 1}));
@@ -503,16 +517,16 @@ std::vector<float> sample_inputs(float low, float high) {
 }
 // Runs a special function over 1000 random inputs in [low, high] and checks the worst error against `reference`
 // (an expression of the long double x).
-#define EXPECT_SPECIAL_WITHIN_ONE_ULP(mnemonic, low, high, reference)                                            \
-  do {                                                                                                          \
-    const std::vector<float> in = sample_inputs(low, high);                                                     \
-    const auto out = vector_op<float>(mnemonic " r13, r10, r14", in);                                           \
-    int64_t worst = 0;                                                                                          \
-    for (size_t k = 0; k < in.size(); ++k) {                                                                    \
-      const long double x = in[k];                                                                              \
-      worst = std::max(worst, ulp_distance(out[k], static_cast<float>(reference)));                             \
-    }                                                                                                           \
-    EXPECT_LE(worst, 1) << mnemonic;                                                                            \
+#define EXPECT_SPECIAL_WITHIN_ONE_ULP(mnemonic, low, high, reference)               \
+  do {                                                                              \
+    const std::vector<float> in = sample_inputs(low, high);                         \
+    const auto out = vector_op<float>(mnemonic " r13, r10, r14", in);               \
+    int64_t worst = 0;                                                              \
+    for (size_t k = 0; k < in.size(); ++k) {                                        \
+      const long double x = in[k];                                                  \
+      worst = std::max(worst, ulp_distance(out[k], static_cast<float>(reference))); \
+    }                                                                               \
+    EXPECT_LE(worst, 1) << mnemonic;                                                \
   } while (false)
 
 TEST_F(Vneg, NegatesAndWrapsIntegers) {
@@ -568,8 +582,8 @@ TEST_F(Vrsum, SumsEachRowInColumnOrder) {
   const std::vector<float> in = {1e8f, 1.0f, -1e8f, 1.0f, 2.0f, 3.0f};
   const auto out = values_of<float>(tile("vrsum.f32 r13, r10, r15, r14", 3, 8, {bytes_of(in)}, 2));
   EXPECT_EQ(out, (std::vector<float>{(1e8f + 1.0f) - 1e8f, 6.0f}));  // the 1 is lost, as in sequential f32 sums
-  const auto ints = values_of<int32_t>(tile("vrsum.i32 r13, r10, r15, r14", 2, 8,
-                                            {bytes_of(std::vector<int32_t>{INT32_MAX, 1, -5, 2})}, 2));
+  const auto ints = values_of<int32_t>(
+      tile("vrsum.i32 r13, r10, r15, r14", 2, 8, {bytes_of(std::vector<int32_t>{INT32_MAX, 1, -5, 2})}, 2));
   EXPECT_EQ(ints, (std::vector<int32_t>{INT32_MIN, -3}));
 }
 TEST_F(Vrmax, PropagatesNan) {
@@ -579,7 +593,8 @@ TEST_F(Vrmax, PropagatesNan) {
   EXPECT_TRUE(std::isnan(out[1]));
 }
 TEST_F(Vrmin, TakesTheSmallest) {
-  const auto out = values_of<int8_t>(tile("vrmin.i8 r13, r10, r15, r14", 2, 2, {bytes_of(std::vector<int8_t>{3, -4, 7, 7})}, 2));
+  const auto out =
+      values_of<int8_t>(tile("vrmin.i8 r13, r10, r15, r14", 2, 2, {bytes_of(std::vector<int8_t>{3, -4, 7, 7})}, 2));
   EXPECT_EQ(out, (std::vector<int8_t>{-4, 7}));
 }
 TEST_F(Vargmax, GivesTheFirstIndexAsI64AndNanWins) {
@@ -589,7 +604,8 @@ TEST_F(Vargmax, GivesTheFirstIndexAsI64AndNanWins) {
 }
 TEST_F(Vargmin, GivesTheFirstIndexAsI64) {
   const std::vector<Half> in = {Half(3.0f), Half(-1.0f), Half(-1.0f)};
-  EXPECT_EQ(values_of<int64_t>(tile("vargmin.f16 r13, r10, r15, r14", 3, 8, {bytes_of(in)}, 1)), (std::vector<int64_t>{1}));
+  EXPECT_EQ(values_of<int64_t>(tile("vargmin.f16 r13, r10, r15, r14", 3, 8, {bytes_of(in)}, 1)),
+            (std::vector<int64_t>{1}));
 }
 
 // ---- matrix engine: C = A (M x K) @ W (K x N), K = N = 2 here, against a plain loop
@@ -598,25 +614,28 @@ TEST_F(Vargmin, GivesTheFirstIndexAsI64) {
 TEST_F(MatrixLoadWeights, LoadsRowMajorWeights) {
   const std::vector<Half> a = {Half(1.0f), Half(2.0f), Half(3.0f), Half(4.0f), Half(0.5f), Half(-1.0f)};  // 3 x 2
   const std::vector<Half> w = {Half(1.0f), Half(10.0f), Half(100.0f), Half(1000.0f)};                     // 2 x 2
-  const auto out = values_of<float>(tile("li r16, 2\n mx.ldw.f16 r11, r16, r16\n mx.mac.f16 r0, r10, r15, 0\n"
-                                         " li r17, 6\n fence\n mx.st.f32 r13, r0, r17",
-                                         0, 24, {bytes_of(a), bytes_of(w)}, 3));
+  const auto out =
+      values_of<float>(tile("li r16, 2\n mx.ldw.f16 r11, r16, r16\n mx.mac.f16 r0, r10, r15, 0\n"
+                            " li r17, 6\n fence\n mx.st.f32 r13, r0, r17",
+                            0, 24, {bytes_of(a), bytes_of(w)}, 3));
   EXPECT_EQ(out, (std::vector<float>{201, 2010, 403, 4030, -99.5f, -995}));
 }
 TEST_F(MatrixLoadWeightsTransposed, LoadsColumnMajorWeights) {
-  const std::vector<BFloat16> a = {BFloat16(1.0f), BFloat16(2.0f)};                                         // 1 x 2
+  const std::vector<BFloat16> a = {BFloat16(1.0f), BFloat16(2.0f)};                                        // 1 x 2
   const std::vector<BFloat16> w = {BFloat16(1.0f), BFloat16(100.0f), BFloat16(10.0f), BFloat16(1000.0f)};  // N x K
-  const auto out = values_of<float>(tile("li r16, 2\n mx.ldwt.bf16 r11, r16, r16\n mx.mac.bf16 r0, r10, r15, 0\n"
-                                         " li r17, 2\n fence\n mx.st.f32 r13, r0, r17",
-                                         0, 8, {bytes_of(a), bytes_of(w)}, 1));
+  const auto out =
+      values_of<float>(tile("li r16, 2\n mx.ldwt.bf16 r11, r16, r16\n mx.mac.bf16 r0, r10, r15, 0\n"
+                            " li r17, 2\n fence\n mx.st.f32 r13, r0, r17",
+                            0, 8, {bytes_of(a), bytes_of(w)}, 1));
   EXPECT_EQ(out, (std::vector<float>{201, 2010}));
 }
 TEST_F(MatrixMultiply, SumsInt8InInt32AndRejectsMismatchedTypes) {
   const std::vector<int8_t> a = {127, 127, -128, -128};  // 2 x 2
   const std::vector<int8_t> w = {127, 1, 127, -1};
-  const auto out = values_of<int32_t>(tile("li r16, 2\n mx.ldw.i8 r11, r16, r16\n mx.mac.i8 r0, r10, r15, 0\n"
-                                           " mx.mac.i8 r0, r10, r15, 1\n li r17, 4\n fence\n mx.st.i32 r13, r0, r17",
-                                           0, 16, {bytes_of(a), bytes_of(w)}, 2));
+  const auto out =
+      values_of<int32_t>(tile("li r16, 2\n mx.ldw.i8 r11, r16, r16\n mx.mac.i8 r0, r10, r15, 0\n"
+                              " mx.mac.i8 r0, r10, r15, 1\n li r17, 4\n fence\n mx.st.i32 r13, r0, r17",
+                              0, 16, {bytes_of(a), bytes_of(w)}, 2));
   EXPECT_EQ(out, (std::vector<int32_t>{2 * 2 * 127 * 127, 0, 2 * 2 * -128 * 127, 0}));
   EXPECT_EQ(trap_of("li r16, 2\n mx.ldw.f32 r11, r16, r16\n mx.mac.f16 r0, r10, r16, 0\n halt\n"),
             "mx.mac.f16 inputs do not match the loaded f32 weights");
@@ -624,9 +643,10 @@ TEST_F(MatrixMultiply, SumsInt8InInt32AndRejectsMismatchedTypes) {
 }
 TEST_F(MatrixStore, RoundsAccumulatorsToTheOutputType) {
   const std::vector<float> a = {1.0f, 1.0f}, w = {1.0f / 3.0f, 1.0f, 1.0f / 3.0f, 1.0f};
-  const auto out = values_of<BFloat16>(tile("li r16, 2\n mx.ldw.f32 r11, r16, r16\n mx.mac.f32 r0, r10, r15, 0\n"
-                                            " li r17, 2\n fence\n mx.st.bf16 r13, r0, r17",
-                                            0, 4, {bytes_of(a), bytes_of(w)}, 1));
+  const auto out =
+      values_of<BFloat16>(tile("li r16, 2\n mx.ldw.f32 r11, r16, r16\n mx.mac.f32 r0, r10, r15, 0\n"
+                               " li r17, 2\n fence\n mx.st.bf16 r13, r0, r17",
+                               0, 4, {bytes_of(a), bytes_of(w)}, 1));
   EXPECT_EQ(out[0], BFloat16(1.0f / 3.0f + 1.0f / 3.0f));
   EXPECT_EQ(float(out[1]), 2.0f);
 }
@@ -642,7 +662,9 @@ TEST_F(RaiseTrap, StopsWithItsCode) {
   EXPECT_EQ(fault->instruction, "trap 42");
 }
 TEST_F(SemPostDma, LetsALaterWaitProceed) { EXPECT_EQ(r3("sem.post.dma 3\n sem.wait.mx 3\n li r3, 1"), 1u); }
-TEST_F(SemPostVector, CountsPosts) { EXPECT_EQ(r3("sem.post.vec 0\n sem.post.vec 0\n sem.wait.dma 0\n sem.wait.dma 0\n li r3, 2"), 2u); }
+TEST_F(SemPostVector, CountsPosts) {
+  EXPECT_EQ(r3("sem.post.vec 0\n sem.post.vec 0\n sem.wait.dma 0\n sem.wait.dma 0\n li r3, 2"), 2u);
+}
 TEST_F(SemPostMatrix, RejectsSemaphoresThatDoNotExist) {
   EXPECT_EQ(trap_of("sem.post.mx 16\n halt\n"), "semaphore 16 does not exist (0..15)");
 }
@@ -652,7 +674,8 @@ TEST_F(SemWaitDma, WithoutAnEarlierPostIsADeadlock) {
             "posts it");
 }
 TEST_F(SemWaitVector, EachWaitConsumesOnePost) {
-  EXPECT_NE(trap_of("sem.post.dma 2\n sem.wait.vec 2\n sem.wait.vec 2\n halt\n").find("post number 2"), std::string::npos);
+  EXPECT_NE(trap_of("sem.post.dma 2\n sem.wait.vec 2\n sem.wait.vec 2\n halt\n").find("post number 2"),
+            std::string::npos);
 }
 TEST_F(SemWaitMatrix, SemaphoresStartAtZeroInEveryKernel) {
   EXPECT_FALSE(run("sem.post.dma 5\n halt\n"));
@@ -693,8 +716,9 @@ TEST_F(Barrier, ThatACoreNeverReachesIsADeadlockNamingIt) {
     ADD_FAILURE() << "no error";
   } catch (const runtime::DeviceError& error) {
     EXPECT_NE(std::string(error.what()).find("core 1, pc"), std::string::npos) << error.what();
-    EXPECT_NE(std::string(error.what()).find("(barrier): deadlock: this barrier can never complete: core 0 halted instead"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(error.what()).find("(barrier): deadlock: this barrier can never complete: core 0 halted instead"),
+        std::string::npos)
         << error.what();
   }
   // The device stays usable.
@@ -706,9 +730,10 @@ TEST_F(Barrier, ThatACoreNeverReachesIsADeadlockNamingIt) {
 TEST_F(Launch, StartsTheCoresOfTheMaskWithTheirArguments) {
   const auto owner = two_core_device();
   runtime::Device& device = *owner;
-  const auto program = isa::assemble("ld r2, 0(r1)\n csrr r3, coreid\n slli r4, r3, 3\n add r2, r2, r4\n"
-                                     " addi r3, r3, 7\n st r3, 0(r2)\n halt\n",
-                                     "launch.s");
+  const auto program = isa::assemble(
+      "ld r2, 0(r1)\n csrr r3, coreid\n slli r4, r3, 3\n add r2, r2, r4\n"
+      " addi r3, r3, 7\n st r3, 0(r2)\n halt\n",
+      "launch.s");
   const uint64_t out = device.allocate(16);
   const uint64_t zero[2] = {};
   device.copy_host_to_device(out, zero, 16);
@@ -778,7 +803,8 @@ TEST(InstructionTable, EveryInstructionHasASemanticsTest) {
   const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
   for (int k = 0; k < unit.total_test_suite_count(); ++k) suites.insert(unit.GetTestSuite(k)->name());
   for (const isa::InstructionInfo& row : isa::kInstructionTable)
-    EXPECT_TRUE(suites.contains(std::string(row.name))) << row.name << " (" << row.mnemonic << ") has no semantics test";
+    EXPECT_TRUE(suites.contains(std::string(row.name)))
+        << row.name << " (" << row.mnemonic << ") has no semantics test";
 }
 
 }  // namespace

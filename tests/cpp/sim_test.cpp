@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <random>
 
 #include "npusim/emitter/elementwise.h"
 #include "npusim/emitter/matmul.h"
@@ -238,6 +239,213 @@ TEST(TimedModel, KernelTrapIsReportedAndDeviceStaysUsable) {
   }
   const uint64_t good = timed.load_program(isa::assemble("halt\n", "good.s"));
   EXPECT_NO_THROW(timed.launch("good_kernel", good, arguments));
+}
+
+// A random program of typed tile instructions over the scratchpad, each followed by a fence so that the engines
+// run one at a time: loads 8 KiB of input bytes (read as every element type: NaNs, infinities and denormals come
+// up), applies `count` instructions with random types, shapes, addresses and broadcast modes, and stores the
+// scratchpad's first 8 KiB to the output.
+std::string random_tile_program(uint32_t seed, int count) {
+  std::mt19937 random(seed);
+  const auto pick = [&](uint32_t limit) { return static_cast<uint32_t>(random() % limit); };
+  const auto type_of = [&](isa::TypeForm form) {
+    std::vector<isa::ElementType> types;
+    for (int k = 0; k < isa::kElementTypeCount; ++k)
+      if (isa::allowed_types(form) >> k & 1) types.push_back(static_cast<isa::ElementType>(k));
+    return types[pick(types.size())];
+  };
+  // Scratchpad addresses below 12 KiB leave room for any operand of up to 512 bytes.
+  const auto address = [&] { return 8 * pick(1536); };
+  std::string text = "ld r2, 0(r1)\n ld r3, 8(r1)\n li r4, 8192\n dma.ld.b8 r0, r3, r4, 1\n fence\n";
+  for (int k = 0; k < count; ++k) {
+    text += fmt::format(" li r10, {}\n li r11, {}\n li r12, {}\n li r13, {}\n li r14, {}\n", address(), address(),
+                        address(), 1 + pick(64), 1 + pick(8));
+    switch (pick(6)) {
+      case 0: {  // binary, compare or select with a random broadcast mode
+        const char* const ops[] = {"vadd", "vsub", "vmul", "vmax", "vmin", "vceq", "vcne", "vclt", "vcle", "vsel"};
+        const std::string op = ops[pick(10)];
+        const uint32_t mode = pick(4), imm = mode < 2 ? mode : mode + ((1 + pick(8)) << 2);
+        text += fmt::format(" {}.{} r10, r11, r12, r13, {}\n", op,
+                            isa::type_name(type_of(op == "vsel" ? isa::TypeForm::Any : isa::TypeForm::Numeric)), imm);
+        break;
+      }
+      case 1: {  // float division and special functions
+        const char* const ops[] = {"vexp", "vlog", "vtanh", "vsigmoid", "verf", "vrsqrt", "vrecip", "vsqrt"};
+        text += fmt::format(" {}.{} r10, r11, r13\n", ops[pick(8)], isa::type_name(type_of(isa::TypeForm::Float)));
+        break;
+      }
+      case 2:
+        text += fmt::format(" vcvt.{}.{} r10, r11, r13\n", isa::type_name(type_of(isa::TypeForm::Any)),
+                            isa::type_name(type_of(isa::TypeForm::Any)));
+        break;
+      case 3: {  // reductions over r14 rows of at most 64 columns
+        const char* const ops[] = {"vrsum", "vrmax", "vrmin", "vargmax", "vargmin"};
+        text +=
+            fmt::format(" {}.{} r10, r11, r14, r13\n", ops[pick(5)], isa::type_name(type_of(isa::TypeForm::Numeric)));
+        break;
+      }
+      case 4: {  // a matrix product: K x N weights (at most 8 x 8 here), M = r14 rows, stored in the type asked
+        const std::string type(isa::type_name(type_of(isa::TypeForm::MatrixInput)));
+        const std::string out = type == "i8" ? "i32" : std::string(isa::type_name(type_of(isa::TypeForm::Float)));
+        text += fmt::format(
+            " li r15, {}\n li r16, {}\n {}.{} r11, r15, r16\n mx.mac.{} r0, r12, r14, 0\n fence\n"
+            " mul r17, r14, r16\n mx.st.{} r10, r0, r17\n",
+            1 + pick(8), 1 + pick(8), pick(2) ? "mx.ldw" : "mx.ldwt", type, type, out);
+        break;
+      }
+      default:
+        text += fmt::format(" vneg.{0} r10, r11, r13\n fence\n vabs.{0} r12, r10, r13\n",
+                            isa::type_name(type_of(isa::TypeForm::Numeric)));
+        break;
+    }
+    text += " fence\n";
+  }
+  return text + " li r4, 8192\n dma.st.b8 r2, r0, r4, 1\n fence\n halt\n";
+}
+
+TEST(TimedModel, RandomTypedProgramsLeaveTheSameMemoryAsTheEmulator) {
+  runtime::Device functional(test_config(), runtime::Mode::Functional);
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    const std::string source = random_tile_program(seed, 40);
+    EXPECT_EQ(run_program(functional, source), run_program(timed, source)) << "seed " << seed << ":\n" << source;
+  }
+}
+
+// dma.dim shapes, 4-D DMA, semaphores and a typed pipeline: programs for the new engine features.
+const std::vector<std::pair<std::string, std::string>> kFeaturePrograms = {
+    {"dma_4d_transpose",
+     "ld r2, 0(r1)\n ld r3, 8(r1)\n li r4, 8\n li r5, 32\n dma.dim 1, r4, r5\n li r4, 4\n li r5, 4\n"
+     " dma.dim 2, r4, r5\n li r4, 2\n li r5, 128\n dma.dim 3, r4, r5\n li r6, 8\n dma.ld4.b32 r0, r3, r6, 256\n"
+     " fence\n li r4, 512\n dma.st.b32 r2, r0, r4, 4\n fence\n halt\n"},
+    {"semaphore_pipeline",
+     // Four tiles of 256 floats: DMA in, vector exp, DMA out, ordered by semaphores instead of fences.
+     "ld r2, 0(r1)\n ld r3, 8(r1)\n li r4, 256\n li r5, 0\n li r6, 4\nloop: slli r7, r5, 10\n add r8, r3, r7\n"
+     " dma.ld.b32 r7, r8, r4, 4\n sem.post.dma 0\n sem.wait.vec 0\n vsigmoid.f32 r7, r7, r4\n sem.post.vec 1\n"
+     " sem.wait.dma 1\n add r9, r2, r7\n dma.st.b32 r9, r7, r4, 4\n addi r5, r5, 1\n bne r5, r6, loop\n fence\n"
+     " halt\n"},
+    {"bf16_layer",
+     // bf16 inputs through the matrix engine, rounded back to bf16, bias added with a row broadcast, then GELU by erf.
+     "ld r2, 0(r1)\n ld r3, 8(r1)\n li r4, 256\n dma.ld.b16 r0, r3, r4, 2\n fence\n li r5, 16\n"
+     " mx.ldw.bf16 r0, r5, r5\n li r6, 512\n mx.mac.bf16 r0, r6, r5, 0\n fence\n li r7, 1024\n mx.st.bf16 r7, r0, r4\n"
+     " fence\n vadd.bf16 r7, r7, r6, r4, 2 + (16 << 2)\n fence\n li r8, 2048\n vcvt.f32.bf16 r8, r7, r4\n fence\n"
+     " li r9, 4096\n vfill.f32 r9, r4, 0x3f3504f3\n fence\n vmul.f32 r9, r8, r9, r4\n fence\n verf.f32 r9, r9, r4\n"
+     " fence\n dma.st.b32 r2, r9, r4, 4\n fence\n halt\n"},
+};
+
+// The record of a kernel (run_program's by default) among the copies around it.
+runtime::CommandRecord kernel_record(const std::vector<runtime::CommandRecord>& records,
+                                     const std::string& name = "program") {
+  for (const runtime::CommandRecord& record : records)
+    if (record.name == name) return record;
+  ADD_FAILURE() << "no kernel record";
+  return {};
+}
+
+TEST(TimedModel, FeatureProgramsLeaveTheSameMemoryAsTheEmulatorWithoutHazards) {
+  runtime::Device functional(test_config(), runtime::Mode::Functional);
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  for (const auto& [name, source] : kFeaturePrograms) {
+    EXPECT_EQ(run_program(functional, source), run_program(timed, source)) << name;
+    const runtime::CommandRecord record = kernel_record(timed.take_records());
+    EXPECT_EQ(record.stats.hazards, 0u) << name << ": " << record.first_hazard;
+  }
+}
+
+TEST(TimedModel, MissingSemaphoreIsReportedAsAHazard) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const std::string unordered =
+      kFeaturePrograms[1].second.substr(0, kFeaturePrograms[1].second.find(" sem.post.dma 0")) +
+      " vsigmoid.f32 r7, r7, r4\n fence\n halt\n";
+  run_program(timed, unordered);
+  EXPECT_EQ(kernel_record(timed.take_records()).stats.hazards, 1u);
+}
+
+TEST(TimedModel, BarrierAndCoreToCoreMovesMatchTheEmulator) {
+  config::ChipConfig config = test_config();
+  config.chip_cores = 4;
+  runtime::Device functional(config, runtime::Mode::Functional);
+  runtime::Device timed(config, runtime::Mode::Timed);
+  // Each core loads its own 1 KiB, passes it to the next core, meets the others at a barrier, adds what it got to
+  // its own, waits until every core has read what it got, passes the sum on again, and after a last barrier
+  // stores it.
+  const std::string source =
+      "ld r2, 0(r1)\n ld r3, 8(r1)\n csrr r4, coreid\n csrr r5, ncores\n addi r6, r4, 1\n bne r6, r5, next\n"
+      " li r6, 0\nnext: slli r7, r4, 10\n add r8, r3, r7\n li r9, 256\n dma.ld.b32 r0, r8, r9, 4\n fence\n"
+      " li r10, 4096\n li r11, 1024\n dma.c2c r10, r0, r6, r11\n barrier\n vadd.f32 r0, r0, r10, r9\n barrier\n"
+      " dma.c2c r10, r0, r6, r11\n barrier\n add r12, r2, r7\n dma.st.b32 r12, r10, r9, 4\n fence\n halt\n";
+  const auto words = isa::assemble(source, "ring.s");
+  std::vector<std::vector<float>> results;
+  for (runtime::Device* device : {&functional, &timed}) {
+    const uint64_t out = device->allocate(8192), in = device->allocate(8192);
+    std::vector<float> data(2048);
+    for (size_t k = 0; k < data.size(); ++k) data[k] = 0.5f * static_cast<float>(k % 41) - 3.0f;
+    device->copy_host_to_device(in, data.data(), 8192);
+    const uint64_t arguments[] = {out, in};
+    device->launch("ring", device->load_program(words), arguments, 0b1111);
+    std::vector<float> result(1024);
+    device->copy_device_to_host(result.data(), out, 4096);
+    results.push_back(result);
+    // core c stored the sum of cores c-2 and c-1's data (mod 4).
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 256; ++k)
+        EXPECT_EQ(result[c * 256 + k], data[((c + 2) % 4) * 256 + k] + data[((c + 3) % 4) * 256 + k]) << c << " " << k;
+  }
+  EXPECT_EQ(results[0], results[1]);
+  const runtime::CommandRecord record = kernel_record(timed.take_records(), "ring");
+  EXPECT_EQ(record.stats.core_to_core_bytes, 4u * 2 * 1024);
+  EXPECT_GT(record.stats.stall_cycles_barrier, 0u);
+}
+
+TEST(TimedModel, SpecialFunctionMatchesClosedForm) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const auto words = isa::assemble("li r2, 1000\n vexp.f32 r0, r0, r2\n fence\n halt\n", "exp.s");
+  const uint64_t arguments[] = {0};
+  timed.launch("exp", timed.load_program(words), arguments);
+  // li 1 cycle; vexp issues at 1 and runs pipeline 4 + ceil(1000 / 16 lanes) = 63 lane groups x 4 special-function
+  // cycles = 256 cycles, ending at 257; fence +1, halt +1 → 259 cycles.
+  EXPECT_EQ(timed.take_records().back().kernel_cycles, 259u);
+}
+
+TEST(TimedModel, SemaphoreWaitMatchesClosedForm) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const auto words = isa::assemble(
+      "li r2, 1024\n ld r3, 0(r1)\n dma.ld.b32 r0, r3, r2, 4\n sem.post.dma 0\n sem.wait.vec 0\n"
+      " vadd.f32 r0, r0, r0, r2\n fence\n halt\n",
+      "semaphore.s");
+  const uint64_t buffer = timed.allocate(4096);
+  const uint64_t arguments[] = {buffer};
+  timed.launch("semaphore", timed.load_program(words), arguments);
+  // As in SingleDmaLoadMatchesClosedForm, the DMA issues at 102.64 ns and ends at 259.6 ns; its post follows at
+  // once. The vector engine took the wait at 104.64 ns and holds until 259.6 ns (154.96 ns of semaphore stall),
+  // then runs vadd: pipeline 4 + 1024 / 16 = 68 cycles, ending at 327.6 ns. The fence ends then: +1 for the fence,
+  // +1 for the halt = 329.6 ns → 330 cycles.
+  const runtime::CommandRecord record = timed.take_records().back();
+  EXPECT_EQ(record.kernel_cycles, 330u);
+  EXPECT_EQ(record.stats.stall_cycles_semaphore, 155u);
+  EXPECT_EQ(record.stats.hazards, 0u);
+}
+
+TEST(TimedModel, DeadlocksAreTrapsNamingTheInstruction) {
+  config::ChipConfig config = test_config();
+  config.chip_cores = 2;
+  runtime::Device timed(config, runtime::Mode::Timed);
+  const uint64_t arguments[] = {0};
+  const auto expect_error = [&](const std::string& source, uint64_t mask, const std::string& expected) {
+    try {
+      timed.launch("deadlock", timed.load_program(isa::assemble(source, "deadlock.s")), arguments, mask);
+      ADD_FAILURE() << "no error for " << source;
+    } catch (const runtime::DeviceError& error) {
+      EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
+    }
+  };
+  expect_error("sem.wait.mx 2\n halt\n", 1, "core 0, pc 0x");
+  expect_error("sem.wait.mx 2\n halt\n", 1, "(sem.wait.mx 2): deadlock: this wait on semaphore 2 can never complete");
+  expect_error("csrr r2, coreid\n beq r2, r0, skip\n barrier\nskip: halt\n", 0b11, "core 1, pc 0x");
+  expect_error("csrr r2, coreid\n beq r2, r0, skip\n barrier\nskip: halt\n", 0b11,
+               "(barrier): deadlock: this barrier can never complete: core 0 halted instead");
+  EXPECT_NO_THROW(
+      timed.launch("fine", timed.load_program(isa::assemble("barrier\n halt\n", "fine.s")), arguments, 0b11));
 }
 
 }  // namespace

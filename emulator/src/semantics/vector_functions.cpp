@@ -35,8 +35,10 @@ void special(ExecContext& c, const Instruction& i, Function function) {
 
 void Vneg(ExecContext& c, const Instruction& i) {
   unary(c, i, [](auto x) {
-    if constexpr (std::is_floating_point_v<decltype(x)>) return -x;  // flips the sign of zero and NaN too
-    else return static_cast<decltype(x)>(0ull - static_cast<uint64_t>(x));  // wraps
+    if constexpr (std::is_floating_point_v<decltype(x)>)
+      return -x;  // flips the sign of zero and NaN too
+    else
+      return static_cast<decltype(x)>(0ull - static_cast<uint64_t>(x));  // wraps
   });
 }
 void Vabs(ExecContext& c, const Instruction& i) {

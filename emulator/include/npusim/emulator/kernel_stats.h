@@ -48,7 +48,7 @@ struct EngineInterval {
   int core = 0;
   Engine engine = Engine::Scalar;
   uint64_t pc = 0;
-  isa::Opcode opcode{};
+  isa::Instruction instruction{};  // for its mnemonic; halt on the scalar track
   double start_ns = 0, end_ns = 0;
 };
 
