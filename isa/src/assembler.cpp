@@ -1,11 +1,15 @@
-// Two-pass assembler: pass one reads every line (following .include), assigns addresses and defines labels and
-// constants; pass two evaluates operands and encodes.
+// Two-pass assembler: pass one reads every line (following .include) and lays statements out in their sections;
+// then labels get addresses (.data follows .text) and .equ constants are evaluated in source order; pass two
+// evaluates operands and encodes.
 #include "npusim/isa/assembler.h"
 
 #include <fmt/format.h>
 
 #include <bit>
 #include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -36,12 +40,41 @@ struct Field {
   int column;
 };
 
+enum class Section { Text, Data };
+
 struct Statement {
   const Line* line;
   Field keyword;  // mnemonic or directive
   std::vector<Field> operands;
-  uint64_t address;
+  Section section;
+  uint64_t offset;       // bytes from the start of its section
+  uint64_t address = 0;  // bytes from the start of the image, once sections are placed
 };
+
+// A label or .equ, defined once every statement has its address.
+struct PendingSymbol {
+  const Line* line;
+  int column;
+  std::string name;
+  Section section;  // labels: where they point
+  uint64_t offset;
+  const Field* value = nullptr;  // .equ: the expression
+};
+
+// Data directives: element size in bytes; values are packed little-endian and each statement is padded to 8 bytes.
+struct DataDirective {
+  std::string_view name;
+  uint64_t element_bytes;
+};
+constexpr DataDirective kDataDirectives[] = {{".byte", 1}, {".half", 2}, {".word", 4}, {".dword", 8}, {".float", 4}};
+const DataDirective* find_data_directive(std::string_view name) {
+  for (const DataDirective& directive : kDataDirectives)
+    if (directive.name == name) return &directive;
+  return nullptr;
+}
+uint64_t padded_to_words(uint64_t bytes) {
+  return (bytes + kInstructionBytes - 1) / kInstructionBytes * kInstructionBytes;
+}
 
 std::string_view trim(std::string_view text, int& column) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
@@ -84,8 +117,11 @@ class Assembler {
 
   std::vector<uint64_t> run(std::string_view source, const std::string& file_name) {
     read_source(source, file_name, 0);
+    place_sections();
     std::vector<uint64_t> words;
-    for (const Statement& statement : statements_) encode_statement(statement, words);
+    for (Section section : {Section::Text, Section::Data})
+      for (const Statement& statement : statements_)
+        if (statement.section == section) encode_statement(statement, words);
     return words;
   }
 
@@ -118,7 +154,7 @@ class Assembler {
       if (colon == std::string_view::npos) break;
       std::string_view name = text.substr(0, colon);
       if (!is_identifier(name)) break;
-      define(line, column, std::string(name), static_cast<int64_t>(next_address_));
+      symbols_pending_.push_back({&line, column, std::string(name), section_, section_bytes_[index(section_)]});
       column += static_cast<int>(colon + 1);
       text = trim(text.substr(colon + 1), column);
     }
@@ -133,20 +169,44 @@ class Assembler {
     if (keyword.text == ".equ") {
       if (operands.size() != 2 || !is_identifier(operands[0].text))
         fail(line, keyword.column, ".equ expects a name and a value: .equ NAME, expression");
-      define(line, operands[0].column, operands[0].text, evaluate(line, operands[1]));
+      equ_values_.push_back(std::make_unique<Field>(operands[1]));
+      symbols_pending_.push_back({&line, operands[0].column, operands[0].text, section_, 0, equ_values_.back().get()});
     } else if (keyword.text == ".include") {
       include(line, keyword, operands, include_depth);
-    } else if (keyword.text == ".dword") {
-      if (operands.empty()) fail(line, keyword.column, ".dword expects at least one value");
-      statements_.push_back({&line, keyword, operands, next_address_});
-      next_address_ += operands.size() * kInstructionBytes;
+    } else if (keyword.text == ".text" || keyword.text == ".data" || keyword.text == ".section") {
+      const std::string name = keyword.text == ".section" && operands.size() == 1 ? operands[0].text : keyword.text;
+      if (name != ".text" && name != ".data")
+        fail(line, keyword.column, "sections are .text (instructions) and .data (placed after .text)");
+      section_ = name == ".text" ? Section::Text : Section::Data;
+    } else if (const DataDirective* directive = find_data_directive(keyword.text)) {
+      if (operands.empty()) fail(line, keyword.column, fmt::format("{} expects at least one value", keyword.text));
+      add_statement(line, keyword, operands, padded_to_words(operands.size() * directive->element_bytes));
     } else if (keyword.text.starts_with('.')) {
       fail(line, keyword.column, fmt::format("unknown directive '{}'", keyword.text));
     } else {
       check_mnemonic(line, keyword);
-      statements_.push_back({&line, keyword, operands, next_address_});
-      next_address_ += kInstructionBytes;
+      if (section_ == Section::Data) fail(line, keyword.column, "instructions belong in .text; this line is in .data");
+      add_statement(line, keyword, operands, kInstructionBytes);
     }
+  }
+
+  static int index(Section section) { return section == Section::Text ? 0 : 1; }
+
+  void add_statement(const Line& line, const Field& keyword, const std::vector<Field>& operands, uint64_t bytes) {
+    statements_.push_back({&line, keyword, operands, section_, section_bytes_[index(section_)]});
+    section_bytes_[index(section_)] += bytes;
+  }
+
+  // .data goes after .text; labels then have addresses, and .equ values are evaluated in source order.
+  void place_sections() {
+    const uint64_t base[] = {0, section_bytes_[0]};
+    for (Statement& statement : statements_) statement.address = base[index(statement.section)] + statement.offset;
+    for (const PendingSymbol& symbol : symbols_pending_)
+      if (!symbol.value)
+        define(*symbol.line, symbol.column, symbol.name,
+               static_cast<int64_t>(base[index(symbol.section)] + symbol.offset));
+    for (const PendingSymbol& symbol : symbols_pending_)
+      if (symbol.value) define(*symbol.line, symbol.column, symbol.name, evaluate(*symbol.line, *symbol.value));
   }
 
   // Unknown mnemonics, missing type suffixes and types an instruction does not take, each said plainly.
@@ -235,8 +295,8 @@ class Assembler {
 
   void encode_statement(const Statement& statement, std::vector<uint64_t>& words) const {
     const Line& line = *statement.line;
-    if (statement.keyword.text == ".dword") {
-      for (const Field& operand : statement.operands) words.push_back(static_cast<uint64_t>(evaluate(line, operand)));
+    if (const DataDirective* directive = find_data_directive(statement.keyword.text)) {
+      encode_data(line, *directive, statement.operands, words);
       return;
     }
     const TypedMnemonic mnemonic = find_mnemonic(statement.keyword.text);
@@ -285,6 +345,43 @@ class Assembler {
     words.push_back(encode(instruction));
   }
 
+  // Packs the values little-endian, each checked against the element size, and pads the statement to whole words.
+  void encode_data(const Line& line, const DataDirective& directive, const std::vector<Field>& operands,
+                   std::vector<uint64_t>& words) const {
+    std::vector<uint8_t> bytes;
+    for (const Field& operand : operands) {
+      uint64_t value = 0;
+      if (directive.name == ".float") {
+        value = std::bit_cast<uint32_t>(parse_float(line, operand));
+      } else {
+        const int64_t number = evaluate(line, operand);
+        const int bits = static_cast<int>(directive.element_bytes * 8);
+        if (bits < 64 && (number < -(int64_t{1} << (bits - 1)) || number >= (int64_t{1} << bits)))
+          fail(line, operand.column, fmt::format("value {} does not fit {} ({} bits)", number, directive.name, bits));
+        value = static_cast<uint64_t>(number);
+      }
+      for (uint64_t b = 0; b < directive.element_bytes; ++b) bytes.push_back(static_cast<uint8_t>(value >> (8 * b)));
+    }
+    bytes.resize(padded_to_words(bytes.size()));
+    for (size_t offset = 0; offset < bytes.size(); offset += kInstructionBytes) {
+      uint64_t word = 0;
+      std::memcpy(&word, bytes.data() + offset, kInstructionBytes);
+      words.push_back(word);
+    }
+  }
+
+  float parse_float(const Line& line, const Field& field) const {
+    const char* begin = field.text.c_str();
+    char* end = nullptr;
+    errno = 0;
+    const float value = std::strtof(begin, &end);
+    if (field.text.empty() || end != begin + field.text.size() || std::isspace(static_cast<unsigned char>(*begin)))
+      fail(line, field.column, fmt::format("expected a floating-point number, found '{}'", field.text));
+    if (errno == ERANGE && std::isinf(value))
+      fail(line, field.column, fmt::format("{} is out of the range of f32", field.text));
+    return value;
+  }
+
   // "offset(rN)", offset optional.
   void encode_memory_operand(const Line& line, const Field& operand, Instruction& instruction) const {
     const std::string& text = operand.text;
@@ -300,8 +397,11 @@ class Assembler {
   const AssemblerOptions& options_;
   std::vector<std::unique_ptr<Line>> lines_;
   std::vector<Statement> statements_;
+  std::vector<PendingSymbol> symbols_pending_;
+  std::vector<std::unique_ptr<Field>> equ_values_;
   std::map<std::string, int64_t> symbols_;
-  uint64_t next_address_ = 0;
+  Section section_ = Section::Text;
+  uint64_t section_bytes_[2] = {0, 0};
 };
 
 }  // namespace

@@ -151,6 +151,17 @@ TEST_F(Srai, IsArithmetic) { EXPECT_EQ(r3("li r4, -1\n srai r3, r4, 63"), ~0ull)
 TEST_F(Slti, IsSigned) { EXPECT_EQ(r3("li r4, -5\n slti r3, r4, -4"), 1u); }
 TEST_F(Li, SignExtends) { EXPECT_EQ(r3("li r3, -2"), static_cast<uint64_t>(-2)); }
 TEST_F(Lhi, SetsTheUpperHalf) { EXPECT_EQ(r3("li r3, 7\n lhi r3, 0x12345678"), 0x1234567800000007ull); }
+TEST_F(La, FindsTheProgramsDataWhereverItIsLoaded) {
+  EXPECT_FALSE(
+      run("la r2, table\n li r4, 3\n dma.ld.b32 r0, r2, r4, 4\n fence\n dma.st.b32 r1, r0, r4, 4\n fence\n"
+          " halt\n.data\ntable: .float 1.5, -2, 1e-3\n"));
+  float values[3];
+  chip_.memory().read(kData, values, sizeof values);
+  EXPECT_EQ(values[0], 1.5f);
+  EXPECT_EQ(values[1], -2.0f);
+  EXPECT_EQ(values[2], 1e-3f);
+  EXPECT_EQ(r3("la r3, here\nhere: halt"), kProgram + 8);
+}
 TEST_F(Csrr, ReadsCoreIdentityAndCounts) {
   EXPECT_EQ(r3("csrr r3, ncores"), 2u);
   EXPECT_FALSE(run("csrr r3, coreid\n csrr r4, instret\n halt\n", 1));

@@ -54,6 +54,9 @@ void Srli(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, c.reg(i.rs1) >
 void Srai(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, as_signed(c.reg(i.rs1)) >> (i.imm & 63)); }
 void Slti(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, as_signed(c.reg(i.rs1)) < i.imm); }
 void Li(ExecContext& c, const Instruction& i) { c.set_reg(i.rd, imm(i)); }
+void La(ExecContext& c, const Instruction& i) {
+  c.set_reg(i.rd, c.pc + static_cast<uint64_t>(static_cast<int64_t>(i.imm) * isa::kInstructionBytes));
+}
 void Lhi(ExecContext& c, const Instruction& i) {
   c.set_reg(i.rd, (static_cast<uint64_t>(static_cast<uint32_t>(i.imm)) << 32) | (c.reg(i.rd) & 0xffffffffu));
 }

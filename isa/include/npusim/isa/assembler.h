@@ -1,10 +1,14 @@
 // npusim assembly → program image (a flat sequence of 64-bit little-endian words, loaded at any 8-byte-aligned
-// address: branches are relative, so images are position-independent).
+// address: branches and `la` are relative, so images are position-independent). docs/assembly.md has the details.
 //
 // Syntax, one statement per line:   [label:] [mnemonic operands | directive]   [; comment | # comment]
 //   registers r0..r31 (r0 reads zero, alias `zero`); immediates are expressions over integers (decimal, 0x, 0b),
-//   labels and .equ constants with + - * / % << >> & | ^ ~ and parentheses.
-//   directives: .equ NAME, expr    .include "file"    .dword expr[, expr ...]
+//   labels and .equ constants with + - * / % << >> & | ^ ~ and parentheses. Typed mnemonics carry their element
+//   type as a suffix (vadd.bf16, vcvt.f16.f32). A label's value is its byte offset in the image.
+//   directives: .equ NAME, expr    .include "file"    .text    .data    .section .text|.data
+//               .byte/.half/.word/.dword expr[, ...]  (1/2/4/8-byte values)    .float literal[, ...]  (f32)
+//   Sections: instructions go in .text; .data is placed after all of .text. Each data statement is padded with
+//   zeros to a whole 64-bit word, so every label is 8-byte aligned.
 #pragma once
 
 #include <cstdint>
