@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(build-essential cmake ninja-build pkg-config ccache libsystemc-dev libboost-program-options-dev
-  libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libeigen3-dev clang-format)
+  libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libeigen3-dev pybind11-dev clang-format)
 PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest numpy matplotlib ruff==0.17.6)
 PYTHON=${PYTHON:-python3}
 
