@@ -16,12 +16,25 @@ void DeviceMemory::require_range(uint64_t address, uint64_t bytes, const char* a
                            capacity_bytes_ >> 20));
 }
 
-std::byte* DeviceMemory::page(uint64_t page_index, bool create) const {
+DeviceMemory::Page* DeviceMemory::page(uint64_t page_index, bool create) const {
   auto it = pages_.find(page_index);
-  if (it != pages_.end()) return it->second.get();
+  if (it != pages_.end()) return &it->second;
   if (!create) return nullptr;
-  auto storage = std::make_unique<std::byte[]>(kPageBytes);  // value-initialised: fresh memory reads as zero
-  return pages_.emplace(page_index, std::move(storage)).first->second.get();
+  Page fresh{std::make_unique<std::byte[]>(kPageBytes)};  // value-initialised: fresh memory reads as zero
+  return &pages_.emplace(page_index, std::move(fresh)).first->second;
+}
+
+std::byte* DeviceMemory::page_for_write(uint64_t page_index) {
+  Page* written = page(page_index, true);
+  if (written->holds_code) ++code_version_;
+  return written->bytes.get();
+}
+
+uint64_t DeviceMemory::fetch_word(uint64_t address) {
+  uint64_t word = 0;
+  read(address, &word, sizeof word);
+  page(address / kPageBytes, true)->holds_code = true;
+  return word;
 }
 
 void DeviceMemory::read(uint64_t address, void* destination, uint64_t bytes) const {
@@ -30,8 +43,8 @@ void DeviceMemory::read(uint64_t address, void* destination, uint64_t bytes) con
   while (bytes > 0) {
     const uint64_t offset = address % kPageBytes;
     const uint64_t chunk = std::min(bytes, kPageBytes - offset);
-    if (const std::byte* source = page(address / kPageBytes, false))
-      std::memcpy(out, source + offset, chunk);
+    if (const Page* source = page(address / kPageBytes, false))
+      std::memcpy(out, source->bytes.get() + offset, chunk);
     else
       std::memset(out, 0, chunk);
     out += chunk;
@@ -46,7 +59,7 @@ void DeviceMemory::write(uint64_t address, const void* source, uint64_t bytes) {
   while (bytes > 0) {
     const uint64_t offset = address % kPageBytes;
     const uint64_t chunk = std::min(bytes, kPageBytes - offset);
-    std::memcpy(page(address / kPageBytes, true) + offset, in, chunk);
+    std::memcpy(page_for_write(address / kPageBytes) + offset, in, chunk);
     in += chunk;
     address += chunk;
     bytes -= chunk;
@@ -58,7 +71,7 @@ void DeviceMemory::fill(uint64_t address, uint8_t value, uint64_t bytes) {
   while (bytes > 0) {
     const uint64_t offset = address % kPageBytes;
     const uint64_t chunk = std::min(bytes, kPageBytes - offset);
-    std::memset(page(address / kPageBytes, true) + offset, value, chunk);
+    std::memset(page_for_write(address / kPageBytes) + offset, value, chunk);
     address += chunk;
     bytes -= chunk;
   }

@@ -20,7 +20,8 @@ class FunctionalChip::CoreContext : public ExecContext {
         chip_(chip),
         index_(index),
         scratchpad_(chip.config_.scratchpad_bytes()),
-        accumulator_(chip.config_.accumulator_bytes()) {
+        accumulator_(chip.config_.accumulator_bytes()),
+        decoded_(chip.memory_) {
     weights_.max_rows = chip.config_.core_systolic_rows;
     weights_.max_cols = chip.config_.core_systolic_cols;
   }
@@ -34,10 +35,9 @@ class FunctionalChip::CoreContext : public ExecContext {
     state_.stats.dram_bytes_written += bytes;
   }
   uint64_t fetch_word(uint64_t address) override {  // instruction fetch is not data traffic
-    uint64_t word = 0;
-    chip_.memory_.read(address, &word, sizeof word);
-    return word;
+    return chip_.memory_.fetch_word(address);
   }
+  const DecodedInstruction& fetch_decoded() override { return decoded_.fetch(pc); }
   uint64_t read_csr(isa::Csr csr) override {
     switch (csr) {
       case isa::Csr::CoreId: return static_cast<uint64_t>(index_);
@@ -107,13 +107,15 @@ class FunctionalChip::CoreContext : public ExecContext {
   MatrixWeights weights_;
   DmaShape dma_shape_;
   SemaphoreLedger semaphores_;
+  DecodeCache decoded_;
   bool at_barrier_ = false;
   uint64_t barrier_pc_ = 0;
 };
 
 class FunctionalChip::CommandProcessorContext : public ExecContext {
  public:
-  explicit CommandProcessorContext(FunctionalChip& chip) : ExecContext(state_), chip_(chip) {}
+  explicit CommandProcessorContext(FunctionalChip& chip) : ExecContext(state_), chip_(chip), decoded_(chip.memory_) {}
+  const DecodedInstruction& fetch_decoded() override { return decoded_.fetch(pc); }
 
   void read_dram(uint64_t address, void* destination, uint64_t bytes) override {
     chip_.memory_.read(address, destination, bytes);
@@ -230,6 +232,7 @@ class FunctionalChip::CommandProcessorContext : public ExecContext {
 
   ScalarState state_;
   FunctionalChip& chip_;
+  DecodeCache decoded_;
   bool sleeping_ = false;
   int pending_doorbells_ = 0;
   std::optional<PendingLaunch> launch_;

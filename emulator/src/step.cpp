@@ -10,12 +10,12 @@ namespace npusim::emulator {
 isa::Instruction step(ExecContext& context) {
   ScalarState& state = context.state();
   context.pc = state.pc;
-  const isa::Instruction instruction = fetch(context);
-  execute(context, instruction);
+  const DecodedInstruction& decoded = context.fetch_decoded();
+  execute(context, decoded.instruction);
   state.pc = context.next_pc;
   ++state.instructions_retired;
-  state.stats.count_instruction(isa::info(instruction.opcode).timing);
-  return instruction;
+  state.stats.count_instruction(decoded.timing);
+  return decoded.instruction;
 }
 
 KernelFault make_fault(ExecContext& context, int core, uint64_t pc, const std::string& cause) {

@@ -27,11 +27,8 @@ class CommandProcessor::FirmwareContext : public emulator::ExecContext {
   void write_dram(uint64_t address, const void* source, uint64_t bytes) override {
     access(cp_.dram_port, tlm::TLM_WRITE_COMMAND, address, const_cast<void*>(source), bytes);
   }
-  uint64_t fetch_word(uint64_t address) override {
-    uint64_t word = 0;
-    cp_.memory_.read(address, &word, sizeof word);
-    return word;
-  }
+  uint64_t fetch_word(uint64_t address) override { return cp_.memory_.fetch_word(address); }
+  const emulator::DecodedInstruction& fetch_decoded() override { return cp_.decoded_.fetch(pc); }
   uint64_t read_csr(isa::Csr csr) override {
     switch (csr) {
       case isa::Csr::CoreCount: return static_cast<uint64_t>(cp_.config_.chip_cores);

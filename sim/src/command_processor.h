@@ -37,6 +37,7 @@ class CommandProcessor : public sc_core::sc_module {
 
   const config::ChipConfig& config_;
   emulator::DeviceMemory& memory_;
+  emulator::DecodeCache decoded_{memory_};
   std::vector<NpuCore*> cores_;
   CoreBarrier& barrier_;
   Clock clock_;

@@ -27,11 +27,7 @@ class NpuCore::ScalarContext : public emulator::ExecContext {
   void write_dram(uint64_t address, const void* source, uint64_t bytes) override {
     access(tlm::TLM_WRITE_COMMAND, address, const_cast<void*>(source), bytes);
   }
-  uint64_t fetch_word(uint64_t address) override {
-    uint64_t word = 0;
-    core_.memory_.read(address, &word, sizeof word);
-    return word;
-  }
+  uint64_t fetch_word(uint64_t address) override { return core_.memory_.fetch_word(address); }
   uint64_t read_csr(isa::Csr csr) override {
     switch (csr) {
       case isa::Csr::CoreId: return static_cast<uint64_t>(core_.index_);
@@ -83,11 +79,7 @@ class NpuCore::EngineContext : public emulator::ExecContext {
   void write_dram(uint64_t address, const void* source, uint64_t bytes) override {
     access(tlm::TLM_WRITE_COMMAND, address, const_cast<void*>(source), bytes);
   }
-  uint64_t fetch_word(uint64_t address) override {
-    uint64_t word = 0;
-    core_.memory_.read(address, &word, sizeof word);
-    return word;
-  }
+  uint64_t fetch_word(uint64_t address) override { return core_.memory_.fetch_word(address); }
   uint64_t read_csr(isa::Csr) override { throw Trap("engines cannot read control/status registers"); }
   emulator::MatrixWeights& matrix_weights() override { return core_.weights_; }
   emulator::DmaShape& dma_shape() override { return core_.dma_shape_; }
@@ -195,8 +187,9 @@ void NpuCore::run_kernel() {
     while (!state_.halted && !fault_) {
       if (state_.instructions_retired >= budget) throw emulator::watchdog_trap(budget);
       context.pc = state_.pc;
-      const isa::Instruction instruction = emulator::fetch(context);
-      const isa::TimingClass timing = isa::info(instruction.opcode).timing;
+      const emulator::DecodedInstruction& decoded = decoded_.fetch(state_.pc);
+      const isa::Instruction& instruction = decoded.instruction;
+      const isa::TimingClass timing = decoded.timing;
       if (std::optional<emulator::Engine> engine = engine_of(timing)) {
         keeper.sync();  // the engine sees the instruction at the scalar unit's local time
         const uint64_t id = next_tile_id_++;

@@ -81,6 +81,7 @@ class NpuCore : public sc_core::sc_module {
   int index_;
   const config::ChipConfig& config_;
   emulator::DeviceMemory& memory_;
+  emulator::DecodeCache decoded_{memory_};
   Clock clock_;
   std::vector<std::byte> scratchpad_;
   std::vector<std::byte> accumulator_;

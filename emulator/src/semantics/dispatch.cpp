@@ -19,14 +19,27 @@ void execute(ExecContext& context, const isa::Instruction& instruction) {
   }
 }
 
-isa::Instruction fetch(ExecContext& context) {
-  if (context.pc % isa::kInstructionBytes != 0) throw Trap(fmt::format("misaligned pc 0x{:x}", context.pc));
-  const uint64_t word = context.fetch_word(context.pc);
+void check_pc_alignment(uint64_t pc) {
+  if (pc % isa::kInstructionBytes != 0) throw Trap(fmt::format("misaligned pc 0x{:x}", pc));
+}
+
+isa::Instruction decode_word(uint64_t word) {
   try {
     return isa::decode(word);
   } catch (const isa::IllegalInstruction& error) {
     throw Trap(fmt::format("illegal instruction: {}", error.what()));
   }
+}
+
+isa::Instruction fetch(ExecContext& context) {
+  check_pc_alignment(context.pc);
+  return decode_word(context.fetch_word(context.pc));
+}
+
+const DecodedInstruction& ExecContext::fetch_decoded() {
+  const isa::Instruction instruction = fetch(*this);
+  last_fetched_ = {instruction, isa::info(instruction.opcode).timing};
+  return last_fetched_;
 }
 
 namespace {

@@ -34,29 +34,52 @@ void load_weights(ExecContext& c, const Instruction& i, bool transposed) {
   weights.type = i.type;
 }
 
+// One output row: sums[n] = sum over k, in k order, of a[k] * w[k][n]. The loop over n is innermost so that the
+// host vectorises it across outputs; each output still sees its products added one by one in k order (no fused
+// multiply-add: -ffp-contract=off), so the result is the same on every host and instruction set.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void row_times_weights(const float* a, const float* w,
+                                                                                    uint64_t depth, uint64_t cols,
+                                                                                    float* sums) {
+  for (uint64_t n = 0; n < cols; ++n) sums[n] = 0.0f;
+  for (uint64_t k = 0; k < depth; ++k) {
+    const float a_k = a[k];
+    const float* w_k = w + k * cols;
+    for (uint64_t n = 0; n < cols; ++n) sums[n] += a_k * w_k[n];
+  }
+}
+// i8 x i8 products summed in i32 with wrap-around (unsigned arithmetic wraps by definition).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void row_times_weights(const uint32_t* a,
+                                                                                    const uint32_t* w, uint64_t depth,
+                                                                                    uint64_t cols, uint32_t* sums) {
+  for (uint64_t n = 0; n < cols; ++n) sums[n] = 0;
+  for (uint64_t k = 0; k < depth; ++k) {
+    const uint32_t a_k = a[k];
+    const uint32_t* w_k = w + k * cols;
+    for (uint64_t n = 0; n < cols; ++n) sums[n] += a_k * w_k[n];
+  }
+}
+
 template <typename T>
 void multiply(ExecContext& c, const Instruction& i, const MatrixWeights& weights, bool accumulate) {
   const uint64_t rows = c.reg(i.rs2), depth = weights.rows, cols = weights.cols;
   const std::byte* input = c.scratchpad(c.reg(i.rs1), rows, depth * sizeof(T)).data();
   std::byte* output = c.accumulator(c.reg(i.rd), rows, cols * 4).data();
   c.stats().matrix_macs += rows * depth * cols;
-  std::vector<float> row(depth);
+  // Floats multiply in f32; i8 values multiply as two's-complement 32-bit words, which wrap like i32.
+  using Word = std::conditional_t<kIsFloat<T>, float, uint32_t>;
+  const auto word = [](auto value) {
+    if constexpr (kIsFloat<T>)
+      return static_cast<float>(value);
+    else
+      return static_cast<uint32_t>(static_cast<int32_t>(value));
+  };
+  std::vector<Word> row(depth), w(depth * cols), sums(cols);
+  for (uint64_t k = 0; k < depth * cols; ++k) w[k] = word(weights.values[k]);
   for (uint64_t m = 0; m < rows; ++m) {
-    for (uint64_t k = 0; k < depth; ++k) row[k] = static_cast<float>(widen(load<T>(input, m * depth + k)));
-    for (uint64_t n = 0; n < cols; ++n) {
-      const uint64_t index = m * cols + n;
-      if constexpr (kIsFloat<T>) {
-        float partial = 0.0f;
-        for (uint64_t k = 0; k < depth; ++k) partial += row[k] * weights.values[k * cols + n];
-        store(output, index, accumulate ? load<float>(output, index) + partial : partial);
-      } else {  // i8 x i8 products summed in i32 with wrap-around (unsigned arithmetic wraps by definition)
-        uint32_t partial = 0;
-        for (uint64_t k = 0; k < depth; ++k)
-          partial +=
-              static_cast<uint32_t>(static_cast<int32_t>(row[k]) * static_cast<int32_t>(weights.values[k * cols + n]));
-        store(output, index, accumulate ? load<uint32_t>(output, index) + partial : partial);
-      }
-    }
+    for (uint64_t k = 0; k < depth; ++k) row[k] = word(widen(load<T>(input, m * depth + k)));
+    row_times_weights(row.data(), w.data(), depth, cols, sums.data());
+    std::byte* out = output + m * cols * 4;
+    for (uint64_t n = 0; n < cols; ++n) store(out, n, accumulate ? load<Word>(out, n) + sums[n] : sums[n]);
   }
 }
 }  // namespace

@@ -27,11 +27,22 @@ class DeviceMemory {
   // Traps unless [address, address + bytes) lies within the device; `access` names it in the message.
   void require_range(uint64_t address, uint64_t bytes, const char* access) const;
 
+  // Instruction fetch: reads the 64-bit word at `address` and marks its page as holding code. Any later write to a
+  // code page changes code_version(), so decoded copies of instructions know when they are stale.
+  uint64_t fetch_word(uint64_t address);
+  uint64_t code_version() const { return code_version_; }
+
  private:
-  std::byte* page(uint64_t page_index, bool create) const;
+  struct Page {
+    std::unique_ptr<std::byte[]> bytes;
+    bool holds_code = false;
+  };
+  Page* page(uint64_t page_index, bool create) const;
+  std::byte* page_for_write(uint64_t page_index);
 
   uint64_t capacity_bytes_;
-  mutable std::unordered_map<uint64_t, std::unique_ptr<std::byte[]>> pages_;
+  mutable std::unordered_map<uint64_t, Page> pages_;
+  uint64_t code_version_ = 0;
 };
 
 }  // namespace npusim::emulator

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "npusim/emulator/decode_cache.h"
 #include "npusim/emulator/kernel_stats.h"
 #include "npusim/isa/isa.h"
 
@@ -76,6 +77,8 @@ class ExecContext {
     read_dram(address, &word, sizeof word);
     return word;
   }
+  // The instruction at pc, decoded; contexts with a DecodeCache decode each address once.
+  virtual const DecodedInstruction& fetch_decoded();
   virtual void write_dram(uint64_t address, const void* source, uint64_t bytes) = 0;
   // `count` elements of `element_bytes` at byte `address` of this core's scratchpad or matrix accumulator buffer;
   // traps if any of it is outside (sizes are checked before they are multiplied, so they cannot wrap).
@@ -108,6 +111,7 @@ class ExecContext {
 
  private:
   ScalarState& state_;
+  DecodedInstruction last_fetched_{};
 };
 
 }  // namespace npusim::emulator

@@ -18,5 +18,8 @@ void execute(ExecContext& context, const isa::Instruction& instruction);
 
 // Fetches and decodes the instruction at the context's pc; an illegal word raises Trap.
 isa::Instruction fetch(ExecContext& context);
+// The two checks of a fetch, each raising Trap: the pc is instruction-aligned; the word decodes.
+void check_pc_alignment(uint64_t pc);
+isa::Instruction decode_word(uint64_t word);
 
 }  // namespace npusim::emulator
