@@ -1,7 +1,11 @@
-// npusim._native: Python bindings to the torch-free layers (the ISA toolchain). Kept apart from npusim._C so that it
-// builds without torch's headers and loads without the PyTorch backend.
+// npusim._native: Python bindings to the torch-free layers: the ISA toolchain and a simulated chip driven directly
+// (load programs, move bytes, launch, read registers and statistics). Kept apart from npusim._C so that it builds
+// without torch's headers and works without the PyTorch backend. It has its own copy of the runtime: a process can
+// still build one timed (SystemC) chip in all, here or in the PyTorch device.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <filesystem>
 
 #include <cstring>
 #include <string>
@@ -11,6 +15,7 @@
 #include "npusim/isa/disassembler.h"
 #include "npusim/isa/encoding.h"
 #include "npusim/isa/isa.h"
+#include "npusim/runtime/device.h"
 
 namespace py = pybind11;
 using namespace npusim;
@@ -49,6 +54,61 @@ py::list instruction_table() {
   return rows;
 }
 
+py::dict record_dict(const runtime::CommandRecord& record) {
+  py::dict stats;
+#define NPUSIM_STATISTIC(name, unit, doc) stats[#name] = record.stats.name;
+#include "npusim/emulator/statistics.def"
+#undef NPUSIM_STATISTIC
+  return py::dict(py::arg("name") = record.name, py::arg("cores") = record.cores,
+                  py::arg("kernel_cycles") = record.kernel_cycles, py::arg("device_cycles") = record.device_cycles,
+                  py::arg("instructions") = record.instructions(), py::arg("bytes") = record.bytes,
+                  py::arg("first_hazard") = record.first_hazard, py::arg("stats") = stats);
+}
+
+// A device of one configuration and mode, with the GIL released while it simulates.
+class NativeDevice {
+ public:
+  NativeDevice(const std::string& config, const std::string& mode, const std::vector<std::string>& config_dirs)
+      : device_(load(config, config_dirs), runtime::parse_mode(mode)) {}
+
+  uint64_t allocate(uint64_t bytes) { return device_.allocate(bytes); }
+  void free(uint64_t address) { device_.free(address); }
+  void write(uint64_t address, const py::buffer& data) {
+    const py::buffer_info info = data.request();
+    const auto bytes = static_cast<uint64_t>(info.size * info.itemsize);
+    py::gil_scoped_release released;
+    device_.copy_host_to_device(address, info.ptr, bytes);
+  }
+  py::bytes read(uint64_t address, uint64_t bytes) {
+    std::string data(bytes, '\0');
+    {
+      py::gil_scoped_release released;
+      device_.copy_device_to_host(data.data(), address, bytes);
+    }
+    return py::bytes(data);
+  }
+  uint64_t load_program(const py::bytes& image) { return device_.load_program(words_of(image)); }
+  py::dict launch(const std::string& name, uint64_t program, const std::vector<uint64_t>& arguments,
+                  uint64_t core_mask) {
+    device_.take_records();  // this launch's record is then the only kernel record
+    {
+      py::gil_scoped_release released;
+      device_.launch(name, program, arguments, core_mask);
+    }
+    for (const runtime::CommandRecord& record : device_.take_records())
+      if (record.name == name) return record_dict(record);
+    throw std::logic_error("the launch left no record");
+  }
+  std::array<uint64_t, isa::kRegisterCount> registers(int core) const { return device_.core_registers(core); }
+  uint64_t elapsed_cycles() const { return device_.elapsed_cycles(); }
+
+ private:
+  static config::ChipConfig load(const std::string& name_or_path, const std::vector<std::string>& dirs) {
+    return config::load_config(name_or_path, std::vector<std::filesystem::path>(dirs.begin(), dirs.end()));
+  }
+  runtime::Device device_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -59,4 +119,18 @@ PYBIND11_MODULE(_native, m) {
   m.def("disassemble", [](const py::bytes& image) { return isa::disassemble_program(words_of(image)); });
   m.def("decode", [](uint64_t word) { return isa::disassemble(isa::decode(word), 0); });
   m.def("instruction_table", &instruction_table);
+
+  py::register_exception<runtime::DeviceError>(m, "DeviceError", PyExc_RuntimeError);
+  py::register_exception<config::ConfigError>(m, "ConfigError", PyExc_ValueError);
+  py::class_<NativeDevice>(m, "Device")
+      .def(py::init<const std::string&, const std::string&, const std::vector<std::string>&>(), py::arg("config"),
+           py::arg("mode"), py::arg("config_dirs"))
+      .def("allocate", &NativeDevice::allocate)
+      .def("free", &NativeDevice::free)
+      .def("write", &NativeDevice::write)
+      .def("read", &NativeDevice::read)
+      .def("load_program", &NativeDevice::load_program)
+      .def("launch", &NativeDevice::launch)
+      .def("registers", &NativeDevice::registers)
+      .def("elapsed_cycles", &NativeDevice::elapsed_cycles);
 }

@@ -54,6 +54,7 @@ class NpuCore : public sc_core::sc_module {
   std::optional<emulator::KernelFault> take_fault() { return std::exchange(fault_, std::nullopt); }
   // Statistics and (when tracing) engine activity of the last kernel.
   const emulator::KernelStats& stats() const { return state_.stats; }
+  const std::array<uint64_t, isa::kRegisterCount>& registers() const { return state_.registers; }
   std::vector<emulator::EngineInterval> take_trace() { return std::exchange(trace_, {}); }
   void set_tracing(bool enabled) { tracing_ = enabled; }
   std::string take_first_hazard() { return std::exchange(first_hazard_, {}); }

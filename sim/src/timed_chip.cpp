@@ -67,6 +67,9 @@ class TimedChip : public emulator::Chip {
   void set_tracing(bool enabled) override {
     for (auto& core : cores_) core->set_tracing(enabled);
   }
+  std::array<uint64_t, isa::kRegisterCount> core_registers(int core) const override {
+    return cores_.at(core)->registers();
+  }
 
  private:
   // Runs until nothing is left to do: the firmware sleeps in wfd and every core and engine is idle.

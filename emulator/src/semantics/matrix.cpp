@@ -3,6 +3,7 @@
 // run this same code, so they agree bit for bit.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "element_types.h"
@@ -34,29 +35,59 @@ void load_weights(ExecContext& c, const Instruction& i, bool transposed) {
   weights.type = i.type;
 }
 
-// One output row: sums[n] = sum over k, in k order, of a[k] * w[k][n]. The loop over n is innermost so that the
-// host vectorises it across outputs; each output still sees its products added one by one in k order (no fused
-// multiply-add: -ffp-contract=off), so the result is the same on every host and instruction set.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void row_times_weights(const float* a, const float* w,
-                                                                                    uint64_t depth, uint64_t cols,
-                                                                                    float* sums) {
-  for (uint64_t n = 0; n < cols; ++n) sums[n] = 0.0f;
-  for (uint64_t k = 0; k < depth; ++k) {
-    const float a_k = a[k];
-    const float* w_k = w + k * cols;
-    for (uint64_t n = 0; n < cols; ++n) sums[n] += a_k * w_k[n];
+// out[m][n] = sum over k, in k order, of a[m][k] * w[k][n], for a rows x depth tile and depth x cols weights.
+// Blocks of 4 rows x 16 columns keep their sums in vector registers across the k loop (GCC vector extensions, as
+// wide as the host allows); each output still gets its products added one at a time in k order, starting from
+// zero, with no fused multiply-add (-ffp-contract=off), so the result is the same on every host.
+typedef float FloatVector __attribute__((vector_size(64)));
+typedef uint32_t WordVector __attribute__((vector_size(64)));
+
+template <typename Word>
+__attribute__((always_inline)) inline void tile_times_weights_body(const Word* a, uint64_t rows, uint64_t depth,
+                                                                   const Word* w, uint64_t cols, Word* out) {
+  constexpr uint64_t kRows = 4, kCols = 16;
+  using Vector = std::conditional_t<std::is_same_v<Word, float>, FloatVector, WordVector>;
+  static_assert(sizeof(Vector) == kCols * sizeof(Word));
+  for (uint64_t m0 = 0; m0 < rows; m0 += kRows) {
+    const uint64_t block_rows = std::min(kRows, rows - m0);
+    for (uint64_t n0 = 0; n0 < cols; n0 += kCols) {
+      const uint64_t block_cols = std::min(kCols, cols - n0);
+      if (block_rows == kRows && block_cols == kCols) {
+        Vector sum0{}, sum1{}, sum2{}, sum3{};
+        const Word *a0 = a + m0 * depth, *a1 = a0 + depth, *a2 = a1 + depth, *a3 = a2 + depth;
+        for (uint64_t k = 0; k < depth; ++k) {
+          Vector w_k;
+          std::memcpy(&w_k, w + k * cols + n0, sizeof w_k);
+          sum0 += a0[k] * w_k;
+          sum1 += a1[k] * w_k;
+          sum2 += a2[k] * w_k;
+          sum3 += a3[k] * w_k;
+        }
+        std::memcpy(out + m0 * cols + n0, &sum0, sizeof sum0);
+        std::memcpy(out + (m0 + 1) * cols + n0, &sum1, sizeof sum1);
+        std::memcpy(out + (m0 + 2) * cols + n0, &sum2, sizeof sum2);
+        std::memcpy(out + (m0 + 3) * cols + n0, &sum3, sizeof sum3);
+        continue;
+      }
+      for (uint64_t r = 0; r < block_rows; ++r)  // an edge block, one output at a time
+        for (uint64_t n = 0; n < block_cols; ++n) {
+          Word sum{};
+          for (uint64_t k = 0; k < depth; ++k) sum += a[(m0 + r) * depth + k] * w[k * cols + n0 + n];
+          out[(m0 + r) * cols + n0 + n] = sum;
+        }
+    }
   }
 }
-// i8 x i8 products summed in i32 with wrap-around (unsigned arithmetic wraps by definition).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void row_times_weights(const uint32_t* a,
-                                                                                    const uint32_t* w, uint64_t depth,
-                                                                                    uint64_t cols, uint32_t* sums) {
-  for (uint64_t n = 0; n < cols; ++n) sums[n] = 0;
-  for (uint64_t k = 0; k < depth; ++k) {
-    const uint32_t a_k = a[k];
-    const uint32_t* w_k = w + k * cols;
-    for (uint64_t n = 0; n < cols; ++n) sums[n] += a_k * w_k[n];
-  }
+__attribute__((target_clones("avx512f", "avx2", "default"))) void tile_times_weights(const float* a, uint64_t rows,
+                                                                                     uint64_t depth, const float* w,
+                                                                                     uint64_t cols, float* out) {
+  tile_times_weights_body(a, rows, depth, w, cols, out);
+}
+// i8 inputs as two's-complement 32-bit words: unsigned products and sums wrap exactly like i32.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void tile_times_weights(const uint32_t* a, uint64_t rows,
+                                                                                     uint64_t depth, const uint32_t* w,
+                                                                                     uint64_t cols, uint32_t* out) {
+  tile_times_weights_body(a, rows, depth, w, cols, out);
 }
 
 template <typename T>
@@ -65,7 +96,6 @@ void multiply(ExecContext& c, const Instruction& i, const MatrixWeights& weights
   const std::byte* input = c.scratchpad(c.reg(i.rs1), rows, depth * sizeof(T)).data();
   std::byte* output = c.accumulator(c.reg(i.rd), rows, cols * 4).data();
   c.stats().matrix_macs += rows * depth * cols;
-  // Floats multiply in f32; i8 values multiply as two's-complement 32-bit words, which wrap like i32.
   using Word = std::conditional_t<kIsFloat<T>, float, uint32_t>;
   const auto word = [](auto value) {
     if constexpr (kIsFloat<T>)
@@ -73,14 +103,11 @@ void multiply(ExecContext& c, const Instruction& i, const MatrixWeights& weights
     else
       return static_cast<uint32_t>(static_cast<int32_t>(value));
   };
-  std::vector<Word> row(depth), w(depth * cols), sums(cols);
+  std::vector<Word> a(rows * depth), w(depth * cols), sums(rows * cols);
+  for (uint64_t k = 0; k < rows * depth; ++k) a[k] = word(widen(load<T>(input, k)));
   for (uint64_t k = 0; k < depth * cols; ++k) w[k] = word(weights.values[k]);
-  for (uint64_t m = 0; m < rows; ++m) {
-    for (uint64_t k = 0; k < depth; ++k) row[k] = word(widen(load<T>(input, m * depth + k)));
-    row_times_weights(row.data(), w.data(), depth, cols, sums.data());
-    std::byte* out = output + m * cols * 4;
-    for (uint64_t n = 0; n < cols; ++n) store(out, n, accumulate ? load<Word>(out, n) + sums[n] : sums[n]);
-  }
+  tile_times_weights(a.data(), rows, depth, w.data(), cols, sums.data());
+  for (uint64_t k = 0; k < rows * cols; ++k) store(output, k, accumulate ? load<Word>(output, k) + sums[k] : sums[k]);
 }
 }  // namespace
 

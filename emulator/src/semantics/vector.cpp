@@ -2,6 +2,7 @@
 // bitwise, compares, select, fill, move and conversion.
 #include <fmt/format.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -197,8 +198,10 @@ void Vfill(ExecContext& c, const Instruction& i) {
     const uint64_t count = c.reg(i.rs3);
     c.stats().vector_elements += count;
     T value;
-    if constexpr (kIsFloat<T>)
-      std::memcpy(&value, &i.imm, sizeof(T));  // the low bytes: little-endian host
+    if constexpr (std::is_same_v<T, float>)
+      value = std::bit_cast<float>(i.imm);
+    else if constexpr (kIsFloat<T>)
+      value = Eigen::numext::bit_cast<T>(static_cast<uint16_t>(i.imm));  // the low half
     else
       value = narrow<T>(static_cast<int64_t>(i.imm));
     std::byte* out = c.scratchpad(c.reg(i.rd), count, sizeof(T)).data();

@@ -2,6 +2,7 @@
 // memory, a command processor that runs firmware and wakes on a doorbell, and per-launch records.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -60,6 +61,8 @@ class Chip {
   virtual uint64_t elapsed_cycles() const = 0;
   // Record engine activity intervals into launch records (timed mode only; a no-op for the emulator).
   virtual void set_tracing(bool enabled) {}
+  // A core's scalar registers as its last kernel left them.
+  virtual std::array<uint64_t, isa::kRegisterCount> core_registers(int core) const = 0;
 };
 
 }  // namespace npusim::emulator

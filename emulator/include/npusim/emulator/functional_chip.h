@@ -29,6 +29,9 @@ class FunctionalChip : public Chip {
   // Returns the fault if the core trapped.
   std::optional<KernelFault> run_kernel(int core, uint64_t program, uint64_t arguments);
   const ScalarState& core_state(int core) const;
+  std::array<uint64_t, isa::kRegisterCount> core_registers(int core) const override {
+    return core_state(core).registers;
+  }
 
  private:
   class CoreContext;

@@ -74,6 +74,13 @@ class Device {
   // A label stamped on the records of the commands that follow (the profiler sets the PyTorch module path).
   void set_scope(std::string scope);
   uint64_t elapsed_cycles() const { return chip_->elapsed_cycles(); }
+  // A core's scalar registers as its last kernel left them; std::out_of_range for a core the chip lacks.
+  std::array<uint64_t, isa::kRegisterCount> core_registers(int core) const {
+    if (core < 0 || core >= config().chip_cores)
+      throw std::out_of_range("core " + std::to_string(core) + " does not exist; the chip has " +
+                              std::to_string(config().chip_cores));
+    return chip_->core_registers(core);
+  }
   // Engine activity intervals in kernel records (timed mode; costs host memory per tile instruction).
   void set_tracing(bool enabled);
 
