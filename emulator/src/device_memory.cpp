@@ -17,11 +17,12 @@ void DeviceMemory::require_range(uint64_t address, uint64_t bytes, const char* a
 }
 
 DeviceMemory::Page* DeviceMemory::page(uint64_t page_index, bool create) const {
-  auto it = pages_.find(page_index);
-  if (it != pages_.end()) return &it->second;
-  if (!create) return nullptr;
-  Page fresh{std::make_unique<std::byte[]>(kPageBytes)};  // value-initialised: fresh memory reads as zero
-  return &pages_.emplace(page_index, std::move(fresh)).first->second;
+  Page& entry = pages_[page_index];  // callers checked the range
+  if (!entry.bytes) {
+    if (!create) return nullptr;
+    entry.bytes = std::make_unique<std::byte[]>(kPageBytes);  // value-initialised: fresh memory reads as zero
+  }
+  return &entry;
 }
 
 std::byte* DeviceMemory::page_for_write(uint64_t page_index) {

@@ -35,7 +35,8 @@ void load_weights(ExecContext& c, const Instruction& i, bool transposed) {
   weights.type = i.type;
 }
 
-// out[m][n] = sum over k, in k order, of a[m][k] * w[k][n], for a rows x depth tile and depth x cols weights.
+// out[m][n] = previous[m][n] + (sum over k, in k order, of a[m][k] * w[k][n]) for a rows x depth tile and
+// depth x cols weights; without `previous`, just the sum.
 // Blocks of 4 rows x 16 columns keep their sums in vector registers across the k loop (GCC vector extensions, as
 // wide as the host allows); each output still gets its products added one at a time in k order, starting from
 // zero, with no fused multiply-add (-ffp-contract=off), so the result is the same on every host.
@@ -44,7 +45,8 @@ typedef uint32_t WordVector __attribute__((vector_size(64)));
 
 template <typename Word>
 __attribute__((always_inline)) inline void tile_times_weights_body(const Word* a, uint64_t rows, uint64_t depth,
-                                                                   const Word* w, uint64_t cols, Word* out) {
+                                                                   const Word* w, uint64_t cols, const Word* previous,
+                                                                   Word* out) {
   constexpr uint64_t kRows = 4, kCols = 16;
   using Vector = std::conditional_t<std::is_same_v<Word, float>, FloatVector, WordVector>;
   static_assert(sizeof(Vector) == kCols * sizeof(Word));
@@ -63,31 +65,46 @@ __attribute__((always_inline)) inline void tile_times_weights_body(const Word* a
           sum2 += a2[k] * w_k;
           sum3 += a3[k] * w_k;
         }
-        std::memcpy(out + m0 * cols + n0, &sum0, sizeof sum0);
-        std::memcpy(out + (m0 + 1) * cols + n0, &sum1, sizeof sum1);
-        std::memcpy(out + (m0 + 2) * cols + n0, &sum2, sizeof sum2);
-        std::memcpy(out + (m0 + 3) * cols + n0, &sum3, sizeof sum3);
+        Vector* sums[] = {&sum0, &sum1, &sum2, &sum3};
+        for (uint64_t r = 0; r < kRows; ++r) {
+          const uint64_t at = (m0 + r) * cols + n0;
+          if (previous) {
+            Vector before;
+            std::memcpy(&before, previous + at, sizeof before);
+            *sums[r] = before + *sums[r];
+          }
+          std::memcpy(out + at, sums[r], sizeof(Vector));
+        }
         continue;
       }
       for (uint64_t r = 0; r < block_rows; ++r)  // an edge block, one output at a time
         for (uint64_t n = 0; n < block_cols; ++n) {
           Word sum{};
           for (uint64_t k = 0; k < depth; ++k) sum += a[(m0 + r) * depth + k] * w[k * cols + n0 + n];
-          out[(m0 + r) * cols + n0 + n] = sum;
+          const uint64_t at = (m0 + r) * cols + n0 + n;
+          out[at] = previous ? previous[at] + sum : sum;
         }
     }
   }
 }
-__attribute__((target_clones("avx512f", "avx2", "default"))) void tile_times_weights(const float* a, uint64_t rows,
-                                                                                     uint64_t depth, const float* w,
-                                                                                     uint64_t cols, float* out) {
-  tile_times_weights_body(a, rows, depth, w, cols, out);
+__attribute__((target_clones("avx512f", "avx2", "default"))) void tile_times_weights(
+    const float* a, uint64_t rows, uint64_t depth, const float* w, uint64_t cols, const float* previous, float* out) {
+  tile_times_weights_body(a, rows, depth, w, cols, previous, out);
 }
 // i8 inputs as two's-complement 32-bit words: unsigned products and sums wrap exactly like i32.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void tile_times_weights(const uint32_t* a, uint64_t rows,
                                                                                      uint64_t depth, const uint32_t* w,
-                                                                                     uint64_t cols, uint32_t* out) {
-  tile_times_weights_body(a, rows, depth, w, cols, out);
+                                                                                     uint64_t cols,
+                                                                                     const uint32_t* previous,
+                                                                                     uint32_t* out) {
+  tile_times_weights_body(a, rows, depth, w, cols, previous, out);
+}
+
+// Reused between instructions, so a tile costs no allocation.
+template <typename Word>
+std::vector<Word>& scratch(int which) {
+  thread_local std::vector<Word> buffers[4];
+  return buffers[which];
 }
 
 template <typename T>
@@ -103,11 +120,32 @@ void multiply(ExecContext& c, const Instruction& i, const MatrixWeights& weights
     else
       return static_cast<uint32_t>(static_cast<int32_t>(value));
   };
-  std::vector<Word> a(rows * depth), w(depth * cols), sums(rows * cols);
-  for (uint64_t k = 0; k < rows * depth; ++k) a[k] = word(widen(load<T>(input, k)));
-  for (uint64_t k = 0; k < depth * cols; ++k) w[k] = word(weights.values[k]);
-  tile_times_weights(a.data(), rows, depth, w.data(), cols, sums.data());
-  for (uint64_t k = 0; k < rows * cols; ++k) store(output, k, accumulate ? load<Word>(output, k) + sums[k] : sums[k]);
+  std::vector<Word>& a = scratch<Word>(0);
+  std::vector<Word>& sums = scratch<Word>(2);
+  a.resize(rows * depth);
+  sums.resize(rows * cols);
+  if constexpr (std::is_same_v<T, float>)
+    std::memcpy(a.data(), input, rows * depth * sizeof(float));
+  else
+    for (uint64_t k = 0; k < rows * depth; ++k) a[k] = word(widen(load<T>(input, k)));
+  const Word* w = nullptr;
+  if constexpr (kIsFloat<T>) {
+    w = weights.values.data();  // already f32
+  } else {
+    std::vector<Word>& converted = scratch<Word>(1);
+    converted.resize(depth * cols);
+    for (uint64_t k = 0; k < depth * cols; ++k) converted[k] = word(weights.values[k]);
+    w = converted.data();
+  }
+  const Word* previous = nullptr;
+  if (accumulate) {
+    std::vector<Word>& before = scratch<Word>(3);
+    before.resize(rows * cols);
+    std::memcpy(before.data(), output, rows * cols * 4);
+    previous = before.data();
+  }
+  tile_times_weights(a.data(), rows, depth, w, cols, previous, sums.data());
+  std::memcpy(output, sums.data(), rows * cols * 4);
 }
 }  // namespace
 

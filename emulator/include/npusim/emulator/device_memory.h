@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <unordered_map>
+#include <vector>
 
 namespace npusim::emulator {
 
@@ -16,7 +16,9 @@ class DeviceMemory {
  public:
   static constexpr uint64_t kPageBytes = 64 * 1024;
 
-  explicit DeviceMemory(uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+  // The page table is a flat array (16 bytes per 64 KiB page: 4 MiB for 16 GiB); pages are allocated on first write.
+  explicit DeviceMemory(uint64_t capacity_bytes)
+      : capacity_bytes_(capacity_bytes), pages_((capacity_bytes + kPageBytes - 1) / kPageBytes) {}
 
   uint64_t capacity_bytes() const { return capacity_bytes_; }
 
@@ -41,7 +43,7 @@ class DeviceMemory {
   std::byte* page_for_write(uint64_t page_index);
 
   uint64_t capacity_bytes_;
-  mutable std::unordered_map<uint64_t, Page> pages_;
+  mutable std::vector<Page> pages_;
   uint64_t code_version_ = 0;
 };
 
