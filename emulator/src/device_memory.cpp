@@ -78,4 +78,62 @@ void DeviceMemory::fill(uint64_t address, uint8_t value, uint64_t bytes) {
   }
 }
 
+namespace {
+// The lowest and one-past-highest byte of a strided tile, or nullopt when they do not fit 64 bits.
+bool tile_extent(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows, uint64_t& low, uint64_t& bytes) {
+  if (rows == 0 || row_bytes == 0) {
+    low = address;
+    bytes = 0;
+    return true;
+  }
+  __int128 first = address, last = static_cast<__int128>(address) + static_cast<__int128>(stride) * (rows - 1);
+  if (last < first) std::swap(first, last);
+  const __int128 end = last + row_bytes;
+  if (first < 0 || end > static_cast<__int128>(UINT64_MAX)) return false;
+  low = static_cast<uint64_t>(first);
+  bytes = static_cast<uint64_t>(end - first);
+  return true;
+}
+}  // namespace
+
+void DeviceMemory::read_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows,
+                             void* destination) const {
+  uint64_t low = 0, bytes = 0;
+  if (!tile_extent(address, stride, row_bytes, rows, low, bytes))
+    throw Trap(fmt::format("DRAM read of {} rows of {} bytes, {} apart, from 0x{:x} leaves the address space", rows,
+                           row_bytes, stride, address));
+  require_range(low, bytes, "read");
+  auto* out = static_cast<std::byte*>(destination);
+  for (uint64_t r = 0; r < rows; ++r, out += row_bytes) {
+    const uint64_t row = address + r * stride;
+    const uint64_t offset = row % kPageBytes;
+    if (offset + row_bytes > kPageBytes) {  // a row across pages takes the general path
+      read(row, out, row_bytes);
+      continue;
+    }
+    if (const Page* source = page(row / kPageBytes, false))
+      std::memcpy(out, source->bytes.get() + offset, row_bytes);
+    else
+      std::memset(out, 0, row_bytes);
+  }
+}
+
+void DeviceMemory::write_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows, const void* source) {
+  uint64_t low = 0, bytes = 0;
+  if (!tile_extent(address, stride, row_bytes, rows, low, bytes))
+    throw Trap(fmt::format("DRAM write of {} rows of {} bytes, {} apart, to 0x{:x} leaves the address space", rows,
+                           row_bytes, stride, address));
+  require_range(low, bytes, "write");
+  const auto* in = static_cast<const std::byte*>(source);
+  for (uint64_t r = 0; r < rows; ++r, in += row_bytes) {
+    const uint64_t row = address + r * stride;
+    const uint64_t offset = row % kPageBytes;
+    if (offset + row_bytes > kPageBytes) {
+      write(row, in, row_bytes);
+      continue;
+    }
+    std::memcpy(page_for_write(row / kPageBytes) + offset, in, row_bytes);
+  }
+}
+
 }  // namespace npusim::emulator

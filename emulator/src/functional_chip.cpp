@@ -34,6 +34,15 @@ class FunctionalChip::CoreContext : public ExecContext {
     chip_.memory_.write(address, source, bytes);
     state_.stats.dram_bytes_written += bytes;
   }
+  void read_dram_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows, void* destination) override {
+    chip_.memory_.read_rows(address, stride, row_bytes, rows, destination);
+    state_.stats.dram_bytes_read += row_bytes * rows;
+  }
+  void write_dram_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows,
+                       const void* source) override {
+    chip_.memory_.write_rows(address, stride, row_bytes, rows, source);
+    state_.stats.dram_bytes_written += row_bytes * rows;
+  }
   uint64_t fetch_word(uint64_t address) override {  // instruction fetch is not data traffic
     return chip_.memory_.fetch_word(address);
   }

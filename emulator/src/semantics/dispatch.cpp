@@ -60,6 +60,17 @@ std::span<std::byte> ExecContext::accumulator(uint64_t address, uint64_t count, 
   return buffer_range(accumulator_memory(), "accumulator", address, count, element_bytes);
 }
 
+void ExecContext::read_dram_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows,
+                                 void* destination) {
+  auto* out = static_cast<std::byte*>(destination);
+  for (uint64_t r = 0; r < rows; ++r) read_dram(address + r * stride, out + r * row_bytes, row_bytes);
+}
+void ExecContext::write_dram_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows,
+                                  const void* source) {
+  const auto* in = static_cast<const std::byte*>(source);
+  for (uint64_t r = 0; r < rows; ++r) write_dram(address + r * stride, in + r * row_bytes, row_bytes);
+}
+
 MatrixWeights& ExecContext::matrix_weights() { throw Trap("the command processor has no matrix engine"); }
 DmaShape& ExecContext::dma_shape() { throw Trap("the command processor has no DMA engine"); }
 std::span<std::byte> ExecContext::peer_scratchpad(uint64_t) { throw Trap("the command processor has no scratchpad"); }

@@ -20,7 +20,7 @@ void dma_load(ExecContext& c, const Instruction& i) {
     c.read_dram(dram, destination, count * ElementBytes);
     return;
   }
-  for (uint64_t k = 0; k < count; ++k) c.read_dram(dram + k * stride, destination + k * ElementBytes, ElementBytes);
+  c.read_dram_rows(dram, stride, ElementBytes, count, destination);
 }
 
 template <uint64_t ElementBytes>
@@ -33,7 +33,7 @@ void dma_store(ExecContext& c, const Instruction& i) {
     c.write_dram(dram, source, count * ElementBytes);
     return;
   }
-  for (uint64_t k = 0; k < count; ++k) c.write_dram(dram + k * stride, source + k * ElementBytes, ElementBytes);
+  c.write_dram_rows(dram, stride, ElementBytes, count, source);
 }
 // rows x columns elements; traps (rather than wrapping) when the product cannot be a scratchpad size.
 uint64_t tile_elements(uint64_t rows, uint64_t columns) {
@@ -52,7 +52,7 @@ void dma_load_2d(ExecContext& c, const Instruction& i) {
     c.read_dram(c.reg(i.rs1), destination, rows * row_bytes);
     return;
   }
-  for (uint64_t r = 0; r < rows; ++r) c.read_dram(c.reg(i.rs1) + r * i.imm, destination + r * row_bytes, row_bytes);
+  c.read_dram_rows(c.reg(i.rs1), i.imm, row_bytes, rows, destination);
 }
 
 template <uint64_t ElementBytes>
@@ -64,7 +64,7 @@ void dma_store_2d(ExecContext& c, const Instruction& i) {
     c.write_dram(c.reg(i.rd), source, rows * row_bytes);
     return;
   }
-  for (uint64_t r = 0; r < rows; ++r) c.write_dram(c.reg(i.rd) + r * i.imm, source + r * row_bytes, row_bytes);
+  c.write_dram_rows(c.reg(i.rd), i.imm, row_bytes, rows, source);
 }
 // A 4-D tile: dimension 0 from the instruction (count rs2, stride imm), dimensions 1..3 from dma.dim. The
 // scratchpad side is contiguous, dimension 0 innermost; `move(dram address, scratchpad offset, bytes)` moves one

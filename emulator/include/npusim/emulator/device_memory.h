@@ -26,6 +26,10 @@ class DeviceMemory {
   void read(uint64_t address, void* destination, uint64_t bytes) const;
   void write(uint64_t address, const void* source, uint64_t bytes);
   void fill(uint64_t address, uint8_t value, uint64_t bytes);
+  // `rows` runs of `row_bytes`, `stride` bytes apart in device memory, packed in host memory: one range check for
+  // the whole tile (2-D DMA moves many short rows).
+  void read_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows, void* destination) const;
+  void write_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows, const void* source);
   // Traps unless [address, address + bytes) lies within the device; `access` names it in the message.
   void require_range(uint64_t address, uint64_t bytes, const char* access) const;
 
