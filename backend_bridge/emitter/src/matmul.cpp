@@ -1,9 +1,16 @@
-// The matmul kernel: three nested tile loops (N, M, K) whose tile sizes are clamped at run time for the edges.
+// The matmul kernel. For each M tile, the whole K extent of A (a panel of mt x K) is loaded into the scratchpad
+// once, as K/kt blocks of mt x kt; then for each N tile the K loop streams kt x nt tiles of B through two
+// buffers, so the DMA engine loads the next B tile while the matrix engine multiplies the current one. Tile sizes
+// are clamped at run time for the edges. The engines are ordered by semaphores, not fences:
+//   0  B tile loaded (DMA → matrix)          1  B buffer free (matrix → DMA; posted twice at the start)
+//   2  C tile in the scratchpad (matrix → DMA)  3  C buffer free (DMA → matrix; posted once at the start)
+//   4  A panel loaded (DMA → matrix)         5  A panel free (matrix → DMA; posted once at the start)
 //
 // Registers: r1 arguments; r2 C, r3 A, r4 B; r5 n0, r6 nt, r7 m0, r8 mt, r9 k0, r10 kt; r11 row counter,
 // r12 DRAM pointer, r13 scratchpad pointer, r14/r15 scratch; r16 mt*nt; r17 tile step across cores;
-// r20/r21/r22 scratchpad tiles A/B/C. The shares come from csrr coreid/ncores, so the kernel must be launched on
-// every core of the chip (launch_matmul does); each core computes its share of the output tiles.
+// r20 A panel, r21 current B buffer, r22 C tile, r23 A block of this K step, r24 B buffer toggle (B0 ^ B1).
+// The shares come from csrr coreid/ncores, so the kernel must be launched on every core of the chip
+// (launch_matmul does); each core computes its share of the output tiles.
 #include "npusim/emitter/matmul.h"
 
 #include <fmt/format.h>
@@ -19,7 +26,7 @@ namespace {
 constexpr int kC = 2, kA = 3, kB = 4;
 constexpr int kN0 = 5, kNt = 6, kM0 = 7, kMt = 8, kK0 = 9, kKt = 10;
 constexpr int kRows = 11, kDram = 12, kSpad = 13, kScratch = 14, kScratch2 = 15, kTileElements = 16, kCoreStride = 17;
-constexpr int kSpadA = 20, kSpadB = 21, kSpadC = 22;
+constexpr int kSpadA = 20, kSpadB = 21, kSpadC = 22, kBlockA = 23, kToggleB = 24;
 constexpr int64_t kFloat = 4;
 
 class MatmulEmitter {
@@ -29,7 +36,10 @@ class MatmulEmitter {
     tile_n_ = config.core_systolic_cols;
     const int64_t spad_floats = static_cast<int64_t>(config.scratchpad_bytes()) / kFloat;
     const int64_t acc_floats = static_cast<int64_t>(config.accumulator_bytes()) / kFloat;
-    tile_m_ = std::min({(spad_floats - tile_k_ * tile_n_) / (tile_k_ + tile_n_), acc_floats / tile_n_, spec.m});
+    k_blocks_ = (spec.k + tile_k_ - 1) / tile_k_;
+    // The scratchpad holds the A panel (mt x K, in whole kt blocks), two B tiles and the C tile (mt x nt).
+    tile_m_ = std::min(
+        {(spad_floats - 2 * tile_k_ * tile_n_) / (k_blocks_ * tile_k_ + tile_n_), acc_floats / tile_n_, spec.m});
     if (tile_m_ < 1) throw Unsupported("the scratchpad or accumulator cannot hold one row of a matmul tile");
     for (int64_t stride : {spec.a_row, spec.a_col, spec.b_row, spec.b_col, spec.c_row, spec.c_col})
       if (stride * kFloat > INT32_MAX || stride < 0)
@@ -44,23 +54,32 @@ class MatmulEmitter {
     w_.line("ld r{}, 0(r1)", kC);
     w_.line("ld r{}, 8(r1)", kA);
     w_.line("ld r{}, 16(r1)", kB);
+    const int64_t panel_bytes = tile_m_ * k_blocks_ * tile_k_ * kFloat, b_bytes = tile_k_ * tile_n_ * kFloat;
     w_.line("li r{}, 0", kSpadA);
-    w_.line("li r{}, {}", kSpadB, tile_m_ * tile_k_ * kFloat);
-    w_.line("li r{}, {}", kSpadC, (tile_m_ * tile_k_ + tile_k_ * tile_n_) * kFloat);
+    w_.load_constant(kSpadB, panel_bytes);
+    w_.load_constant(kToggleB, panel_bytes ^ (panel_bytes + b_bytes));
+    w_.load_constant(kSpadC, panel_bytes + 2 * b_bytes);
+    w_.line("sem.post.mx 1");
+    w_.line("sem.post.mx 1");
+    w_.line("sem.post.dma 3");
+    w_.line("sem.post.mx 5");
     // The cores share out whichever of the N and M tile loops has more tiles.
     const bool split_n = (spec_.n + tile_n_ - 1) / tile_n_ >= (spec_.m + tile_m_ - 1) / tile_m_;
     loop(
-        kN0, kNt, spec_.n, tile_n_,
+        kM0, kMt, spec_.m, tile_m_,
         [&] {
+          emit_load_panel();
           loop(
-              kM0, kMt, spec_.m, tile_m_,
+              kN0, kNt, spec_.n, tile_n_,
               [&] {
+                w_.line("li r{}, 0", kBlockA);
                 loop(kK0, kKt, spec_.k, tile_k_, [&] { emit_k_step(); });
                 emit_store_tile();
               },
-              !split_n);
+              split_n);
+          w_.line("sem.post.mx 5");
         },
-        split_n);
+        !split_n);
     w_.line("halt");
     return w_.text();
   }
@@ -135,38 +154,56 @@ class MatmulEmitter {
     w_.line("bne r{}, r0, {}", kRows, top);
   }
 
-  // One K step: load the A tile (mt x kt) and the B tile (kt x nt), then multiply, accumulating after the first.
+  // The A panel of this M tile: one mt x kt block per K step, each kt x mt_max apart in the scratchpad.
+  void emit_load_panel() {
+    w_.line("sem.wait.dma 5");
+    w_.line("li r{}, 0", kBlockA);
+    loop(kK0, kKt, spec_.k, tile_k_, [&] {
+      point_at(kA, kM0, spec_.a_row, kK0, spec_.a_col);
+      move_rows(true, kBlockA, kMt, kKt, spec_.a_col, spec_.a_row);
+      w_.add_constant(kBlockA, tile_m_ * tile_k_ * kFloat, kScratch);
+    });
+    w_.line("sem.post.dma 4");
+    w_.line("sem.wait.mx 4");
+  }
+
+  // One K step: load the B tile into the free buffer, then multiply it with this step's A block, accumulating
+  // after the first step.
   void emit_k_step() {
-    point_at(kA, kM0, spec_.a_row, kK0, spec_.a_col);
-    move_rows(true, kSpadA, kMt, kKt, spec_.a_col, spec_.a_row);
+    w_.line("sem.wait.dma 1");
     point_at(kB, kK0, spec_.b_row, kN0, spec_.b_col);
     if (b_transposed_)
       move_rows(true, kSpadB, kNt, kKt, spec_.b_row, spec_.b_col);
     else
       move_rows(true, kSpadB, kKt, kNt, spec_.b_col, spec_.b_row);
-    w_.line("fence");
+    w_.line("sem.post.dma 0");
+    w_.line("sem.wait.mx 0");
     w_.line("{} r{}, r{}, r{}", b_transposed_ ? "mx.ldwt.f32" : "mx.ldw.f32", kSpadB, kKt, kNt);
     const std::string accumulate = w_.new_label("accumulate"), multiplied = w_.new_label("multiplied");
     w_.line("bne r{}, r0, {}", kK0, accumulate);
-    w_.line("mx.mac.f32 r0, r{}, r{}, 0", kSpadA, kMt);
+    w_.line("mx.mac.f32 r0, r{}, r{}, 0", kBlockA, kMt);
     w_.line("jal r0, {}", multiplied);
     w_.label(accumulate);
-    w_.line("mx.mac.f32 r0, r{}, r{}, 1", kSpadA, kMt);
+    w_.line("mx.mac.f32 r0, r{}, r{}, 1", kBlockA, kMt);
     w_.label(multiplied);
-    w_.line("fence");  // the next step's DMA overwrites the tiles the matrix engine reads
+    w_.line("sem.post.mx 1");
+    w_.line("xor r{0}, r{0}, r{1}", kSpadB, kToggleB);
+    w_.add_constant(kBlockA, tile_m_ * tile_k_ * kFloat, kScratch);
   }
 
   void emit_store_tile() {
     w_.line("mul r{}, r{}, r{}", kTileElements, kMt, kNt);
+    w_.line("sem.wait.mx 3");
     w_.line("mx.st.f32 r{}, r0, r{}", kSpadC, kTileElements);
-    w_.line("fence");
+    w_.line("sem.post.mx 2");
+    w_.line("sem.wait.dma 2");
     point_at(kC, kM0, spec_.c_row, kN0, spec_.c_col);
     move_rows(false, kSpadC, kMt, kNt, spec_.c_col, spec_.c_row);
-    w_.line("fence");
+    w_.line("sem.post.dma 3");
   }
 
   MatmulSpec spec_;
-  int64_t tile_m_ = 0, tile_k_ = 0, tile_n_ = 0;
+  int64_t tile_m_ = 0, tile_k_ = 0, tile_n_ = 0, k_blocks_ = 0;
   bool b_transposed_ = false;
   AssemblyWriter w_;
 };
