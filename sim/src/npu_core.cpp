@@ -232,7 +232,7 @@ void NpuCore::run_kernel() {
   stats.stall_cycles_queue_full = clock_.to_cycles(stall_time_queue_full_);
   stats.stall_cycles_scalar_memory = clock_.to_cycles(stall_time_scalar_memory_);
   stats.stall_cycles_barrier = clock_.to_cycles(stall_time_barrier_);
-  stats.stall_cycles_semaphore = clock_.to_cycles(stall_time_semaphore_);
+  stats.semaphore_wait_cycles = clock_.to_cycles(stall_time_semaphore_);
   if (tracing_)
     trace_.push_back({index_, emulator::Engine::Scalar, program_, isa::Instruction{isa::Opcode::Halt},
                       started.to_seconds() * 1e9, sc_core::sc_time_stamp().to_seconds() * 1e9});

@@ -422,7 +422,7 @@ TEST(TimedModel, SemaphoreWaitMatchesClosedForm) {
   // +1 for the halt = 329.6 ns → 330 cycles.
   const runtime::CommandRecord record = timed.take_records().back();
   EXPECT_EQ(record.kernel_cycles, 330u);
-  EXPECT_EQ(record.stats.stall_cycles_semaphore, 155u);
+  EXPECT_EQ(record.stats.semaphore_wait_cycles, 155u);
   EXPECT_EQ(record.stats.hazards, 0u);
 }
 

@@ -2,12 +2,14 @@
 //
 // Register use: r1 argument block, r2.. operand pointers (one per operand), r5..r8 outer loop counters,
 // r9 tile index, r10 elements in the current tile, r11 scratch, r12/r13 row length and rows of a 2-D tile,
-// r14 core id, r20/r21 scratchpad buffers, r22.. saved operand pointers. Each of the kernel's cores (Kernel::cores,
-// which the launch must match) takes its share of the tiles.
+// r14 core id, r20/r21 scratchpad buffers, r22.. saved operand pointers, r25.. addresses of the scratchpad
+// constants (one f32 each, after the buffers). Each of the kernel's cores (Kernel::cores, which the launch must
+// match) takes its share of the tiles.
 #include "npusim/emitter/elementwise.h"
 
 #include <fmt/format.h>
 
+#include <fmt/args.h>
 #include <fmt/ranges.h>
 #include <algorithm>
 
@@ -30,17 +32,77 @@ constexpr int kFirstSavedPointer = 22;
 constexpr int kBufferA = 20;
 constexpr int kBufferB = 21;
 
-int operand_count(ElementwiseOp op) { return op == ElementwiseOp::Copy ? 2 : 3; }
+constexpr int kFirstConstant = 25;
 
-const char* vector_mnemonic(ElementwiseOp op) {
-  switch (op) {
-    case ElementwiseOp::AddF32: return "vadd.f32";
-    case ElementwiseOp::MulF32: return "vmul.f32";
-    case ElementwiseOp::MaxF32: return "vmax.f32";
-    case ElementwiseOp::MinF32: return "vmin.f32";
-    case ElementwiseOp::Copy: break;
-  }
-  throw std::logic_error("a copy has no vector instruction");
+// Scalar constants the compositions use; each lives in one f32 of the scratchpad, filled at kernel start.
+struct Constant {
+  const char* name;
+  uint32_t bits;  // f32 bit pattern
+};
+constexpr Constant kConstants[] = {
+    {"one", 0x3f800000},             // 1.0
+    {"half", 0x3f000000},            // 0.5
+    {"inv_sqrt2", 0x3f3504f3},       // 1 / sqrt(2)
+    {"sqrt_2_over_pi", 0x3f4c422a},  // sqrt(2 / pi)
+    {"gelu_cubic", 0x3d372713},      // 0.044715
+};
+
+// Each operation: its name, inputs, and its vector instructions over the tile in {a} (the first input, and the
+// result), {b} (the second input, or scratch) with {n} elements; {one}, {half}, ... are constants, broadcast as
+// scalars (mode 1).
+struct OpDefinition {
+  ElementwiseOp op;
+  const char* name;
+  int inputs;
+  std::vector<const char*> steps;
+};
+const std::vector<OpDefinition>& definitions() {
+  using enum ElementwiseOp;
+  static const std::vector<OpDefinition> table = {
+      {Copy, "copy", 1, {}},
+      {AddF32, "add_f32", 2, {"vadd.f32 {a}, {a}, {b}, {n}"}},
+      {SubF32, "sub_f32", 2, {"vsub.f32 {a}, {a}, {b}, {n}"}},
+      {MulF32, "mul_f32", 2, {"vmul.f32 {a}, {a}, {b}, {n}"}},
+      {DivF32, "div_f32", 2, {"vdiv.f32 {a}, {a}, {b}, {n}"}},
+      {MaxF32, "max_f32", 2, {"vmax.f32 {a}, {a}, {b}, {n}"}},
+      {MinF32, "min_f32", 2, {"vmin.f32 {a}, {a}, {b}, {n}"}},
+      {NegF32, "neg_f32", 1, {"vneg.f32 {a}, {a}, {n}"}},
+      {AbsF32, "abs_f32", 1, {"vabs.f32 {a}, {a}, {n}"}},
+      {ExpF32, "exp_f32", 1, {"vexp.f32 {a}, {a}, {n}"}},
+      {LogF32, "log_f32", 1, {"vlog.f32 {a}, {a}, {n}"}},
+      {TanhF32, "tanh_f32", 1, {"vtanh.f32 {a}, {a}, {n}"}},
+      {SigmoidF32, "sigmoid_f32", 1, {"vsigmoid.f32 {a}, {a}, {n}"}},
+      {SqrtF32, "sqrt_f32", 1, {"vsqrt.f32 {a}, {a}, {n}"}},
+      {RsqrtF32, "rsqrt_f32", 1, {"vrsqrt.f32 {a}, {a}, {n}"}},
+      {ReciprocalF32, "reciprocal_f32", 1, {"vrecip.f32 {a}, {a}, {n}"}},
+      {GeluF32,
+       "gelu_f32",
+       1,
+       {"vmul.f32 {b}, {a}, {inv_sqrt2}, {n}, 1", "verf.f32 {b}, {b}, {n}", "vadd.f32 {b}, {b}, {one}, {n}, 1",
+        "vmul.f32 {a}, {a}, {half}, {n}, 1", "vmul.f32 {a}, {a}, {b}, {n}"}},
+      {GeluTanhF32,
+       "gelu_tanh_f32",
+       1,
+       {"vmul.f32 {b}, {a}, {a}, {n}", "vmul.f32 {b}, {b}, {a}, {n}", "vmul.f32 {b}, {b}, {gelu_cubic}, {n}, 1",
+        "vadd.f32 {b}, {b}, {a}, {n}", "vmul.f32 {b}, {b}, {sqrt_2_over_pi}, {n}, 1", "vtanh.f32 {b}, {b}, {n}",
+        "vadd.f32 {b}, {b}, {one}, {n}, 1", "vmul.f32 {a}, {a}, {half}, {n}, 1", "vmul.f32 {a}, {a}, {b}, {n}"}},
+      {SiluF32, "silu_f32", 1, {"vsigmoid.f32 {b}, {a}, {n}", "vmul.f32 {a}, {a}, {b}, {n}"}},
+  };
+  return table;
+}
+const OpDefinition& definition(ElementwiseOp op) {
+  for (const OpDefinition& entry : definitions())
+    if (entry.op == op) return entry;
+  throw std::logic_error("an elementwise operation without a definition");
+}
+
+int operand_count(ElementwiseOp op) { return 1 + definition(op).inputs; }
+
+bool uses_constants(ElementwiseOp op) {
+  for (const char* step : definition(op).steps)
+    for (const Constant& constant : kConstants)
+      if (std::string_view(step).find(fmt::format("{{{}}}", constant.name)) != std::string_view::npos) return true;
+  return false;
 }
 
 // Drops size-1 dimensions and merges neighbours that are contiguous in every operand. Strides become bytes.
@@ -73,7 +135,9 @@ class ElementwiseEmitter {
   ElementwiseEmitter(const ElementwiseSpec& spec, const config::ChipConfig& config)
       : spec_(collapse(spec)), operands_(operand_count(spec.op)) {
     const int buffers = spec_.op == ElementwiseOp::Copy ? 1 : 2;
-    const int64_t elements = static_cast<int64_t>(config.scratchpad_bytes()) / buffers / spec_.element_bytes;
+    const int64_t constant_bytes = uses_constants(spec_.op) ? static_cast<int64_t>(std::size(kConstants)) * 4 : 0;
+    const int64_t elements =
+        (static_cast<int64_t>(config.scratchpad_bytes()) - constant_bytes) / buffers / spec_.element_bytes;
     tile_elements_ = std::max<int64_t>(1, elements / 64 * 64);
     // More cores than tiles would only add idle cores to the launch.
     int64_t total = 1;
@@ -96,6 +160,7 @@ class ElementwiseEmitter {
     for (int k = 0; k < operands_; ++k) writer_.line("ld r{}, {}(r1)", kFirstPointer + k, 8 * k);
     writer_.line("li r{}, 0", kBufferA);
     writer_.line("li r{}, {}", kBufferB, tile_elements_ * spec_.element_bytes);
+    if (uses_constants(spec_.op)) emit_constants();
     emit_dimension(0);
     writer_.line("halt");
     return writer_.text();
@@ -103,6 +168,29 @@ class ElementwiseEmitter {
 
  private:
   int last_dim() const { return static_cast<int>(spec_.sizes.size()) - 1; }
+
+  // The constants sit after both buffers; the vector engine fills them before any tile reaches it (one queue).
+  void emit_constants() {
+    writer_.line("li r{}, 1", kScratch);
+    for (size_t k = 0; k < std::size(kConstants); ++k) {
+      const int reg = kFirstConstant + static_cast<int>(k);
+      writer_.load_constant(reg, 2 * tile_elements_ * spec_.element_bytes + 4 * static_cast<int64_t>(k));
+      writer_.line("vfill.f32 r{}, r{}, 0x{:08x}", reg, kScratch, kConstants[k].bits);
+    }
+  }
+
+  void emit_compute() {
+    const std::string a = fmt::format("r{}", kBufferA), b = fmt::format("r{}", kBufferB),
+                      n = fmt::format("r{}", kTileElements);
+    std::vector<std::string> constants;
+    for (size_t k = 0; k < std::size(kConstants); ++k) constants.push_back(fmt::format("r{}", kFirstConstant + k));
+    fmt::dynamic_format_arg_store<fmt::format_context> names;
+    names.push_back(fmt::arg("a", a));
+    names.push_back(fmt::arg("b", b));
+    names.push_back(fmt::arg("n", n));
+    for (size_t k = 0; k < std::size(kConstants); ++k) names.push_back(fmt::arg(kConstants[k].name, constants[k]));
+    for (const char* step : definition(spec_.op).steps) writer_.line("{}", fmt::vformat(step, names));
+  }
 
   void advance_pointers(int dim, int64_t times) {
     for (int k = 0; k < operands_; ++k)
@@ -211,10 +299,10 @@ class ElementwiseEmitter {
   // scratchpad results.
   void emit_tile(int dim, bool rows = false) {
     move(true, 1, kBufferA, dim, rows);
-    if (spec_.op != ElementwiseOp::Copy) {
-      move(true, 2, kBufferB, dim, rows);
+    if (operands_ == 3) move(true, 2, kBufferB, dim, rows);
+    if (!definition(spec_.op).steps.empty()) {
       writer_.line("fence");
-      writer_.line("{} r{}, r{}, r{}, r{}", vector_mnemonic(spec_.op), kBufferA, kBufferA, kBufferB, kTileElements);
+      emit_compute();
     }
     writer_.line("fence");
     move(false, 0, kBufferA, dim, rows);
@@ -230,16 +318,8 @@ class ElementwiseEmitter {
 
 }  // namespace
 
-std::string op_name(ElementwiseOp op) {
-  switch (op) {
-    case ElementwiseOp::Copy: return "copy";
-    case ElementwiseOp::AddF32: return "add_f32";
-    case ElementwiseOp::MulF32: return "mul_f32";
-    case ElementwiseOp::MaxF32: return "max_f32";
-    case ElementwiseOp::MinF32: return "min_f32";
-  }
-  return "?";
-}
+std::string op_name(ElementwiseOp op) { return definition(op).name; }
+int input_count(ElementwiseOp op) { return definition(op).inputs; }
 
 Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& config) {
   if (static_cast<int>(spec.strides.size()) != operand_count(spec.op))

@@ -25,6 +25,12 @@ void load_weights(ExecContext& c, const Instruction& i, bool transposed) {
   visit_type(i.type, [&]<typename T>(T) {
     const std::byte* source = c.scratchpad(c.reg(i.rs1), rows * cols, sizeof(T)).data();
     weights.values.resize(rows * cols);
+    if constexpr (std::is_same_v<T, float>) {
+      if (!transposed) {  // already the layout the array keeps
+        std::memcpy(weights.values.data(), source, rows * cols * sizeof(float));
+        return;
+      }
+    }
     for (int64_t k = 0; k < rows; ++k)
       for (int64_t n = 0; n < cols; ++n)
         weights.values[k * cols + n] =
@@ -42,11 +48,15 @@ void load_weights(ExecContext& c, const Instruction& i, bool transposed) {
 // zero, with no fused multiply-add (-ffp-contract=off), so the result is the same on every host.
 typedef float FloatVector __attribute__((vector_size(64)));
 typedef uint32_t WordVector __attribute__((vector_size(64)));
+// The scratchpad and accumulator are byte buffers; f32 tiles are read and written in place through this type,
+// which GCC allows to alias them.
+typedef float __attribute__((may_alias)) AliasingFloat;
 
-template <typename Word>
-__attribute__((always_inline)) inline void tile_times_weights_body(const Word* a, uint64_t rows, uint64_t depth,
-                                                                   const Word* w, uint64_t cols, const Word* previous,
-                                                                   Word* out) {
+// `previous` may be `out` itself: each output is read before it is written.
+template <typename Word, typename Tile>
+__attribute__((always_inline)) inline void tile_times_weights_body(const Tile* a, uint64_t rows, uint64_t depth,
+                                                                   const Word* w, uint64_t cols, const Tile* previous,
+                                                                   Tile* out) {
   constexpr uint64_t kRows = 4, kCols = 16;
   using Vector = std::conditional_t<std::is_same_v<Word, float>, FloatVector, WordVector>;
   static_assert(sizeof(Vector) == kCols * sizeof(Word));
@@ -56,7 +66,7 @@ __attribute__((always_inline)) inline void tile_times_weights_body(const Word* a
       const uint64_t block_cols = std::min(kCols, cols - n0);
       if (block_rows == kRows && block_cols == kCols) {
         Vector sum0{}, sum1{}, sum2{}, sum3{};
-        const Word *a0 = a + m0 * depth, *a1 = a0 + depth, *a2 = a1 + depth, *a3 = a2 + depth;
+        const Tile *a0 = a + m0 * depth, *a1 = a0 + depth, *a2 = a1 + depth, *a3 = a2 + depth;
         for (uint64_t k = 0; k < depth; ++k) {
           Vector w_k;
           std::memcpy(&w_k, w + k * cols + n0, sizeof w_k);
@@ -87,9 +97,12 @@ __attribute__((always_inline)) inline void tile_times_weights_body(const Word* a
     }
   }
 }
-__attribute__((target_clones("avx512f", "avx2", "default"))) void tile_times_weights(
-    const float* a, uint64_t rows, uint64_t depth, const float* w, uint64_t cols, const float* previous, float* out) {
-  tile_times_weights_body(a, rows, depth, w, cols, previous, out);
+__attribute__((target_clones("avx512f", "avx2", "default"))) void tile_times_weights(const AliasingFloat* a,
+                                                                                     uint64_t rows, uint64_t depth,
+                                                                                     const float* w, uint64_t cols,
+                                                                                     const AliasingFloat* previous,
+                                                                                     AliasingFloat* out) {
+  tile_times_weights_body<float>(a, rows, depth, w, cols, previous, out);
 }
 // i8 inputs as two's-complement 32-bit words: unsigned products and sums wrap exactly like i32.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void tile_times_weights(const uint32_t* a, uint64_t rows,
@@ -120,14 +133,17 @@ void multiply(ExecContext& c, const Instruction& i, const MatrixWeights& weights
     else
       return static_cast<uint32_t>(static_cast<int32_t>(value));
   };
+  if constexpr (std::is_same_v<T, float>) {  // f32 tiles straight from the scratchpad into the accumulator
+    auto* out = reinterpret_cast<AliasingFloat*>(output);
+    tile_times_weights(reinterpret_cast<const AliasingFloat*>(input), rows, depth, weights.values.data(), cols,
+                       accumulate ? out : nullptr, out);
+    return;
+  }
   std::vector<Word>& a = scratch<Word>(0);
   std::vector<Word>& sums = scratch<Word>(2);
   a.resize(rows * depth);
   sums.resize(rows * cols);
-  if constexpr (std::is_same_v<T, float>)
-    std::memcpy(a.data(), input, rows * depth * sizeof(float));
-  else
-    for (uint64_t k = 0; k < rows * depth; ++k) a[k] = word(widen(load<T>(input, k)));
+  for (uint64_t k = 0; k < rows * depth; ++k) a[k] = word(widen(load<T>(input, k)));
   const Word* w = nullptr;
   if constexpr (kIsFloat<T>) {
     w = weights.values.data();  // already f32

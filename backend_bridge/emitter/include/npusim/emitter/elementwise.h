@@ -1,4 +1,5 @@
-// Emits ISA programs for elementwise kernels over strided tensors: a copy, or a binary fp32 operation. Programs are
+// Emits ISA programs for elementwise kernels over strided tensors: a copy, or an fp32 operation of one or two inputs
+// (arithmetic, activations, special functions) composed from vector instructions. Programs are
 // specialised to the shape, the strides and the chip: the emitter collapses dimensions that are contiguous in every
 // operand, loops over the outer ones in scalar code, and tiles the innermost one to fit the scratchpad.
 #pragma once
@@ -12,7 +13,32 @@
 
 namespace npusim::emitter {
 
-enum class ElementwiseOp { Copy, AddF32, MulF32, MaxF32, MinF32 };
+enum class ElementwiseOp {
+  Copy,
+  // two inputs
+  AddF32,
+  SubF32,
+  MulF32,
+  DivF32,
+  MaxF32,
+  MinF32,
+  // one input
+  NegF32,
+  AbsF32,
+  ExpF32,
+  LogF32,
+  TanhF32,
+  SigmoidF32,
+  SqrtF32,
+  RsqrtF32,
+  ReciprocalF32,
+  GeluF32,      // x/2 (1 + erf(x / sqrt 2))
+  GeluTanhF32,  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  SiluF32,      // x sigmoid(x)
+};
+
+// Inputs the operation reads (0 for a copy's single source counts as 1).
+int input_count(ElementwiseOp op);
 
 struct ElementwiseSpec {
   ElementwiseOp op = ElementwiseOp::Copy;
