@@ -1,10 +1,12 @@
-// Native elementwise kernels: add and mul on float32 tensors, and fill_/zero_ on any dtype, run as emitted ISA
-// programs. Other dtypes take the CPU fallback (counted and reported) until the vector engine has their instructions.
+// Native elementwise kernels on float32 tensors — add, sub, mul, div, maximum, minimum, relu and the unary
+// functions and activations of the emitter's ElementwiseOp — and fill_/zero_ on any dtype, run as emitted ISA
+// programs. Other dtypes and variants take the CPU fallback (counted and reported).
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <torch/library.h>
@@ -83,15 +85,52 @@ at::Tensor& npusim_add_(at::Tensor& self, const at::Tensor& other, const at::Sca
   return npusim_add_out(self, other, alpha, self);
 }
 
-// mul, maximum and minimum: a native kernel, or the CPU fallback of the op's `.out` overload.
+// sub is add's mirror: self - alpha * other.
+at::Tensor& npusim_sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
+  if (runs_natively(self, other, out)) {
+    const at::Tensor subtrahend =
+        alpha.toDouble() == 1.0 ? other : at::mul(other, at::scalar_tensor(alpha, out.options().device(c10::kCPU)));
+    if (launch_binary(ElementwiseOp::SubF32, self, subtrahend, out)) return out;
+  }
+  torch::jit::Stack stack{self, other, alpha, out};
+  call_cpu_fallback("aten::sub", "out", stack);
+  return out;
+}
+at::Tensor npusim_sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  at::Tensor out = result_like(self, other);
+  return npusim_sub_out(self, other, alpha, out);
+}
+at::Tensor& npusim_sub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  return npusim_sub_out(self, other, alpha, self);
+}
+
+const char* aten_name(ElementwiseOp op) {
+  switch (op) {
+    case ElementwiseOp::MulF32: return "aten::mul";
+    case ElementwiseOp::DivF32: return "aten::div";
+    case ElementwiseOp::MaxF32: return "aten::maximum";
+    case ElementwiseOp::MinF32: return "aten::minimum";
+    case ElementwiseOp::NegF32: return "aten::neg";
+    case ElementwiseOp::AbsF32: return "aten::abs";
+    case ElementwiseOp::ExpF32: return "aten::exp";
+    case ElementwiseOp::LogF32: return "aten::log";
+    case ElementwiseOp::TanhF32: return "aten::tanh";
+    case ElementwiseOp::SigmoidF32: return "aten::sigmoid";
+    case ElementwiseOp::SqrtF32: return "aten::sqrt";
+    case ElementwiseOp::RsqrtF32: return "aten::rsqrt";
+    case ElementwiseOp::ReciprocalF32: return "aten::reciprocal";
+    case ElementwiseOp::SiluF32: return "aten::silu";
+    default: break;
+  }
+  return "aten::unknown";
+}
+
+// mul, div, maximum and minimum: a native kernel, or the CPU fallback of the op's `.out` overload.
 template <ElementwiseOp Op>
 at::Tensor& binary_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   if (runs_natively(self, other, out) && launch_binary(Op, self, other, out)) return out;
-  static const char* const name = Op == ElementwiseOp::MulF32   ? "aten::mul"
-                                  : Op == ElementwiseOp::MaxF32 ? "aten::maximum"
-                                                                : "aten::minimum";
   torch::jit::Stack stack{self, other, out};
-  call_cpu_fallback(name, "out", stack);
+  call_cpu_fallback(aten_name(Op), "out", stack);
   return out;
 }
 template <ElementwiseOp Op>
@@ -102,6 +141,68 @@ at::Tensor binary(const at::Tensor& self, const at::Tensor& other) {
 template <ElementwiseOp Op>
 at::Tensor& binary_(at::Tensor& self, const at::Tensor& other) {
   return binary_out<Op>(self, other, self);
+}
+
+// True division: integer operands give the default float type, as on the CPU.
+at::Tensor npusim_div(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out = result_like(self, other);
+  if (at::isIntegralType(out.scalar_type(), /*includeBool=*/true)) out = out.to(c10::get_default_dtype());
+  return binary_out<ElementwiseOp::DivF32>(self, other, out);
+}
+
+// One-input functions: out = f(self), float32 in and out; anything else takes the CPU fallback.
+bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out) {
+  if (self.scalar_type() != at::kFloat || out.scalar_type() != at::kFloat || self.device() != out.device())
+    return false;
+  if (!out.is_same(self)) at::native::resize_output(out, self.sizes());
+  if (out.numel() == 0) return true;
+  at::assert_no_internal_overlap(out);
+  at::assert_no_partial_overlap(out, self);
+  emitter::ElementwiseSpec spec{op, 4, out.sizes().vec(), {out.strides().vec(), self.strides().vec()}};
+  const uint64_t addresses[] = {device_address(out), device_address(self)};
+  try {
+    launch_elementwise(out.device().index(), runtime_device(out), spec, addresses);
+  } catch (const emitter::Unsupported&) {
+    return false;
+  } catch (const runtime::DeviceError& error) {
+    TORCH_CHECK(false, error.what());
+  }
+  return true;
+}
+template <ElementwiseOp Op>
+at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
+  if (launch_unary(Op, self, out)) return out;
+  torch::jit::Stack stack{self, out};
+  call_cpu_fallback(aten_name(Op), "out", stack);
+  return out;
+}
+// Like PyTorch, functions other than neg and abs give floats for integer and bool inputs.
+template <ElementwiseOp Op>
+at::Tensor unary(const at::Tensor& self) {
+  const bool keeps_dtype = Op == ElementwiseOp::NegF32 || Op == ElementwiseOp::AbsF32;
+  const bool promotes = !keeps_dtype && at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
+  at::Tensor out = at::empty({0}, self.options().dtype(promotes ? c10::get_default_dtype() : self.dtype()));
+  return unary_out<Op>(self, out);
+}
+template <ElementwiseOp Op>
+at::Tensor& unary_(at::Tensor& self) {
+  return unary_out<Op>(self, self);
+}
+
+// gelu, exact (erf) or with the tanh approximation.
+at::Tensor& npusim_gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
+  const ElementwiseOp op = approximate == "tanh" ? ElementwiseOp::GeluTanhF32 : ElementwiseOp::GeluF32;
+  if (launch_unary(op, self, out)) return out;
+  torch::jit::Stack stack{self, std::string(approximate), out};
+  call_cpu_fallback("aten::gelu", "out", stack);
+  return out;
+}
+at::Tensor npusim_gelu(const at::Tensor& self, c10::string_view approximate) {
+  at::Tensor out = at::empty({0}, self.options());
+  return npusim_gelu_out(self, approximate, out);
+}
+at::Tensor& npusim_gelu_(at::Tensor& self, c10::string_view approximate) {
+  return npusim_gelu_out(self, approximate, self);
 }
 
 // relu(x) = maximum(x, 0): NaN stays NaN, as on the CPU.
@@ -145,6 +246,30 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("add.out", npusim_add_out);
   m.impl("add.Tensor", npusim_add);
   m.impl("add_.Tensor", npusim_add_);
+  m.impl("sub.out", npusim_sub_out);
+  m.impl("sub.Tensor", npusim_sub);
+  m.impl("sub_.Tensor", npusim_sub_);
+  m.impl("div.out", binary_out<ElementwiseOp::DivF32>);
+  m.impl("div.Tensor", npusim_div);
+  m.impl("div_.Tensor", binary_<ElementwiseOp::DivF32>);
+#define NPUSIM_UNARY(name, op)                 \
+  m.impl(name, unary<ElementwiseOp::op>);      \
+  m.impl(name "_", unary_<ElementwiseOp::op>); \
+  m.impl(name ".out", unary_out<ElementwiseOp::op>);
+  NPUSIM_UNARY("neg", NegF32)
+  NPUSIM_UNARY("abs", AbsF32)
+  NPUSIM_UNARY("exp", ExpF32)
+  NPUSIM_UNARY("log", LogF32)
+  NPUSIM_UNARY("tanh", TanhF32)
+  NPUSIM_UNARY("sigmoid", SigmoidF32)
+  NPUSIM_UNARY("sqrt", SqrtF32)
+  NPUSIM_UNARY("rsqrt", RsqrtF32)
+  NPUSIM_UNARY("reciprocal", ReciprocalF32)
+  NPUSIM_UNARY("silu", SiluF32)
+#undef NPUSIM_UNARY
+  m.impl("gelu", npusim_gelu);
+  m.impl("gelu_", npusim_gelu_);
+  m.impl("gelu.out", npusim_gelu_out);
   m.impl("mul.out", binary_out<ElementwiseOp::MulF32>);
   m.impl("mul.Tensor", binary<ElementwiseOp::MulF32>);
   m.impl("mul_.Tensor", binary_<ElementwiseOp::MulF32>);

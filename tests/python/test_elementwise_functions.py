@@ -1,0 +1,91 @@
+"""sub, div and the unary functions and activations on npusim against the same ops on CPU: emitted kernels for
+float32 (no CPU fallback), correct dtypes and fallbacks otherwise."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import npusim
+
+SHAPES = [(1,), (3, 4), (7, 33, 9), (5000,)]
+
+
+def random(shape, seed=0, low=-3.0, high=3.0):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.rand(shape, generator=generator) * (high - low) + low
+
+
+# (name, function, input range, relative tolerance): 0 for exact ops, about 1 ulp for special functions (the ISA
+# rounds the exact value; PyTorch's CPU kernels are within an ulp or two), more for compositions, which cancel
+# near zero (gelu's 1 + erf(x / sqrt 2) for negative x) and so also get an absolute tolerance of 1e-6.
+UNARY = [
+    ("neg", torch.neg, (-3, 3), 0),
+    ("abs", torch.abs, (-3, 3), 0),
+    ("exp", torch.exp, (-10, 10), 2e-7),
+    ("log", torch.log, (1e-3, 100), 2e-7),
+    ("tanh", torch.tanh, (-5, 5), 2e-7),
+    ("sigmoid", torch.sigmoid, (-10, 10), 2e-7),
+    ("sqrt", torch.sqrt, (0, 100), 2e-7),
+    ("rsqrt", torch.rsqrt, (1e-3, 100), 2e-7),
+    ("reciprocal", torch.reciprocal, (0.1, 10), 2e-7),
+    ("silu", F.silu, (-6, 6), 1e-5),
+    ("gelu", F.gelu, (-6, 6), 1e-5),
+    ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), (-6, 6), 1e-5),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("name, function, bounds, rtol", UNARY, ids=[u[0] for u in UNARY])
+def test_unary_matches_cpu(name, function, bounds, rtol, shape, device):
+    x = random(shape, 3, *bounds)
+    result = function(x.to(device))
+    assert result.device.type == "npusim" and result.dtype == torch.float32
+    atol = 0 if rtol == 0 else 1e-6 if rtol > 1e-6 else 1e-7
+    torch.testing.assert_close(result.cpu(), function(x), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("name, function, bounds, rtol", UNARY, ids=[u[0] for u in UNARY])
+def test_unary_runs_as_emitted_kernel_without_fallback(name, function, bounds, rtol, device):
+    x = random((300,), 4, *bounds).to(device)
+    with npusim.profile() as report:
+        function(x)
+    assert [r.name for r in report.kernels] == [f"{name}_f32"]
+    assert report.fallbacks == {}
+
+
+def test_in_place_out_and_strided_variants(device):
+    x = random((6, 8), 5)
+    on_device = x.to(device)
+    on_device.t().exp_()  # in place through a transposed view
+    torch.testing.assert_close(on_device.cpu(), x.exp(), rtol=2e-7, atol=0)
+    out = torch.empty(3, 8, device=device)
+    torch.tanh(x.to(device)[::2], out=out)
+    torch.testing.assert_close(out.cpu(), torch.tanh(x[::2]), rtol=2e-7, atol=0)
+    y = x.to(device)
+    F.gelu(y, approximate="tanh")  # the functional form leaves its input alone
+    torch.testing.assert_close(y.cpu(), x)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_sub_and_div_match_cpu(shape, device):
+    a, b = random(shape, 6), random(shape, 7, 0.5, 4)
+    torch.testing.assert_close(torch.sub(a.to(device), b.to(device), alpha=2).cpu(), torch.sub(a, b, alpha=2),
+                               rtol=0, atol=0)
+    torch.testing.assert_close((a.to(device) / b.to(device)).cpu(), a / b, rtol=0, atol=0)
+    torch.testing.assert_close((a.to(device) - 1.5).cpu(), a - 1.5, rtol=0, atol=0)
+    torch.testing.assert_close((2.0 / b.to(device)).cpu(), 2.0 / b, rtol=0, atol=0)
+
+
+def test_integer_inputs_promote_like_the_cpu(device):
+    ints = torch.arange(1, 7)
+    assert torch.exp(ints.to(device)).dtype == torch.exp(ints).dtype == torch.float32
+    torch.testing.assert_close(torch.exp(ints.to(device)).cpu(), torch.exp(ints))
+    assert (ints.to(device) / 2).dtype == torch.float32
+    torch.testing.assert_close((ints.to(device) / 4).cpu(), ints / 4)
+    assert torch.neg(ints.to(device)).dtype == torch.int64
+
+
+def test_special_values_follow_ieee_like_the_cpu(device):
+    x = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), -1.0, 1e-40])
+    for function in (torch.exp, torch.log, torch.sqrt, torch.rsqrt, torch.reciprocal, torch.tanh, torch.sigmoid):
+        torch.testing.assert_close(function(x.to(device)).cpu(), function(x), equal_nan=True)
