@@ -16,25 +16,32 @@ void DeviceMemory::require_range(uint64_t address, uint64_t bytes, const char* a
                            capacity_bytes_ >> 20));
 }
 
-DeviceMemory::Page* DeviceMemory::page(uint64_t page_index, bool create) const {
+DeviceMemory::~DeviceMemory() {
+  for (Page& entry : pages_) delete[] entry.bytes.load();
+}
+
+std::byte* DeviceMemory::page(uint64_t page_index, bool create) const {
   Page& entry = pages_[page_index];  // callers checked the range
-  if (!entry.bytes) {
-    if (!create) return nullptr;
-    entry.bytes = std::make_unique<std::byte[]>(kPageBytes);  // value-initialised: fresh memory reads as zero
+  std::byte* bytes = entry.bytes.load(std::memory_order_acquire);
+  if (bytes || !create) return bytes;
+  std::lock_guard lock(allocation_mutex_);  // another thread may be creating the same page
+  bytes = entry.bytes.load(std::memory_order_relaxed);
+  if (!bytes) {
+    bytes = new std::byte[kPageBytes]();  // value-initialised: fresh memory reads as zero
+    entry.bytes.store(bytes, std::memory_order_release);
   }
-  return &entry;
+  return bytes;
 }
 
 std::byte* DeviceMemory::page_for_write(uint64_t page_index) {
-  Page* written = page(page_index, true);
-  if (written->holds_code) ++code_version_;
-  return written->bytes.get();
+  if (pages_[page_index].holds_code.load(std::memory_order_relaxed)) code_version_.fetch_add(1);
+  return page(page_index, true);
 }
 
 uint64_t DeviceMemory::fetch_word(uint64_t address) {
   uint64_t word = 0;
   read(address, &word, sizeof word);
-  page(address / kPageBytes, true)->holds_code = true;
+  pages_[address / kPageBytes].holds_code.store(true, std::memory_order_relaxed);
   return word;
 }
 
@@ -44,8 +51,8 @@ void DeviceMemory::read(uint64_t address, void* destination, uint64_t bytes) con
   while (bytes > 0) {
     const uint64_t offset = address % kPageBytes;
     const uint64_t chunk = std::min(bytes, kPageBytes - offset);
-    if (const Page* source = page(address / kPageBytes, false))
-      std::memcpy(out, source->bytes.get() + offset, chunk);
+    if (const std::byte* source = page(address / kPageBytes, false))
+      std::memcpy(out, source + offset, chunk);
     else
       std::memset(out, 0, chunk);
     out += chunk;
@@ -111,8 +118,8 @@ void DeviceMemory::read_rows(uint64_t address, int64_t stride, uint64_t row_byte
       read(row, out, row_bytes);
       continue;
     }
-    if (const Page* source = page(row / kPageBytes, false))
-      std::memcpy(out, source->bytes.get() + offset, row_bytes);
+    if (const std::byte* source = page(row / kPageBytes, false))
+      std::memcpy(out, source + offset, row_bytes);
     else
       std::memset(out, 0, row_bytes);
   }

@@ -1,5 +1,5 @@
-// The functional chip: when the command processor waits for a launch, the cores run in turn, each until it halts
-// or reaches a barrier; when every core is at the barrier they all go on.
+// The functional chip: when the command processor waits for a launch, the cores run (in parallel on the worker
+// pool's host threads), each until it halts or reaches a barrier; when every core is at the barrier they all go on.
 #include "npusim/emulator/functional_chip.h"
 
 #include <fmt/format.h>
@@ -168,13 +168,14 @@ class FunctionalChip::CommandProcessorContext : public ExecContext {
     std::string ended;
     while (!running.empty()) {
       waiting.clear();
-      for (CoreContext* context : running) {
-        std::optional<KernelFault> fault = context->resume();
-        if (!fault && context->at_barrier())
-          waiting.push_back(context);
+      std::vector<std::optional<KernelFault>> outcomes(running.size());
+      chip_.workers_.run(running.size(), [&](size_t k) { outcomes[k] = running[k]->resume(); });
+      for (size_t k = 0; k < running.size(); ++k) {  // in core order, so the outcome does not depend on timing
+        if (!outcomes[k] && running[k]->at_barrier())
+          waiting.push_back(running[k]);
         else
-          ended = fmt::format("core {} {} instead", context->index(), fault ? "trapped" : "halted");
-        report(std::move(fault));
+          ended = fmt::format("core {} {} instead", running[k]->index(), outcomes[k] ? "trapped" : "halted");
+        report(std::move(outcomes[k]));
       }
       if (waiting.size() != running.size()) {
         for (CoreContext* context : waiting) report(context->barrier_deadlock(ended));
@@ -248,7 +249,9 @@ class FunctionalChip::CommandProcessorContext : public ExecContext {
 };
 
 FunctionalChip::FunctionalChip(config::ChipConfig config)
-    : config_(std::move(config)), memory_(config_.dram_capacity_bytes()) {
+    : config_(std::move(config)),
+      memory_(config_.dram_capacity_bytes()),
+      workers_(WorkerPool::threads_for(config_.chip_cores)) {
   for (int core = 0; core < config_.chip_cores; ++core) cores_.push_back(std::make_unique<CoreContext>(*this, core));
   command_processor_ = std::make_unique<CommandProcessorContext>(*this);
 }

@@ -73,7 +73,10 @@ std::string render_manual_markdown() {
       "Fields an instruction does not use must be zero; any other word is an illegal instruction. Branch targets are\n"
       "encoded in `imm` as a signed count of instructions relative to the branch. There are 32 64-bit scalar\n"
       "registers; `r0` reads as zero and ignores writes. A kernel starts with `r1` holding the address of its\n"
-      "argument block (64-bit words in DRAM).\n\n"
+      "argument block (64-bit words in DRAM). DRAM accesses by `ld`/`st`/`lw`/`sw` must be naturally aligned; the\n"
+      "scratchpad and the accumulator are byte-addressed, and tile operands there need no alignment. Tile shapes are\n"
+      "register operands, so an edge tile is the same instruction with smaller counts: nothing outside the counted\n"
+      "elements is read or written.\n\n"
       "Control/status registers (`csrr`):";
   for (const auto& [csr, name] : kCsrNames) text += fmt::format(" `{}` = {}", name, static_cast<int>(csr));
   text +=

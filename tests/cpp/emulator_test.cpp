@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "npusim/emulator/functional_chip.h"
@@ -14,7 +15,7 @@ constexpr uint64_t kProgram = 0x10000;
 constexpr uint64_t kData = 0x20000;
 
 class Emulator : public ::testing::Test {
- protected:
+ public:
   Emulator() : chip_(small_config()) {}
 
   static config::ChipConfig small_config() {
@@ -239,6 +240,49 @@ TEST_F(Emulator, ChipIsReusableAfterATrap) {
   ASSERT_TRUE(run(".dword 0\n"));
   ASSERT_FALSE(run("li r2, 3\n halt\n"));
   EXPECT_EQ(reg(2), 3u);
+}
+
+// The launched cores run on parallel host threads (WorkerPool); the result must not depend on it. Four cores each
+// compute exp and a row sum of their own slice, pass a value to the next core, meet at a barrier and store both.
+// Run under ThreadSanitizer, this is also the data-race check of the parallel emulator.
+std::vector<float> run_four_cores(const char* threads) {
+  setenv("NPUSIM_THREADS", threads, 1);
+  config::ChipConfig config = Emulator::small_config();
+  config.chip_cores = 4;
+  FunctionalChip chip(config);
+  unsetenv("NPUSIM_THREADS");
+  constexpr uint64_t kFirmware = 0x8000, kKernel = 0x10000, kBuffer = 0x40000;
+  const auto kernel = isa::assemble(
+      "csrr r2, coreid\n csrr r3, ncores\n slli r4, r2, 10\n li r5, 0x40000\n add r6, r5, r4\n li r7, 256\n"
+      " dma.ld.b32 r0, r6, r7, 4\n fence\n vexp.f32 r0, r0, r7\n li r8, 1\n li r9, 2048\n"
+      " vrsum.f32 r9, r0, r8, r7\n fence\n addi r10, r2, 1\n bne r10, r3, send\n li r10, 0\n"
+      "send: li r11, 4\n li r12, 3072\n dma.c2c r12, r9, r10, r11\n barrier\n dma.st.b32 r6, r0, r7, 4\n"
+      " li r13, 0x50000\n slli r14, r2, 2\n add r13, r13, r14\n dma.st.b32 r13, r12, r8, 4\n fence\n halt\n",
+      "cores.s");
+  chip.memory().write(kKernel, kernel.data(), kernel.size() * 8);
+  std::vector<float> input(1024);
+  for (size_t k = 0; k < input.size(); ++k) input[k] = 0.01f * static_cast<float>(k % 300) - 1.0f;
+  chip.memory().write(kBuffer, input.data(), input.size() * 4);
+  const auto firmware = isa::assemble(
+      "li r2, 0x10000\n li r3, 0\n li r4, 15\n launch r2, r3, r4\n wait r5\n st r5, 0(r0)\nidle: wfd\n"
+      " jal r0, idle\n",
+      "launcher.s");
+  chip.memory().write(kFirmware, firmware.data(), firmware.size() * 8);
+  chip.boot(kFirmware);
+  EXPECT_FALSE(chip.take_kernel_fault());
+  std::vector<float> result(1024 + 4);
+  chip.memory().read(kBuffer, result.data(), 1024 * 4);
+  chip.memory().read(0x50000, result.data() + 1024, 16);
+  return result;
+}
+
+TEST(FunctionalChip, CoresOnParallelHostThreadsGiveTheSameResultAsOneThread) {
+  const std::vector<float> one = run_four_cores("1"), four = run_four_cores("4");
+  EXPECT_EQ(one, four);
+  EXPECT_EQ(one[0], std::exp(-1.0f));
+  float first_sum = 0;  // core 3 received core 2's row sum
+  for (int k = 512; k < 768; ++k) first_sum += std::exp(0.01f * static_cast<float>(k % 300) - 1.0f);
+  EXPECT_FLOAT_EQ(four[1024 + 3], first_sum);
 }
 
 }  // namespace

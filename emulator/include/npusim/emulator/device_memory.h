@@ -1,10 +1,14 @@
 // Device DRAM: a sparse host backing of the simulated address space. Only pages that were written cost host memory,
-// so a 16 GiB device is cheap until used; unwritten memory reads as zero.
+// so a 16 GiB device is cheap until used; unwritten memory reads as zero. Cores emulated on several host threads
+// may use it at once: pages appear atomically, and the code version is atomic. (Two cores writing the same bytes
+// without a barrier between them is a race in the simulated program, as on hardware.)
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace npusim::emulator {
@@ -36,19 +40,25 @@ class DeviceMemory {
   // Instruction fetch: reads the 64-bit word at `address` and marks its page as holding code. Any later write to a
   // code page changes code_version(), so decoded copies of instructions know when they are stale.
   uint64_t fetch_word(uint64_t address);
-  uint64_t code_version() const { return code_version_; }
+  uint64_t code_version() const { return code_version_.load(std::memory_order_acquire); }
+
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
 
  private:
   struct Page {
-    std::unique_ptr<std::byte[]> bytes;
-    bool holds_code = false;
+    std::atomic<std::byte*> bytes{nullptr};  // owned; allocated on first write
+    std::atomic<bool> holds_code{false};
   };
-  Page* page(uint64_t page_index, bool create) const;
+  // The page's bytes; nullptr for a page never written unless `create`.
+  std::byte* page(uint64_t page_index, bool create) const;
   std::byte* page_for_write(uint64_t page_index);
 
   uint64_t capacity_bytes_;
   mutable std::vector<Page> pages_;
-  uint64_t code_version_ = 0;
+  mutable std::mutex allocation_mutex_;
+  std::atomic<uint64_t> code_version_{0};
 };
 
 }  // namespace npusim::emulator

@@ -1,5 +1,6 @@
 // The functional chip: the command processor and every NPU core run instructions in program order as fast as the
-// host allows. This is the golden reference for what programs compute.
+// host allows, the launched cores on parallel host threads between barriers. This is the golden reference for what
+// programs compute.
 #pragma once
 
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include "npusim/emulator/chip.h"
 #include "npusim/emulator/exec_context.h"
+#include "npusim/emulator/worker_pool.h"
 
 namespace npusim::emulator {
 
@@ -44,6 +46,7 @@ class FunctionalChip : public Chip {
   std::unique_ptr<CommandProcessorContext> command_processor_;
   std::optional<KernelFault> kernel_fault_;
   std::vector<LaunchRecord> launch_records_;
+  WorkerPool workers_;  // emulates the launched cores in parallel
 };
 
 }  // namespace npusim::emulator
