@@ -30,6 +30,10 @@ std::string cache_key(int device_index, const emitter::MatmulSpec& s) {
                      s.b_col, s.c_row, s.c_col);
 }
 
+std::string cache_key(int device_index, const emitter::RowSpec& s) {
+  return fmt::format("rows|{}|{}|{}|{}", device_index, static_cast<int>(s.op), s.rows, s.cols);
+}
+
 void dump(const emitter::Kernel& kernel, const std::string& key) {
   const char* directory = std::getenv("NPUSIM_DUMP_KERNELS");
   if (!directory || !*directory) return;
@@ -73,6 +77,13 @@ void launch_matmul(int device_index, runtime::Device& device, const emitter::Mat
                    std::span<const uint64_t> operand_addresses) {
   launch_cached(
       device, cache_key(device_index, spec), [&] { return emitter::emit_matmul(spec, device.config()); },
+      operand_addresses);
+}
+
+void launch_rows(int device_index, runtime::Device& device, const emitter::RowSpec& spec,
+                 std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, cache_key(device_index, spec), [&] { return emitter::emit_rows(spec, device.config()); },
       operand_addresses);
 }
 

@@ -7,6 +7,7 @@
 
 #include "npusim/emitter/elementwise.h"
 #include "npusim/emitter/matmul.h"
+#include "npusim/emitter/rows.h"
 #include "npusim/runtime/device.h"
 
 namespace npusim::bridge {
@@ -16,5 +17,7 @@ void launch_elementwise(int device_index, runtime::Device& device, const emitter
                         std::span<const uint64_t> operand_addresses);
 void launch_matmul(int device_index, runtime::Device& device, const emitter::MatmulSpec& spec,
                    std::span<const uint64_t> operand_addresses);
+void launch_rows(int device_index, runtime::Device& device, const emitter::RowSpec& spec,
+                 std::span<const uint64_t> operand_addresses);
 
 }  // namespace npusim::bridge

@@ -1,0 +1,24 @@
+// Emits ISA programs for operations along the last dimension of a contiguous float32 tensor viewed as rows x cols:
+// softmax and log_softmax (row to row) and the row sum (row to one value). A tile of whole rows is loaded, reduced
+// with the vector engine's row reductions and broadcast operands, and stored; the cores share the tiles.
+#pragma once
+
+#include <cstdint>
+
+#include "npusim/config/chip_config.h"
+#include "npusim/emitter/elementwise.h"
+
+namespace npusim::emitter {
+
+enum class RowOp { SoftmaxF32, LogSoftmaxF32, SumF32 };
+
+struct RowSpec {
+  RowOp op = RowOp::SoftmaxF32;
+  int64_t rows = 0, cols = 0;
+};
+
+// The argument block is the output's and the input's addresses. Throws Unsupported when a row does not fit the
+// scratchpad.
+Kernel emit_rows(const RowSpec& spec, const config::ChipConfig& config);
+
+}  // namespace npusim::emitter

@@ -1,0 +1,145 @@
+// Row kernels. Per tile of rt whole rows (n = rt x cols elements):
+//   softmax      m = rowmax(x); x -= m (per row); x = exp(x); s = rowsum(x); x /= s (per row)
+//   log_softmax  m = rowmax(x); x -= m; e = exp(x); s = rowsum(e); s = log(s); x -= s
+//   sum          s = rowsum(x)
+// The max subtraction keeps exp from overflowing, as PyTorch's CPU kernels do.
+//
+// Registers: r1 arguments; r2 output, r3 input; r4 first row of the tile, r5 rows in it, r6 its elements;
+// r7 row step across cores; r8/r9 scratch; r10 cols; r11 DRAM pointer; r20 tile x, r21 scratch tile e,
+// r22 per-row values.
+#include "npusim/emitter/rows.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "npusim/emitter/assembly_writer.h"
+#include "npusim/isa/assembler.h"
+
+namespace npusim::emitter {
+namespace {
+
+constexpr int kOut = 2, kIn = 3, kRow = 4, kRowsInTile = 5, kElements = 6, kRowStep = 7, kScratch = 8, kScratch2 = 9,
+              kCols = 10, kDram = 11, kTile = 20, kTemp = 21, kPerRow = 22;
+constexpr int64_t kFloat = 4;
+
+const char* name_of(RowOp op) {
+  switch (op) {
+    case RowOp::SoftmaxF32: return "softmax_f32";
+    case RowOp::LogSoftmaxF32: return "log_softmax_f32";
+    case RowOp::SumF32: return "row_sum_f32";
+  }
+  return "?";
+}
+
+class RowEmitter {
+ public:
+  RowEmitter(const RowSpec& spec, const config::ChipConfig& config) : spec_(spec) {
+    // x and e tiles of rt rows, plus rt per-row values.
+    const int64_t floats = static_cast<int64_t>(config.scratchpad_bytes()) / kFloat;
+    tile_rows_ = std::min(spec.rows, floats / (2 * spec.cols + 1));
+    if (tile_rows_ < 1)
+      throw Unsupported(fmt::format("a row of {} floats does not fit the scratchpad twice", spec.cols));
+    if (spec.cols > (INT32_MAX >> 2)) throw Unsupported("rows too long for a broadcast period");
+    cores_ = std::clamp<int64_t>((spec.rows + tile_rows_ - 1) / tile_rows_, 1, config.chip_cores);
+  }
+
+  int64_t cores() const { return cores_; }
+
+  std::string emit() {
+    w_.comment(
+        fmt::format("{}: {} rows of {}, {} rows per tile", name_of(spec_.op), spec_.rows, spec_.cols, tile_rows_));
+    w_.line("ld r{}, 0(r1)", kOut);
+    w_.line("ld r{}, 8(r1)", kIn);
+    w_.load_constant(kCols, spec_.cols);
+    w_.line("li r{}, 0", kTile);
+    w_.load_constant(kTemp, tile_rows_ * spec_.cols * kFloat);
+    w_.load_constant(kPerRow, 2 * tile_rows_ * spec_.cols * kFloat);
+    // Core c takes the tiles starting at rows c*rt, (c + n)*rt, ...
+    const std::string top = w_.new_label("tile"), sized = w_.new_label("sized"), done = w_.new_label("done");
+    w_.line("csrr r{}, coreid", kRow);
+    w_.load_constant(kScratch, tile_rows_);
+    w_.line("mul r{0}, r{0}, r{1}", kRow, kScratch);
+    w_.line("csrr r{}, ncores", kRowStep);
+    w_.line("mul r{0}, r{0}, r{1}", kRowStep, kScratch);
+    w_.load_constant(kScratch, spec_.rows);
+    w_.line("bgeu r{}, r{}, {}", kRow, kScratch, done);
+    w_.label(top);
+    w_.load_constant(kScratch, spec_.rows);
+    w_.line("sub r{0}, r{0}, r{1}", kScratch, kRow);
+    w_.load_constant(kRowsInTile, tile_rows_);
+    w_.line("bgeu r{}, r{}, {}", kScratch, kRowsInTile, sized);
+    w_.line("addi r{}, r{}, 0", kRowsInTile, kScratch);
+    w_.label(sized);
+    w_.line("mul r{}, r{}, r{}", kElements, kRowsInTile, kCols);
+    emit_tile();
+    w_.line("add r{0}, r{0}, r{1}", kRow, kRowStep);
+    w_.load_constant(kScratch, spec_.rows);
+    w_.line("bltu r{}, r{}, {}", kRow, kScratch, top);
+    w_.label(done);
+    w_.line("halt");
+    return w_.text();
+  }
+
+ private:
+  // kDram = base + row * bytes_per_row.
+  void point_at(int base, int64_t bytes_per_row) {
+    w_.load_constant(kScratch, bytes_per_row);
+    w_.line("mul r{0}, r{0}, r{1}", kScratch, kRow);
+    w_.line("add r{}, r{}, r{}", kDram, base, kScratch);
+  }
+
+  void emit_tile() {
+    const int64_t per_row = 3 + (spec_.cols << 2);  // broadcast mode 3: one value per row of cols
+    point_at(kIn, spec_.cols * kFloat);
+    w_.line("dma.ld.b32 r{}, r{}, r{}, 4", kTile, kDram, kElements);
+    w_.line("fence");
+    switch (spec_.op) {
+      case RowOp::SoftmaxF32:
+        w_.line("vrmax.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
+        w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
+        w_.line("vexp.f32 r{0}, r{0}, r{1}", kTile, kElements);
+        w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
+        w_.line("vdiv.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
+        break;
+      case RowOp::LogSoftmaxF32:
+        w_.line("vrmax.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
+        w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
+        w_.line("vexp.f32 r{}, r{}, r{}", kTemp, kTile, kElements);
+        w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTemp, kRowsInTile, kCols);
+        w_.line("vlog.f32 r{0}, r{0}, r{1}", kPerRow, kRowsInTile);
+        w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
+        break;
+      case RowOp::SumF32: w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols); break;
+    }
+    w_.line("fence");
+    if (spec_.op == RowOp::SumF32) {
+      point_at(kOut, kFloat);
+      w_.line("dma.st.b32 r{}, r{}, r{}, 4", kDram, kPerRow, kRowsInTile);
+    } else {
+      point_at(kOut, spec_.cols * kFloat);
+      w_.line("dma.st.b32 r{}, r{}, r{}, 4", kDram, kTile, kElements);
+    }
+    w_.line("fence");
+  }
+
+  RowSpec spec_;
+  int64_t tile_rows_ = 0, cores_ = 1;
+  AssemblyWriter w_;
+};
+
+}  // namespace
+
+Kernel emit_rows(const RowSpec& spec, const config::ChipConfig& config) {
+  if (spec.rows < 1 || spec.cols < 1)
+    throw std::invalid_argument(fmt::format("a row kernel over {} x {} has no elements", spec.rows, spec.cols));
+  RowEmitter emitter(spec, config);
+  Kernel kernel;
+  kernel.name = name_of(spec.op);
+  kernel.assembly = emitter.emit();
+  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  kernel.cores = emitter.cores();
+  return kernel;
+}
+
+}  // namespace npusim::emitter

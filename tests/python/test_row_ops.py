@@ -1,0 +1,60 @@
+"""softmax, log_softmax, sum and mean over the last dimension on npusim against the CPU: emitted row kernels for
+float32, the CPU fallback for other dims."""
+
+import pytest
+import torch
+
+import npusim
+
+SHAPES = [(1, 1), (4, 10), (3, 5, 7), (2, 1000), (300, 33)]
+
+
+def random(shape, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 4
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("function", [torch.softmax, torch.log_softmax], ids=["softmax", "log_softmax"])
+def test_softmax_over_the_last_dim_matches_cpu(function, shape, device):
+    x = random(shape, 1)
+    with npusim.profile() as report:
+        result = function(x.to(device), dim=-1)
+    torch.testing.assert_close(result.cpu(), function(x, dim=-1), rtol=1e-6, atol=1e-6)
+    assert report.fallbacks == {}
+    assert [r.name for r in report.kernels] == [f"{function.__name__}_f32"]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_sum_and_mean_over_the_last_dim_match_cpu(shape, device):
+    x = random(shape, 2)
+    on_device = x.to(device)
+    with npusim.profile() as report:
+        sums, kept, means = on_device.sum(-1), on_device.sum(-1, keepdim=True), on_device.mean(-1)
+    assert report.fallbacks == {}
+    # The device sums each row in order; the CPU's vectorised sum associates differently, hence the tolerance.
+    torch.testing.assert_close(sums.cpu(), x.sum(-1), rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(kept.cpu(), x.sum(-1, keepdim=True), rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(means.cpu(), x.mean(-1), rtol=1e-6, atol=1e-6)
+
+
+def test_softmax_is_stable_for_large_values_and_handles_infinities(device):
+    x = torch.tensor([[1000.0, 1001.0, 999.0], [-float("inf"), 0.0, 1.0]])
+    torch.testing.assert_close(torch.softmax(x.to(device), -1).cpu(), torch.softmax(x, -1))
+    torch.testing.assert_close(torch.log_softmax(x.to(device), -1).cpu(), torch.log_softmax(x, -1))
+
+
+def test_other_dims_and_non_contiguous_inputs_give_the_cpu_results(device):
+    x = random((6, 9), 3)
+    torch.testing.assert_close(torch.softmax(x.to(device), 0).cpu(), torch.softmax(x, 0))  # fallback
+    torch.testing.assert_close(torch.softmax(x.to(device).t(), -1).cpu(), torch.softmax(x.t(), -1), rtol=1e-6,
+                               atol=1e-6)
+    torch.testing.assert_close(x.to(device).sum(0).cpu(), x.sum(0))
+    torch.testing.assert_close(x.to(device).sum().cpu(), x.sum())
+    ints = torch.arange(12).reshape(3, 4)
+    assert torch.equal(ints.to(device).sum(-1).cpu(), ints.sum(-1))
+
+
+def test_cross_entropy_loss_matches_cpu(device):
+    logits, target = random((8, 5), 4), torch.tensor([0, 1, 2, 3, 4, 0, 1, 2])
+    loss = torch.nn.functional.cross_entropy(logits.to(device), target.to(device))
+    torch.testing.assert_close(loss.cpu(), torch.nn.functional.cross_entropy(logits, target), rtol=1e-6, atol=1e-6)
