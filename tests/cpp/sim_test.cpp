@@ -9,6 +9,7 @@
 
 #include "npusim/emitter/elementwise.h"
 #include "npusim/emitter/matmul.h"
+#include "npusim/emitter/rows.h"
 #include "npusim/isa/assembler.h"
 #include "npusim/runtime/device.h"
 
@@ -91,6 +92,10 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
                                 test_config()),
       emitter::emit_elementwise({emitter::ElementwiseOp::MulF32, 4, {30, 50}, {{50, 1}, {50, 1}, {0, 1}}},
                                 test_config()),
+      emitter::emit_elementwise({emitter::ElementwiseOp::GeluTanhF32, 4, {40, 50}, {{50, 1}, {50, 1}}}, test_config()),
+      emitter::emit_rows({emitter::RowOp::SoftmaxF32, 8, 100}, test_config()),
+      emitter::emit_rows({emitter::RowOp::LogSoftmaxF32, 30, 50}, test_config()),
+      emitter::emit_rows({emitter::RowOp::SumF32, 16, 64}, test_config()),
   };
   for (const emitter::Kernel& kernel : kernels) {
     std::string source;
