@@ -205,6 +205,22 @@ at::Tensor& npusim_gelu_(at::Tensor& self, c10::string_view approximate) {
   return npusim_gelu_out(self, approximate, self);
 }
 
+// relu's backward: grad where self > threshold, else 0. Native for threshold 0, which is what relu uses.
+at::Tensor& npusim_threshold_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                          const at::Scalar& threshold, at::Tensor& grad_input) {
+  if (threshold.toDouble() == 0.0 && runs_natively(grad_output, self, grad_input) &&
+      launch_binary(ElementwiseOp::ReluBackwardF32, grad_output, self, grad_input))
+    return grad_input;
+  torch::jit::Stack stack{grad_output, self, threshold, grad_input};
+  call_cpu_fallback("aten::threshold_backward", "grad_input", stack);
+  return grad_input;
+}
+at::Tensor npusim_threshold_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                     const at::Scalar& threshold) {
+  at::Tensor grad_input = result_like(grad_output, self);
+  return npusim_threshold_backward_out(grad_output, self, threshold, grad_input);
+}
+
 // relu(x) = maximum(x, 0): NaN stays NaN, as on the CPU.
 at::Tensor npusim_relu(const at::Tensor& self) {
   if (self.scalar_type() != at::kFloat) {
@@ -277,6 +293,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("maximum.out", binary_out<ElementwiseOp::MaxF32>);
   m.impl("minimum", binary<ElementwiseOp::MinF32>);
   m.impl("minimum.out", binary_out<ElementwiseOp::MinF32>);
+  m.impl("threshold_backward", npusim_threshold_backward);
+  m.impl("threshold_backward.grad_input", npusim_threshold_backward_out);
   m.impl("relu", npusim_relu);
   m.impl("relu_", npusim_relu_);
 }

@@ -1,8 +1,13 @@
-// Native kernels along the last dimension of float32 tensors: softmax, log_softmax, sum and mean (the sum, then a
-// native division). Other dims, dtypes and cases take the CPU fallback.
+// Native row kernels on float32 tensors: softmax and log_softmax over the last dimension; sum and mean over any one
+// dimension (moved last by a device copy when needed; mean is the sum, then a native division); mse_loss and its
+// backward, composed from native kernels. Other dims, dtypes and cases take the CPU fallback.
+#include <ATen/core/Reduction.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mul.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/sub.h>
 #include <torch/library.h>
 
 #include "bridge.h"
@@ -53,19 +58,25 @@ at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
   return softmax_out<Op>(self, dim, half_to_float, out);
 }
 
-// sum over exactly the last dimension, in float32.
+// sum over one dimension, in float32: that dimension is moved last (a device copy when it is not already last),
+// and each row summed in order.
 at::Tensor& npusim_sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                            std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  const bool last_only = dims.has_value() && dims->size() == 1 && is_last_dim(self, (*dims)[0]);
-  if (self.scalar_type() == at::kFloat && (!dtype || *dtype == at::kFloat) && last_only && self.size(-1) > 0 &&
+  const bool one_dim = dims.has_value() && dims->size() == 1 && self.dim() > 0;
+  if (self.scalar_type() == at::kFloat && (!dtype || *dtype == at::kFloat) && one_dim &&
       out.scalar_type() == at::kFloat) {
+    const int64_t dim = at::maybe_wrap_dim((*dims)[0], self.dim());
     std::vector<int64_t> shape = self.sizes().vec();
     if (keepdim)
-      shape.back() = 1;
+      shape[dim] = 1;
     else
-      shape.pop_back();
-    at::native::resize_output(out, shape);
-    if (out.numel() == 0 || launch_row_op(RowOp::SumF32, self, out)) return out;
+      shape.erase(shape.begin() + dim);
+    if (self.size(dim) > 0 && (out.is_contiguous() || out.numel() == 0)) {
+      at::native::resize_output(out, shape);
+      at::Tensor rows_last = self.movedim(dim, -1);
+      at::Tensor sums = out.view(rows_last.sizes().slice(0, rows_last.dim() - 1));
+      if (out.numel() == 0 || launch_row_op(RowOp::SumF32, rows_last, sums)) return out;
+    }
   }
   torch::jit::Stack stack{self, dims, keepdim, dtype, out};
   call_cpu_fallback("aten::sum", "IntList_out", stack);
@@ -79,14 +90,17 @@ at::Tensor npusim_sum(const at::Tensor& self, at::OptionalIntArrayRef dims, bool
   return npusim_sum_out(self, dims, keepdim, dtype, out);
 }
 
-// mean over the last dimension: the row sum divided by its length, both on the device.
+// mean over one dimension: the sum divided by its length, both on the device.
 at::Tensor& npusim_mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  const bool last_only = dims.has_value() && dims->size() == 1 && is_last_dim(self, (*dims)[0]);
-  if (self.scalar_type() == at::kFloat && (!dtype || *dtype == at::kFloat) && last_only && self.size(-1) > 0 &&
+  const bool one_dim = dims.has_value() && dims->size() == 1 && self.dim() > 0;
+  if (self.scalar_type() == at::kFloat && (!dtype || *dtype == at::kFloat) && one_dim &&
       out.scalar_type() == at::kFloat) {
-    npusim_sum_out(self, dims, keepdim, dtype, out);
-    return out.div_(at::scalar_tensor(static_cast<double>(self.size(-1)), out.options().device(c10::kCPU)));
+    const int64_t length = self.size(at::maybe_wrap_dim((*dims)[0], self.dim()));
+    if (length > 0) {
+      npusim_sum_out(self, dims, keepdim, dtype, out);
+      return out.div_(at::scalar_tensor(static_cast<double>(length), out.options().device(c10::kCPU)));
+    }
   }
   torch::jit::Stack stack{self, dims, keepdim, dtype, out};
   call_cpu_fallback("aten::mean", "out", stack);
@@ -96,6 +110,48 @@ at::Tensor npusim_mean(const at::Tensor& self, at::OptionalIntArrayRef dims, boo
                        std::optional<at::ScalarType> dtype) {
   at::Tensor out = at::empty({0}, self.options().dtype(dtype ? *dtype : self.scalar_type()));
   return npusim_mean_out(self, dims, keepdim, dtype, out);
+}
+
+// A 0-dim CPU tensor, the form in which native kernels take a scalar operand.
+at::Tensor cpu_scalar(double value) { return at::scalar_tensor(value, at::TensorOptions().dtype(at::kFloat)); }
+
+// The sum of every element into a 0-dim tensor: one row, so it must fit the scratchpad (else false).
+bool sum_all(const at::Tensor& self, at::Tensor& out) {
+  if (self.scalar_type() != at::kFloat || self.numel() == 0) return false;
+  at::native::resize_output(out, {});
+  at::Tensor one_row = self.contiguous().view({1, self.numel()});
+  at::Tensor sums = out.view({1});
+  return launch_row_op(RowOp::SumF32, one_row, sums);
+}
+
+// mse_loss from native pieces: the difference, its square, and (for sum and mean) the one-row sum.
+at::Tensor npusim_mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  if (self.scalar_type() == at::kFloat && target.scalar_type() == at::kFloat && self.device() == target.device() &&
+      self.sizes() == target.sizes()) {
+    const at::Tensor difference = at::sub(self, target);
+    const at::Tensor squares = at::mul(difference, difference);
+    if (reduction == at::Reduction::None) return squares;
+    at::Tensor total = at::empty({}, self.options());
+    if (sum_all(squares, total))
+      return reduction == at::Reduction::Sum ? total : at::div(total, cpu_scalar(self.numel()));
+  }
+  torch::jit::Stack stack{self, target, reduction};
+  call_cpu_fallback("aten::mse_loss", "", stack);
+  return stack.back().toTensor();
+}
+
+// d loss / d self = 2 (self - target) grad_output, divided by the element count for the mean.
+at::Tensor npusim_mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                    int64_t reduction) {
+  if (self.scalar_type() == at::kFloat && target.scalar_type() == at::kFloat &&
+      grad_output.scalar_type() == at::kFloat && self.device() == target.device() &&
+      grad_output.device() == self.device() && self.sizes() == target.sizes()) {
+    const double scale = reduction == at::Reduction::Mean ? 2.0 / static_cast<double>(self.numel()) : 2.0;
+    return at::mul(at::sub(self, target), at::mul(grad_output, cpu_scalar(scale)));
+  }
+  torch::jit::Stack stack{grad_output, self, target, reduction};
+  call_cpu_fallback("aten::mse_loss_backward", "", stack);
+  return stack.back().toTensor();
 }
 
 }  // namespace
@@ -109,6 +165,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum.IntList_out", npusim_sum_out);
   m.impl("mean.dim", npusim_mean);
   m.impl("mean.out", npusim_mean_out);
+  m.impl("mse_loss", npusim_mse_loss);
+  m.impl("mse_loss_backward", npusim_mse_loss_backward);
 }
 
 }  // namespace npusim::bridge

@@ -89,3 +89,18 @@ def test_special_values_follow_ieee_like_the_cpu(device):
     x = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), -1.0, 1e-40])
     for function in (torch.exp, torch.log, torch.sqrt, torch.rsqrt, torch.reciprocal, torch.tanh, torch.sigmoid):
         torch.testing.assert_close(function(x.to(device)).cpu(), function(x), equal_nan=True)
+
+
+def test_relu_backward_runs_natively_and_matches_cpu(device):
+    x = torch.tensor([-2.0, -0.0, 0.0, 1e-30, 3.0, float("nan"), float("-inf"), float("inf")])
+    grad = torch.arange(1.0, 9.0)
+    with npusim.profile() as report:
+        result = torch.ops.aten.threshold_backward(grad.to(device), x.to(device), 0)
+    assert [r.name for r in report.kernels] == ["relu_backward_f32"]
+    torch.testing.assert_close(result.cpu(), torch.ops.aten.threshold_backward(grad, x, 0), equal_nan=True)
+    # Through autograd, on a larger tensor.
+    w = random((40, 30), 8).requires_grad_()
+    w_device = w.detach().to(device).requires_grad_()
+    (torch.relu(w) * 3).sum().backward()
+    (torch.relu(w_device) * 3).sum().backward()
+    torch.testing.assert_close(w_device.grad.cpu(), w.grad)

@@ -37,6 +37,16 @@ def test_sum_and_mean_over_the_last_dim_match_cpu(shape, device):
     torch.testing.assert_close(means.cpu(), x.mean(-1), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("dim", [0, 1, -2])
+def test_sum_and_mean_over_any_one_dim_run_natively(dim, device):
+    x = random((5, 6, 7), 5)
+    with npusim.profile() as report:
+        sums, means = x.to(device).sum(dim, keepdim=True), x.to(device).mean(dim)
+    assert report.fallbacks == {}
+    torch.testing.assert_close(sums.cpu(), x.sum(dim, keepdim=True), rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(means.cpu(), x.mean(dim), rtol=1e-6, atol=1e-6)
+
+
 def test_softmax_is_stable_for_large_values_and_handles_infinities(device):
     x = torch.tensor([[1000.0, 1001.0, 999.0], [-float("inf"), 0.0, 1.0]])
     torch.testing.assert_close(torch.softmax(x.to(device), -1).cpu(), torch.softmax(x, -1))
@@ -48,8 +58,7 @@ def test_other_dims_and_non_contiguous_inputs_give_the_cpu_results(device):
     torch.testing.assert_close(torch.softmax(x.to(device), 0).cpu(), torch.softmax(x, 0))  # fallback
     torch.testing.assert_close(torch.softmax(x.to(device).t(), -1).cpu(), torch.softmax(x.t(), -1), rtol=1e-6,
                                atol=1e-6)
-    torch.testing.assert_close(x.to(device).sum(0).cpu(), x.sum(0))
-    torch.testing.assert_close(x.to(device).sum().cpu(), x.sum())
+    torch.testing.assert_close(x.to(device).sum().cpu(), x.sum())  # all dims: fallback
     ints = torch.arange(12).reshape(3, 4)
     assert torch.equal(ints.to(device).sum(-1).cpu(), ints.sum(-1))
 
@@ -58,3 +67,18 @@ def test_cross_entropy_loss_matches_cpu(device):
     logits, target = random((8, 5), 4), torch.tensor([0, 1, 2, 3, 4, 0, 1, 2])
     loss = torch.nn.functional.cross_entropy(logits.to(device), target.to(device))
     torch.testing.assert_close(loss.cpu(), torch.nn.functional.cross_entropy(logits, target), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_and_its_backward_run_natively(reduction, device):
+    a, b = random((16, 5), 6), random((16, 5), 7)
+    a_device = a.to(device).requires_grad_()
+    with npusim.profile() as report:
+        loss = torch.nn.functional.mse_loss(a_device, b.to(device), reduction=reduction)
+        loss.sum().backward() if reduction == "none" else loss.backward()
+    a_cpu = a.clone().requires_grad_()
+    expected = torch.nn.functional.mse_loss(a_cpu, b, reduction=reduction)
+    expected.sum().backward() if reduction == "none" else expected.backward()
+    torch.testing.assert_close(loss.detach().cpu(), expected.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(a_device.grad.cpu(), a_cpu.grad, rtol=1e-6, atol=1e-6)
+    assert "aten::mse_loss" not in report.fallbacks and "aten::mse_loss_backward" not in report.fallbacks

@@ -45,6 +45,7 @@ constexpr Constant kConstants[] = {
     {"inv_sqrt2", 0x3f3504f3},       // 1 / sqrt(2)
     {"sqrt_2_over_pi", 0x3f4c422a},  // sqrt(2 / pi)
     {"gelu_cubic", 0x3d372713},      // 0.044715
+    {"zero", 0x00000000},            // 0.0
 };
 
 // Each operation: its name, inputs, and its vector instructions over the tile in {a} (the first input, and the
@@ -66,6 +67,11 @@ const std::vector<OpDefinition>& definitions() {
       {DivF32, "div_f32", 2, {"vdiv.f32 {a}, {a}, {b}, {n}"}},
       {MaxF32, "max_f32", 2, {"vmax.f32 {a}, {a}, {b}, {n}"}},
       {MinF32, "min_f32", 2, {"vmin.f32 {a}, {a}, {b}, {n}"}},
+      // The mask (input <= 0, false for NaN) is written over the input's own tile, one byte per element.
+      {ReluBackwardF32,
+       "relu_backward_f32",
+       2,
+       {"vcle.f32 {b}, {b}, {zero}, {n}, 1", "vsel.f32 {a}, {b}, {zero}, {n}, 1"}},
       {NegF32, "neg_f32", 1, {"vneg.f32 {a}, {a}, {n}"}},
       {AbsF32, "abs_f32", 1, {"vabs.f32 {a}, {a}, {n}"}},
       {ExpF32, "exp_f32", 1, {"vexp.f32 {a}, {a}, {n}"}},

@@ -22,6 +22,7 @@ enum class ElementwiseOp {
   DivF32,
   MaxF32,
   MinF32,
+  ReluBackwardF32,  // grad where input > 0, else 0 (threshold_backward with threshold 0)
   // one input
   NegF32,
   AbsF32,
