@@ -66,42 +66,27 @@ at::Tensor result_like(const at::Tensor& self, const at::Tensor& other) {
   return at::empty({0}, device_operand.options().dtype(at::result_type(self, other)));
 }
 
-at::Tensor& npusim_add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
+// add and sub: self + alpha * other or self - alpha * other, both steps on the device; alpha in the result's
+// dtype, not other's (2 * 0.5 is not 0).
+template <ElementwiseOp Op>
+at::Tensor& add_or_sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   if (runs_natively(self, other, out)) {
-    // self + alpha * other, both steps on the device; alpha in the result's dtype, not other's (2 * 0.5 is not 0).
-    const at::Tensor addend =
+    const at::Tensor scaled =
         alpha.toDouble() == 1.0 ? other : at::mul(other, at::scalar_tensor(alpha, out.options().device(c10::kCPU)));
-    if (launch_binary(ElementwiseOp::AddF32, self, addend, out)) return out;
+    if (launch_binary(Op, self, scaled, out)) return out;
   }
   torch::jit::Stack stack{self, other, alpha, out};
-  call_cpu_fallback("aten::add", "out", stack);
+  call_cpu_fallback(Op == ElementwiseOp::AddF32 ? "aten::add" : "aten::sub", "out", stack);
   return out;
 }
-at::Tensor npusim_add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+template <ElementwiseOp Op>
+at::Tensor add_or_sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   at::Tensor out = result_like(self, other);
-  return npusim_add_out(self, other, alpha, out);
+  return add_or_sub_out<Op>(self, other, alpha, out);
 }
-at::Tensor& npusim_add_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  return npusim_add_out(self, other, alpha, self);
-}
-
-// sub is add's mirror: self - alpha * other.
-at::Tensor& npusim_sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
-  if (runs_natively(self, other, out)) {
-    const at::Tensor subtrahend =
-        alpha.toDouble() == 1.0 ? other : at::mul(other, at::scalar_tensor(alpha, out.options().device(c10::kCPU)));
-    if (launch_binary(ElementwiseOp::SubF32, self, subtrahend, out)) return out;
-  }
-  torch::jit::Stack stack{self, other, alpha, out};
-  call_cpu_fallback("aten::sub", "out", stack);
-  return out;
-}
-at::Tensor npusim_sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  at::Tensor out = result_like(self, other);
-  return npusim_sub_out(self, other, alpha, out);
-}
-at::Tensor& npusim_sub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  return npusim_sub_out(self, other, alpha, self);
+template <ElementwiseOp Op>
+at::Tensor& add_or_sub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  return add_or_sub_out<Op>(self, other, alpha, self);
 }
 
 const char* aten_name(ElementwiseOp op) {
@@ -259,12 +244,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", npusim_fill_);
   m.impl("fill_.Tensor", npusim_fill_tensor_);
   m.impl("zero_", npusim_zero_);
-  m.impl("add.out", npusim_add_out);
-  m.impl("add.Tensor", npusim_add);
-  m.impl("add_.Tensor", npusim_add_);
-  m.impl("sub.out", npusim_sub_out);
-  m.impl("sub.Tensor", npusim_sub);
-  m.impl("sub_.Tensor", npusim_sub_);
+  m.impl("add.out", add_or_sub_out<ElementwiseOp::AddF32>);
+  m.impl("add.Tensor", add_or_sub<ElementwiseOp::AddF32>);
+  m.impl("add_.Tensor", add_or_sub_<ElementwiseOp::AddF32>);
+  m.impl("sub.out", add_or_sub_out<ElementwiseOp::SubF32>);
+  m.impl("sub.Tensor", add_or_sub<ElementwiseOp::SubF32>);
+  m.impl("sub_.Tensor", add_or_sub_<ElementwiseOp::SubF32>);
   m.impl("div.out", binary_out<ElementwiseOp::DivF32>);
   m.impl("div.Tensor", npusim_div);
   m.impl("div_.Tensor", binary_<ElementwiseOp::DivF32>);

@@ -15,7 +15,7 @@ void CoreBarrier::begin_launch(uint64_t core_mask) {
   ended_.clear();
 }
 
-void CoreBarrier::arrive(int) {
+void CoreBarrier::arrive() {
   if (!ended_.empty()) throw emulator::BarrierDeadlock(ended_);
   if (++arrived_ == participants_) {
     arrived_ = 0;

@@ -12,8 +12,8 @@ class CoreBarrier {
  public:
   // Called by the command processor when it starts the cores in `core_mask`.
   void begin_launch(uint64_t core_mask);
-  // Called from core `core`'s scalar unit thread; returns once every core of the launch has arrived.
-  void arrive(int core);
+  // Called from a core's scalar unit thread; returns once every core of the launch has arrived.
+  void arrive();
   // Called when core `core`'s kernel ends, by halting or trapping: it will never arrive again.
   void leave(int core, bool trapped);
 

@@ -45,7 +45,7 @@ class NpuCore::ScalarContext : public emulator::ExecContext {
   }
   void barrier() override {  // the semantics fenced first
     const sc_core::sc_time waiting_since = sc_core::sc_time_stamp();
-    core_.barrier_->arrive(core_.index_);
+    core_.barrier_->arrive();
     core_.stall_time_barrier_ += sc_core::sc_time_stamp() - waiting_since;
   }
 
