@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <bit>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -31,7 +32,8 @@ std::string cache_key(int device_index, const emitter::MatmulSpec& s) {
 }
 
 std::string cache_key(int device_index, const emitter::RowSpec& s) {
-  return fmt::format("rows|{}|{}|{}|{}", device_index, static_cast<int>(s.op), s.rows, s.cols);
+  return fmt::format("rows|{}|{}|{}|{}|{}|{}|{}", device_index, static_cast<int>(s.op), s.rows, s.cols, s.weight,
+                     s.bias, std::bit_cast<uint32_t>(s.eps));
 }
 
 void dump(const emitter::Kernel& kernel, const std::string& key) {

@@ -154,6 +154,50 @@ at::Tensor npusim_mse_loss_backward(const at::Tensor& grad_output, const at::Ten
   return stack.back().toTensor();
 }
 
+// Layer normalisation over the trailing `normalized_shape` dims: a row kernel over rows of their product, giving the
+// output and each row's mean and 1/std (the saved tensors of the backward, which takes the CPU fallback).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_layer_norm(const at::Tensor& input,
+                                                                        c10::IntArrayRef normalized_shape,
+                                                                        const std::optional<at::Tensor>& weight,
+                                                                        const std::optional<at::Tensor>& bias,
+                                                                        double eps) {
+  const auto usable = [&](const std::optional<at::Tensor>& parameter, int64_t cols) {
+    return !parameter || !parameter->defined() ||
+           (parameter->scalar_type() == at::kFloat && parameter->device() == input.device() &&
+            parameter->numel() == cols);
+  };
+  const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
+  int64_t cols = 1;
+  for (int64_t size : normalized_shape) cols *= size;
+  if (input.scalar_type() == at::kFloat && axis >= 0 && input.sizes().slice(axis).equals(normalized_shape) &&
+      input.numel() > 0 && cols > 0 && usable(weight, cols) && usable(bias, cols)) {
+    const at::Tensor x = input.contiguous();
+    const bool has_weight = weight && weight->defined(), has_bias = bias && bias->defined();
+    const at::Tensor w = has_weight ? weight->contiguous() : at::Tensor(),
+                     b = has_bias ? bias->contiguous() : at::Tensor();
+    std::vector<int64_t> stat_shape = input.sizes().slice(0, axis).vec();
+    stat_shape.resize(input.dim(), 1);
+    at::Tensor out = at::empty(input.sizes(), x.options()), mean = at::empty(stat_shape, x.options()),
+               rstd = at::empty(stat_shape, x.options());
+    const emitter::RowSpec spec{RowOp::LayerNormF32, x.numel() / cols, cols,
+                                has_weight,          has_bias,         static_cast<float>(eps)};
+    const uint64_t addresses[] = {
+        device_address(out),  device_address(x),   has_weight ? device_address(w) : 0, has_bias ? device_address(b) : 0,
+        device_address(mean), device_address(rstd)};
+    try {
+      launch_rows(out.device().index(), runtime_device(out), spec, addresses);
+      return {out, mean, rstd};
+    } catch (const emitter::Unsupported&) {
+      // falls through to the CPU
+    } catch (const runtime::DeviceError& error) {
+      TORCH_CHECK(false, error.what());
+    }
+  }
+  torch::jit::Stack stack{input, normalized_shape, weight, bias, eps};
+  call_cpu_fallback("aten::native_layer_norm", "", stack);
+  return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -165,6 +209,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum.IntList_out", npusim_sum_out);
   m.impl("mean.dim", npusim_mean);
   m.impl("mean.out", npusim_mean_out);
+  m.impl("native_layer_norm", npusim_native_layer_norm);
   m.impl("mse_loss", npusim_mse_loss);
   m.impl("mse_loss_backward", npusim_mse_loss_backward);
 }

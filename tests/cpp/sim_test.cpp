@@ -453,5 +453,36 @@ TEST(TimedModel, DeadlocksAreTrapsNamingTheInstruction) {
       timed.launch("fine", timed.load_program(isa::assemble("barrier\n halt\n", "fine.s")), arguments, 0b11));
 }
 
+// A kernel whose argument block is `count` 8 KiB buffers, all filled with the same float pattern first; returns the
+// buffers' contents afterwards.
+std::vector<float> run_with_buffers(runtime::Device& device, const emitter::Kernel& kernel, int count) {
+  std::vector<uint64_t> buffers;
+  std::vector<float> data(2048);
+  for (size_t k = 0; k < data.size(); ++k) data[k] = 0.03f * static_cast<float>(k % 89) - 1.1f;
+  for (int k = 0; k < count; ++k) {
+    buffers.push_back(device.allocate(8192));
+    device.copy_host_to_device(buffers.back(), data.data(), 8192);
+  }
+  device.launch(kernel.name, device.load_program(kernel.words), buffers, (uint64_t{1} << kernel.cores) - 1);
+  std::vector<float> contents(2048 * count);
+  for (int k = 0; k < count; ++k) device.copy_device_to_host(contents.data() + 2048 * k, buffers[k], 8192);
+  for (uint64_t buffer : buffers) device.free(buffer);
+  return contents;
+}
+
+TEST(TimedModel, LayerNormKernelLeavesTheSameMemoryAsTheEmulator) {
+  config::ChipConfig config = test_config();
+  config.chip_cores = 2;
+  runtime::Device functional(config, runtime::Mode::Functional);
+  runtime::Device timed(config, runtime::Mode::Timed);
+  for (const bool affine : {true, false}) {
+    const emitter::Kernel kernel =
+        emitter::emit_rows({emitter::RowOp::LayerNormF32, 24, 80, affine, affine, 1e-5f}, config);
+    EXPECT_EQ(run_with_buffers(functional, kernel, 6), run_with_buffers(timed, kernel, 6));
+    const runtime::CommandRecord record = kernel_record(timed.take_records(), kernel.name);
+    EXPECT_EQ(record.stats.hazards, 0u) << record.first_hazard;
+  }
+}
+
 }  // namespace
 }  // namespace npusim

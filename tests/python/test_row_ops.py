@@ -82,3 +82,37 @@ def test_mse_loss_and_its_backward_run_natively(reduction, device):
     torch.testing.assert_close(loss.detach().cpu(), expected.detach(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(a_device.grad.cpu(), a_cpu.grad, rtol=1e-6, atol=1e-6)
     assert "aten::mse_loss" not in report.fallbacks and "aten::mse_loss_backward" not in report.fallbacks
+
+
+@pytest.mark.parametrize("shape, normalized", [((4, 10), (10,)), ((2, 3, 64), (64,)), ((5, 6, 7), (6, 7)), ((1, 300), (300,))])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_forward_runs_natively_and_matches_cpu(shape, normalized, affine, device):
+    x = random(shape, 8) + 3
+    layer = torch.nn.LayerNorm(normalized, eps=1e-5, elementwise_affine=affine)
+    if affine:
+        with torch.no_grad():
+            layer.weight.copy_(random(normalized, 9))
+            layer.bias.copy_(random(normalized, 10))
+    expected = layer(x)
+    layer.to(device)
+    with npusim.profile() as report, torch.no_grad():
+        result = layer(x.to(device))
+    assert report.fallbacks == {}
+    assert "layer_norm_f32" in [r.name for r in report.kernels]
+    torch.testing.assert_close(result.cpu(), expected.detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_statistics_and_gradients_match_cpu(device):
+    x = random((6, 16), 11)
+    out, mean, rstd = torch.ops.aten.native_layer_norm(x.to(device), [16], None, None, 1e-5)
+    expected = torch.ops.aten.native_layer_norm(x, [16], None, None, 1e-5)
+    for got, want in zip((out, mean, rstd), expected, strict=True):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    # The backward takes the CPU fallback from the saved statistics.
+    layer = torch.nn.LayerNorm(16)
+    layer_device = torch.nn.LayerNorm(16).to(device)
+    x_cpu, x_device = x.clone().requires_grad_(), x.to(device).requires_grad_()
+    layer(x_cpu).square().sum().backward()
+    layer_device(x_device).square().sum().backward()
+    torch.testing.assert_close(x_device.grad.cpu(), x_cpu.grad, rtol=1e-4, atol=1e-4)

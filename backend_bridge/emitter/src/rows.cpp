@@ -2,16 +2,20 @@
 //   softmax      m = rowmax(x); x -= m (per row); x = exp(x); s = rowsum(x); x /= s (per row)
 //   log_softmax  m = rowmax(x); x -= m; e = exp(x); s = rowsum(e); s = log(s); x -= s
 //   sum          s = rowsum(x)
+//   layer_norm   m = rowsum(x) / cols; x -= m; v = rowsum(x * x) / cols; r = rsqrt(v + eps); x *= r (per row);
+//                x *= weight, x += bias (a repeating row); m and r are stored too
 // The max subtraction keeps exp from overflowing, as PyTorch's CPU kernels do.
 //
 // Registers: r1 arguments; r2 output, r3 input; r4 first row of the tile, r5 rows in it, r6 its elements;
 // r7 row step across cores; r8/r9 scratch; r10 cols; r11 DRAM pointer; r20 tile x, r21 scratch tile e,
-// r22 per-row values.
+// r22 per-row values; layer norm: r23 per-row 1/std, r24 weight row, r25 bias row, r26 1/cols, r27 eps,
+// r28/r29 mean and 1/std outputs.
 #include "npusim/emitter/rows.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 
 #include "npusim/emitter/assembly_writer.h"
 #include "npusim/isa/assembler.h"
@@ -20,7 +24,8 @@ namespace npusim::emitter {
 namespace {
 
 constexpr int kOut = 2, kIn = 3, kRow = 4, kRowsInTile = 5, kElements = 6, kRowStep = 7, kScratch = 8, kScratch2 = 9,
-              kCols = 10, kDram = 11, kTile = 20, kTemp = 21, kPerRow = 22;
+              kCols = 10, kDram = 11, kTile = 20, kTemp = 21, kPerRow = 22, kRstd = 23, kWeight = 24, kBias = 25,
+              kInvCols = 26, kEps = 27, kMeanOut = 28, kRstdOut = 29;
 constexpr int64_t kFloat = 4;
 
 const char* name_of(RowOp op) {
@@ -28,6 +33,7 @@ const char* name_of(RowOp op) {
     case RowOp::SoftmaxF32: return "softmax_f32";
     case RowOp::LogSoftmaxF32: return "log_softmax_f32";
     case RowOp::SumF32: return "row_sum_f32";
+    case RowOp::LayerNormF32: return "layer_norm_f32";
   }
   return "?";
 }
@@ -35,9 +41,11 @@ const char* name_of(RowOp op) {
 class RowEmitter {
  public:
   RowEmitter(const RowSpec& spec, const config::ChipConfig& config) : spec_(spec) {
-    // x and e tiles of rt rows, plus rt per-row values.
+    // x and e tiles of rt rows and rt per-row values (two sets for layer norm, which also keeps its weight and bias
+    // rows and two constants).
     const int64_t floats = static_cast<int64_t>(config.scratchpad_bytes()) / kFloat;
-    tile_rows_ = std::min(spec.rows, floats / (2 * spec.cols + 1));
+    const bool norm = spec.op == RowOp::LayerNormF32;
+    tile_rows_ = std::min(spec.rows, (floats - (norm ? 2 * spec.cols + 2 : 0)) / (2 * spec.cols + (norm ? 2 : 1)));
     if (tile_rows_ < 1)
       throw Unsupported(fmt::format("a row of {} floats does not fit the scratchpad twice", spec.cols));
     if (spec.cols > (INT32_MAX >> 2)) throw Unsupported("rows too long for a broadcast period");
@@ -55,6 +63,7 @@ class RowEmitter {
     w_.line("li r{}, 0", kTile);
     w_.load_constant(kTemp, tile_rows_ * spec_.cols * kFloat);
     w_.load_constant(kPerRow, 2 * tile_rows_ * spec_.cols * kFloat);
+    if (spec_.op == RowOp::LayerNormF32) emit_norm_setup();
     // Core c takes the tiles starting at rows c*rt, (c + n)*rt, ...
     const std::string top = w_.new_label("tile"), sized = w_.new_label("sized"), done = w_.new_label("done");
     w_.line("csrr r{}, coreid", kRow);
@@ -89,6 +98,45 @@ class RowEmitter {
     w_.line("add r{}, r{}, r{}", kDram, base, kScratch);
   }
 
+  // Layer norm: the per-row 1/std after the means, then the weight and bias rows and the two constants.
+  void emit_norm_setup() {
+    const int64_t base = 2 * tile_rows_ * spec_.cols + tile_rows_;
+    w_.load_constant(kRstd, base * kFloat);
+    w_.load_constant(kWeight, (base + tile_rows_) * kFloat);
+    w_.load_constant(kBias, (base + tile_rows_ + spec_.cols) * kFloat);
+    w_.load_constant(kInvCols, (base + tile_rows_ + 2 * spec_.cols) * kFloat);
+    w_.load_constant(kEps, (base + tile_rows_ + 2 * spec_.cols + 1) * kFloat);
+    w_.line("ld r{}, 32(r1)", kMeanOut);
+    w_.line("ld r{}, 40(r1)", kRstdOut);
+    w_.line("li r{}, 1", kScratch);
+    w_.line("vfill.f32 r{}, r{}, 0x{:08x}", kInvCols, kScratch,
+            std::bit_cast<uint32_t>(1.0f / static_cast<float>(spec_.cols)));
+    w_.line("vfill.f32 r{}, r{}, 0x{:08x}", kEps, kScratch, std::bit_cast<uint32_t>(spec_.eps));
+    if (spec_.weight) load_row(kWeight, 16);
+    if (spec_.bias) load_row(kBias, 24);
+    w_.line("fence");
+  }
+  // One row of cols floats from the address in argument word `offset` / 8.
+  void load_row(int spad, int offset) {
+    w_.line("ld r{}, {}(r1)", kDram, offset);
+    w_.line("dma.ld.b32 r{}, r{}, r{}, 4", spad, kDram, kCols);
+  }
+
+  void emit_norm(int64_t per_row) {
+    const int64_t repeating_row = 2 + (spec_.cols << 2);
+    w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
+    w_.line("vmul.f32 r{0}, r{0}, r{1}, r{2}, 1", kPerRow, kInvCols, kRowsInTile);
+    w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
+    w_.line("vmul.f32 r{}, r{}, r{}, r{}", kTemp, kTile, kTile, kElements);
+    w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kRstd, kTemp, kRowsInTile, kCols);
+    w_.line("vmul.f32 r{0}, r{0}, r{1}, r{2}, 1", kRstd, kInvCols, kRowsInTile);
+    w_.line("vadd.f32 r{0}, r{0}, r{1}, r{2}, 1", kRstd, kEps, kRowsInTile);
+    w_.line("vrsqrt.f32 r{0}, r{0}, r{1}", kRstd, kRowsInTile);
+    w_.line("vmul.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kRstd, kElements, per_row);
+    if (spec_.weight) w_.line("vmul.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kWeight, kElements, repeating_row);
+    if (spec_.bias) w_.line("vadd.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kBias, kElements, repeating_row);
+  }
+
   void emit_tile() {
     const int64_t per_row = 3 + (spec_.cols << 2);  // broadcast mode 3: one value per row of cols
     point_at(kIn, spec_.cols * kFloat);
@@ -111,6 +159,7 @@ class RowEmitter {
         w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
         break;
       case RowOp::SumF32: w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols); break;
+      case RowOp::LayerNormF32: emit_norm(per_row); break;
     }
     w_.line("fence");
     if (spec_.op == RowOp::SumF32) {
@@ -119,6 +168,12 @@ class RowEmitter {
     } else {
       point_at(kOut, spec_.cols * kFloat);
       w_.line("dma.st.b32 r{}, r{}, r{}, 4", kDram, kTile, kElements);
+    }
+    if (spec_.op == RowOp::LayerNormF32) {  // each row's mean and 1/std
+      point_at(kMeanOut, kFloat);
+      w_.line("dma.st.b32 r{}, r{}, r{}, 4", kDram, kPerRow, kRowsInTile);
+      point_at(kRstdOut, kFloat);
+      w_.line("dma.st.b32 r{}, r{}, r{}, 4", kDram, kRstd, kRowsInTile);
     }
     w_.line("fence");
   }

@@ -1,6 +1,7 @@
 // Emits ISA programs for operations along the last dimension of a contiguous float32 tensor viewed as rows x cols:
-// softmax and log_softmax (row to row) and the row sum (row to one value). A tile of whole rows is loaded, reduced
-// with the vector engine's row reductions and broadcast operands, and stored; the cores share the tiles.
+// softmax and log_softmax (row to row), the row sum (row to one value) and layer normalisation (row to row, plus
+// each row's mean and 1/std). A tile of whole rows is loaded, reduced with the vector engine's row reductions and
+// broadcast operands, and stored; the cores share the tiles.
 #pragma once
 
 #include <cstdint>
@@ -10,15 +11,18 @@
 
 namespace npusim::emitter {
 
-enum class RowOp { SoftmaxF32, LogSoftmaxF32, SumF32 };
+enum class RowOp { SoftmaxF32, LogSoftmaxF32, SumF32, LayerNormF32 };
 
 struct RowSpec {
   RowOp op = RowOp::SoftmaxF32;
   int64_t rows = 0, cols = 0;
+  // Layer normalisation only: y = (x - mean) / sqrt(var + eps) [* weight] [+ bias], var biased.
+  bool weight = false, bias = false;
+  float eps = 0.0f;
 };
 
-// The argument block is the output's and the input's addresses. Throws Unsupported when a row does not fit the
-// scratchpad.
+// The argument block is the output's and the input's addresses; layer normalisation adds the weight's, the bias's
+// (each 0 when absent), the means' and the 1/std's. Throws Unsupported when a row does not fit the scratchpad.
 Kernel emit_rows(const RowSpec& spec, const config::ChipConfig& config);
 
 }  // namespace npusim::emitter
