@@ -103,7 +103,7 @@ std::string render_manual_markdown() {
       "### Broadcast operand\n\n"
       "Binary vector instructions (and `vsel`) read their second operand b through the mode in `imm`: `imm & 3` = 0\n"
       "elementwise `rs2[k]`, 1 scalar `rs2[0]`, 2 repeating row `rs2[k mod L]`, 3 one value per row `rs2[k / L]`,\n"
-      "with L = `imm >> 2`. Modes 2 and 3 with L = 0 trap.\n\n"
+      "with L = `imm >> 2`. Modes 2 and 3 with L = 0, and modes 0 and 1 with L other than 0, trap.\n\n"
       "## Instructions\n\n| opcode | syntax | types | engine | semantics |\n|---|---|---|---|---|\n";
   for (const auto& row : kInstructionTable)
     text += fmt::format("| 0x{:02x} | `{}` | {} | {} | {} |\n", static_cast<int>(row.opcode), syntax(row),
