@@ -1,6 +1,7 @@
 // Native row kernels on float32 tensors: softmax and log_softmax over the last dimension; sum and mean over any one
-// dimension (moved last by a device copy when needed; mean is the sum, then a native division); mse_loss and its
-// backward, composed from native kernels. Other dims, dtypes and cases take the CPU fallback.
+// dimension (moved last by a device copy when needed; mean is the sum, then a native division); layer_norm's
+// forward; mse_loss and its backward, composed from native kernels. Other dims, dtypes and cases take the CPU
+// fallback.
 #include <ATen/core/Reduction.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/div.h>

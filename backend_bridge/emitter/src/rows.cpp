@@ -7,7 +7,7 @@
 // The max subtraction keeps exp from overflowing, as PyTorch's CPU kernels do.
 //
 // Registers: r1 arguments; r2 output, r3 input; r4 first row of the tile, r5 rows in it, r6 its elements;
-// r7 row step across cores; r8/r9 scratch; r10 cols; r11 DRAM pointer; r20 tile x, r21 scratch tile e,
+// r7 row step across cores; r8 scratch; r10 cols; r11 DRAM pointer; r20 tile x, r21 scratch tile e,
 // r22 per-row values; layer norm: r23 per-row 1/std, r24 weight row, r25 bias row, r26 1/cols, r27 eps,
 // r28/r29 mean and 1/std outputs.
 #include "npusim/emitter/rows.h"
@@ -23,7 +23,7 @@
 namespace npusim::emitter {
 namespace {
 
-constexpr int kOut = 2, kIn = 3, kRow = 4, kRowsInTile = 5, kElements = 6, kRowStep = 7, kScratch = 8, kScratch2 = 9,
+constexpr int kOut = 2, kIn = 3, kRow = 4, kRowsInTile = 5, kElements = 6, kRowStep = 7, kScratch = 8,
               kCols = 10, kDram = 11, kTile = 20, kTemp = 21, kPerRow = 22, kRstd = 23, kWeight = 24, kBias = 25,
               kInvCols = 26, kEps = 27, kMeanOut = 28, kRstdOut = 29;
 constexpr int64_t kFloat = 4;
