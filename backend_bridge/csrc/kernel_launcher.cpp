@@ -36,6 +36,10 @@ std::string cache_key(int device_index, const emitter::RowSpec& s) {
                      s.bias, std::bit_cast<uint32_t>(s.eps));
 }
 
+std::string cache_key(int device_index, const emitter::GatherSpec& s) {
+  return fmt::format("gather|{}|{}|{}|{}|{}", device_index, s.table_rows, s.row_bytes, s.indices, s.index_bytes);
+}
+
 void dump(const emitter::Kernel& kernel, const std::string& key) {
   const char* directory = std::getenv("NPUSIM_DUMP_KERNELS");
   if (!directory || !*directory) return;
@@ -79,6 +83,13 @@ void launch_matmul(int device_index, runtime::Device& device, const emitter::Mat
                    std::span<const uint64_t> operand_addresses) {
   launch_cached(
       device, cache_key(device_index, spec), [&] { return emitter::emit_matmul(spec, device.config()); },
+      operand_addresses);
+}
+
+void launch_gather(int device_index, runtime::Device& device, const emitter::GatherSpec& spec,
+                   std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, cache_key(device_index, spec), [&] { return emitter::emit_gather(spec, device.config()); },
       operand_addresses);
 }
 

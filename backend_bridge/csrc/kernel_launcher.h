@@ -6,6 +6,7 @@
 #include <span>
 
 #include "npusim/emitter/elementwise.h"
+#include "npusim/emitter/gather.h"
 #include "npusim/emitter/matmul.h"
 #include "npusim/emitter/rows.h"
 #include "npusim/runtime/device.h"
@@ -16,6 +17,8 @@ namespace npusim::bridge {
 void launch_elementwise(int device_index, runtime::Device& device, const emitter::ElementwiseSpec& spec,
                         std::span<const uint64_t> operand_addresses);
 void launch_matmul(int device_index, runtime::Device& device, const emitter::MatmulSpec& spec,
+                   std::span<const uint64_t> operand_addresses);
+void launch_gather(int device_index, runtime::Device& device, const emitter::GatherSpec& spec,
                    std::span<const uint64_t> operand_addresses);
 void launch_rows(int device_index, runtime::Device& device, const emitter::RowSpec& spec,
                  std::span<const uint64_t> operand_addresses);

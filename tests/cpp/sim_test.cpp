@@ -8,6 +8,7 @@
 #include <random>
 
 #include "npusim/emitter/elementwise.h"
+#include "npusim/emitter/gather.h"
 #include "npusim/emitter/matmul.h"
 #include "npusim/emitter/rows.h"
 #include "npusim/isa/assembler.h"
@@ -482,6 +483,32 @@ TEST(TimedModel, LayerNormKernelLeavesTheSameMemoryAsTheEmulator) {
     const runtime::CommandRecord record = kernel_record(timed.take_records(), kernel.name);
     EXPECT_EQ(record.stats.hazards, 0u) << record.first_hazard;
   }
+}
+
+TEST(TimedModel, GatherKernelMatchesTheEmulatorAndTrapsOnABadIndex) {
+  config::ChipConfig config = test_config();
+  config.chip_cores = 2;
+  runtime::Device functional(config, runtime::Mode::Functional);
+  runtime::Device timed(config, runtime::Mode::Timed);
+  const emitter::Kernel kernel = emitter::emit_gather({64, 24, 5, 8}, config);  // 5 rows of 24 bytes from 64
+  const auto run = [&](runtime::Device& device, int64_t last_index) {
+    std::vector<float> table(64 * 6);
+    for (size_t k = 0; k < table.size(); ++k) table[k] = static_cast<float>(k) * 0.5f;
+    const int64_t indices[] = {63, 0, 17, 17, last_index};
+    const uint64_t out = device.allocate(5 * 24), rows = device.allocate(table.size() * 4), index = device.allocate(40);
+    device.copy_host_to_device(rows, table.data(), table.size() * 4);
+    device.copy_host_to_device(index, indices, sizeof indices);
+    const uint64_t arguments[] = {out, rows, index};
+    device.launch(kernel.name, device.load_program(kernel.words), arguments, (uint64_t{1} << kernel.cores) - 1);
+    std::vector<float> result(5 * 6);
+    device.copy_device_to_host(result.data(), out, result.size() * 4);
+    return result;
+  };
+  const std::vector<float> gathered = run(functional, 2);
+  EXPECT_EQ(gathered, run(timed, 2));
+  EXPECT_EQ(gathered[0], 63 * 6 * 0.5f);
+  EXPECT_EQ(gathered[4 * 6 + 1], (2 * 6 + 1) * 0.5f);
+  for (runtime::Device* device : {&functional, &timed}) EXPECT_THROW(run(*device, 64), runtime::DeviceError);
 }
 
 }  // namespace

@@ -23,9 +23,9 @@
 namespace npusim::emitter {
 namespace {
 
-constexpr int kOut = 2, kIn = 3, kRow = 4, kRowsInTile = 5, kElements = 6, kRowStep = 7, kScratch = 8,
-              kCols = 10, kDram = 11, kTile = 20, kTemp = 21, kPerRow = 22, kRstd = 23, kWeight = 24, kBias = 25,
-              kInvCols = 26, kEps = 27, kMeanOut = 28, kRstdOut = 29;
+constexpr int kOut = 2, kIn = 3, kRow = 4, kRowsInTile = 5, kElements = 6, kRowStep = 7, kScratch = 8, kCols = 10,
+              kDram = 11, kTile = 20, kTemp = 21, kPerRow = 22, kRstd = 23, kWeight = 24, kBias = 25, kInvCols = 26,
+              kEps = 27, kMeanOut = 28, kRstdOut = 29;
 constexpr int64_t kFloat = 4;
 
 const char* name_of(RowOp op) {
