@@ -1,7 +1,7 @@
-// Native row kernels on float32 tensors: softmax and log_softmax over the last dimension; sum and mean over any one
-// dimension (moved last by a device copy when needed; mean is the sum, then a native division); layer_norm's
-// forward; mse_loss and its backward, composed from native kernels. Other dims, dtypes and cases take the CPU
-// fallback.
+// Native row kernels on float32 tensors: softmax and log_softmax over the last dimension, and their backward; sum and
+// mean over any one dimension (moved last by a device copy when needed; mean is the sum, then a native division);
+// layer_norm's forward; mse_loss and its backward, composed from native kernels. Other dims, dtypes and cases take the
+// CPU fallback.
 #include <ATen/core/Reduction.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/div.h>
@@ -19,15 +19,17 @@ namespace {
 
 using emitter::RowOp;
 
-// Runs a row kernel over `self` (made contiguous on the device first) into `out`, already of the result's shape.
-// Returns false, having changed nothing, when the emitter cannot express it.
-bool launch_row_op(RowOp op, const at::Tensor& self, at::Tensor& out) {
+// Runs a row kernel over `self` (and, for the backward ops, `forward`, of the same shape; both made contiguous on the
+// device first) into `out`, already of the result's shape. Returns false, having changed nothing, when the emitter
+// cannot express it.
+bool launch_row_op(RowOp op, const at::Tensor& self, at::Tensor& out, const at::Tensor& forward = {}) {
   const at::Tensor input = self.contiguous();
+  const at::Tensor second = forward.defined() ? forward.contiguous() : input;
   const int64_t cols = input.dim() == 0 ? 1 : input.size(-1);
   const emitter::RowSpec spec{op, cols == 0 ? 0 : input.numel() / cols, cols};
   if (spec.rows == 0 || spec.cols == 0) return false;
   at::Tensor result = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
-  const uint64_t addresses[] = {device_address(result), device_address(input)};
+  const uint64_t addresses[] = {device_address(result), device_address(input), device_address(second)};
   try {
     launch_rows(out.device().index(), runtime_device(out), spec, addresses);
   } catch (const emitter::Unsupported&) {
@@ -53,6 +55,28 @@ at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
   call_cpu_fallback(Op == RowOp::SoftmaxF32 ? "aten::_softmax" : "aten::_log_softmax", "out", stack);
   return out;
 }
+// The backward of softmax (from its output) or log_softmax (from its output), over the last dimension.
+template <RowOp Op>
+at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                 at::ScalarType input_dtype, at::Tensor& grad_input) {
+  if (grad_output.scalar_type() == at::kFloat && output.scalar_type() == at::kFloat && input_dtype == at::kFloat &&
+      grad_output.sizes() == output.sizes() && is_last_dim(output, dim)) {
+    at::native::resize_output(grad_input, output.sizes());
+    if (grad_input.scalar_type() == at::kFloat && launch_row_op(Op, grad_output, grad_input, output)) return grad_input;
+  }
+  torch::jit::Stack stack{grad_output, output, dim, input_dtype, grad_input};
+  call_cpu_fallback(
+      Op == RowOp::SoftmaxBackwardF32 ? "aten::_softmax_backward_data" : "aten::_log_softmax_backward_data", "out",
+      stack);
+  return grad_input;
+}
+template <RowOp Op>
+at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                            at::ScalarType input_dtype) {
+  at::Tensor grad_input = at::empty({0}, grad_output.options().dtype(input_dtype));
+  return softmax_backward_out<Op>(grad_output, output, dim, input_dtype, grad_input);
+}
+
 template <RowOp Op>
 at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
   at::Tensor out = at::empty({0}, self.options().dtype(half_to_float ? at::kFloat : self.scalar_type()));
@@ -206,6 +230,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_softmax.out", softmax_out<RowOp::SoftmaxF32>);
   m.impl("_log_softmax", softmax<RowOp::LogSoftmaxF32>);
   m.impl("_log_softmax.out", softmax_out<RowOp::LogSoftmaxF32>);
+  m.impl("_softmax_backward_data", softmax_backward<RowOp::SoftmaxBackwardF32>);
+  m.impl("_softmax_backward_data.out", softmax_backward_out<RowOp::SoftmaxBackwardF32>);
+  m.impl("_log_softmax_backward_data", softmax_backward<RowOp::LogSoftmaxBackwardF32>);
+  m.impl("_log_softmax_backward_data.out", softmax_backward_out<RowOp::LogSoftmaxBackwardF32>);
   m.impl("sum.dim_IntList", npusim_sum);
   m.impl("sum.IntList_out", npusim_sum_out);
   m.impl("mean.dim", npusim_mean);

@@ -97,6 +97,8 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
       emitter::emit_rows({emitter::RowOp::SoftmaxF32, 8, 100}, test_config()),
       emitter::emit_rows({emitter::RowOp::LogSoftmaxF32, 30, 50}, test_config()),
       emitter::emit_rows({emitter::RowOp::SumF32, 16, 64}, test_config()),
+      emitter::emit_rows({emitter::RowOp::SoftmaxBackwardF32, 12, 70}, test_config()),
+      emitter::emit_rows({emitter::RowOp::LogSoftmaxBackwardF32, 9, 100}, test_config()),
   };
   for (const emitter::Kernel& kernel : kernels) {
     std::string source;

@@ -116,3 +116,16 @@ def test_layer_norm_statistics_and_gradients_match_cpu(device):
     layer(x_cpu).square().sum().backward()
     layer_device(x_device).square().sum().backward()
     torch.testing.assert_close(x_device.grad.cpu(), x_cpu.grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("function", [torch.softmax, torch.log_softmax], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("shape", [(4, 10), (3, 5, 7), (2, 300)])
+def test_softmax_backward_runs_natively_and_matches_cpu(function, shape, device):
+    x, grad = random(shape, 12), random(shape, 13)
+    x_cpu, x_device = x.clone().requires_grad_(), x.to(device).requires_grad_()
+    function(x_cpu, -1).backward(grad)
+    with npusim.profile() as report:
+        function(x_device, -1).backward(grad.to(device))
+    assert report.fallbacks == {}
+    assert f"{function.__name__}_backward_f32" in [r.name for r in report.kernels]
+    torch.testing.assert_close(x_device.grad.cpu(), x_cpu.grad, rtol=1e-5, atol=1e-6)

@@ -2,6 +2,8 @@
 //   softmax      m = rowmax(x); x -= m (per row); x = exp(x); s = rowsum(x); x /= s (per row)
 //   log_softmax  m = rowmax(x); x -= m; e = exp(x); s = rowsum(e); s = log(s); x -= s
 //   sum          s = rowsum(x)
+//   softmax backward      e = g * y; s = rowsum(e); g -= s (per row); g *= y
+//   log_softmax backward  s = rowsum(g); e = exp(y); e *= s (per row); g -= e
 //   layer_norm   m = rowsum(x) / cols; x -= m; v = rowsum(x * x) / cols; r = rsqrt(v + eps); x *= r (per row);
 //                x *= weight, x += bias (a repeating row); m and r are stored too
 // The max subtraction keeps exp from overflowing, as PyTorch's CPU kernels do.
@@ -9,7 +11,7 @@
 // Registers: r1 arguments; r2 output, r3 input; r4 first row of the tile, r5 rows in it, r6 its elements;
 // r7 row step across cores; r8 scratch; r10 cols; r11 DRAM pointer; r20 tile x, r21 scratch tile e,
 // r22 per-row values; layer norm: r23 per-row 1/std, r24 weight row, r25 bias row, r26 1/cols, r27 eps,
-// r28/r29 mean and 1/std outputs.
+// r28/r29 mean and 1/std outputs; backward ops: r30 the forward output's tile, r31 its DRAM address.
 #include "npusim/emitter/rows.h"
 
 #include <fmt/format.h>
@@ -25,7 +27,7 @@ namespace {
 
 constexpr int kOut = 2, kIn = 3, kRow = 4, kRowsInTile = 5, kElements = 6, kRowStep = 7, kScratch = 8, kCols = 10,
               kDram = 11, kTile = 20, kTemp = 21, kPerRow = 22, kRstd = 23, kWeight = 24, kBias = 25, kInvCols = 26,
-              kEps = 27, kMeanOut = 28, kRstdOut = 29;
+              kEps = 27, kMeanOut = 28, kRstdOut = 29, kForwardTile = 30, kForward = 31;
 constexpr int64_t kFloat = 4;
 
 const char* name_of(RowOp op) {
@@ -34,6 +36,8 @@ const char* name_of(RowOp op) {
     case RowOp::LogSoftmaxF32: return "log_softmax_f32";
     case RowOp::SumF32: return "row_sum_f32";
     case RowOp::LayerNormF32: return "layer_norm_f32";
+    case RowOp::SoftmaxBackwardF32: return "softmax_backward_f32";
+    case RowOp::LogSoftmaxBackwardF32: return "log_softmax_backward_f32";
   }
   return "?";
 }
@@ -45,14 +49,17 @@ class RowEmitter {
     // rows and two constants).
     const int64_t floats = static_cast<int64_t>(config.scratchpad_bytes()) / kFloat;
     const bool norm = spec.op == RowOp::LayerNormF32;
-    tile_rows_ = std::min(spec.rows, (floats - (norm ? 2 * spec.cols + 2 : 0)) / (2 * spec.cols + (norm ? 2 : 1)));
+    const int64_t tiles = backward() ? 3 : 2;  // the backward ops also hold the forward output's tile
+    tile_rows_ = std::min(spec.rows, (floats - (norm ? 2 * spec.cols + 2 : 0)) / (tiles * spec.cols + (norm ? 2 : 1)));
     if (tile_rows_ < 1)
-      throw Unsupported(fmt::format("a row of {} floats does not fit the scratchpad twice", spec.cols));
+      throw Unsupported(
+          fmt::format("a row of {} floats does not fit the scratchpad with its working tiles", spec.cols));
     if (spec.cols > (INT32_MAX >> 2)) throw Unsupported("rows too long for a broadcast period");
     cores_ = std::clamp<int64_t>((spec.rows + tile_rows_ - 1) / tile_rows_, 1, config.chip_cores);
   }
 
   int64_t cores() const { return cores_; }
+  bool backward() const { return spec_.op == RowOp::SoftmaxBackwardF32 || spec_.op == RowOp::LogSoftmaxBackwardF32; }
 
   std::string emit() {
     w_.comment(
@@ -64,6 +71,10 @@ class RowEmitter {
     w_.load_constant(kTemp, tile_rows_ * spec_.cols * kFloat);
     w_.load_constant(kPerRow, 2 * tile_rows_ * spec_.cols * kFloat);
     if (spec_.op == RowOp::LayerNormF32) emit_norm_setup();
+    if (backward()) {  // the forward output's tile after the per-row values
+      w_.load_constant(kForwardTile, (2 * tile_rows_ * spec_.cols + tile_rows_) * kFloat);
+      w_.line("ld r{}, 16(r1)", kForward);
+    }
     // Core c takes the tiles starting at rows c*rt, (c + n)*rt, ...
     const std::string top = w_.new_label("tile"), sized = w_.new_label("sized"), done = w_.new_label("done");
     w_.line("csrr r{}, coreid", kRow);
@@ -141,6 +152,10 @@ class RowEmitter {
     const int64_t per_row = 3 + (spec_.cols << 2);  // broadcast mode 3: one value per row of cols
     point_at(kIn, spec_.cols * kFloat);
     w_.line("dma.ld.b32 r{}, r{}, r{}, 4", kTile, kDram, kElements);
+    if (backward()) {
+      point_at(kForward, spec_.cols * kFloat);
+      w_.line("dma.ld.b32 r{}, r{}, r{}, 4", kForwardTile, kDram, kElements);
+    }
     w_.line("fence");
     switch (spec_.op) {
       case RowOp::SoftmaxF32:
@@ -160,6 +175,18 @@ class RowEmitter {
         break;
       case RowOp::SumF32: w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols); break;
       case RowOp::LayerNormF32: emit_norm(per_row); break;
+      case RowOp::SoftmaxBackwardF32:
+        w_.line("vmul.f32 r{}, r{}, r{}, r{}", kTemp, kTile, kForwardTile, kElements);
+        w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTemp, kRowsInTile, kCols);
+        w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
+        w_.line("vmul.f32 r{0}, r{0}, r{1}, r{2}", kTile, kForwardTile, kElements);
+        break;
+      case RowOp::LogSoftmaxBackwardF32:
+        w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
+        w_.line("vexp.f32 r{}, r{}, r{}", kTemp, kForwardTile, kElements);
+        w_.line("vmul.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTemp, kPerRow, kElements, per_row);
+        w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}", kTile, kTemp, kElements);
+        break;
     }
     w_.line("fence");
     if (spec_.op == RowOp::SumF32) {

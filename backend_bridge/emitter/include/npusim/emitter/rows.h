@@ -11,7 +11,14 @@
 
 namespace npusim::emitter {
 
-enum class RowOp { SoftmaxF32, LogSoftmaxF32, SumF32, LayerNormF32 };
+enum class RowOp {
+  SoftmaxF32,
+  LogSoftmaxF32,
+  SumF32,
+  LayerNormF32,
+  SoftmaxBackwardF32,     // from the gradient and softmax's output: y * (g - rowsum(g * y))
+  LogSoftmaxBackwardF32,  // from the gradient and log_softmax's output: g - exp(y) * rowsum(g)
+};
 
 struct RowSpec {
   RowOp op = RowOp::SoftmaxF32;
@@ -21,8 +28,9 @@ struct RowSpec {
   float eps = 0.0f;
 };
 
-// The argument block is the output's and the input's addresses; layer normalisation adds the weight's, the bias's
-// (each 0 when absent), the means' and the 1/std's. Throws Unsupported when a row does not fit the scratchpad.
+// The argument block is the output's and the input's addresses (for the backward ops: the gradient's, then the
+// forward output's); layer normalisation adds the weight's, the bias's (each 0 when absent), the means' and the
+// 1/std's. Throws Unsupported when a row does not fit the scratchpad.
 Kernel emit_rows(const RowSpec& spec, const config::ChipConfig& config);
 
 }  // namespace npusim::emitter
