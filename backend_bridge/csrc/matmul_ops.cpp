@@ -1,8 +1,10 @@
-// Matrix multiplication on the matrix engine: mm and addmm (and so nn.Linear, which PyTorch lowers to them) on
-// float32 tensors of any strides. Other dtypes take the CPU fallback.
+// Matrix multiplication on the matrix engine: mm, addmm (and so nn.Linear, which PyTorch lowers to them) and bmm
+// (and so batched matmul, attention's products) on float32 tensors of any strides. Other dtypes take the CPU
+// fallback.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/mm.h>
 #include <torch/library.h>
 
@@ -52,6 +54,33 @@ at::Tensor npusim_mm(const at::Tensor& a, const at::Tensor& b) {
   return npusim_mm_out(a, b, out);
 }
 
+// One mm kernel per batch entry: the entries share one emitted program, since their strides are the same.
+at::Tensor& npusim_bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  TORCH_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, got ", a.dim(), "-D and ", b.dim(), "-D");
+  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "bmm: batch1 and batch2 shapes cannot be multiplied (",
+              a.sizes(), " and ", b.sizes(), ")");
+  if (!all_float_on(out, {&a, &b})) {
+    torch::jit::Stack stack{a, b, out};
+    call_cpu_fallback("aten::bmm", "out", stack);
+    return out;
+  }
+  at::native::resize_output(out, {a.size(0), a.size(1), b.size(2)});
+  if (may_share_memory(out, a) || may_share_memory(out, b)) {
+    at::Tensor product = at::empty(out.sizes(), out.options());
+    npusim_bmm_out(a, b, product);
+    return out.copy_(product);
+  }
+  for (int64_t entry = 0; entry < a.size(0); ++entry) {
+    at::Tensor slice = out.select(0, entry);
+    npusim_mm_out(a.select(0, entry), b.select(0, entry), slice);
+  }
+  return out;
+}
+at::Tensor npusim_bmm(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = at::empty({0}, a.options().dtype(at::result_type(a, b)));
+  return npusim_bmm_out(a, b, out);
+}
+
 // beta * bias + alpha * (a @ b): the product on the matrix engine, scaling and the bias on the vector engine.
 at::Tensor& npusim_addmm_out(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
                              const at::Scalar& alpha, at::Tensor& out) {
@@ -86,6 +115,8 @@ at::Tensor& npusim_addmm_(at::Tensor& self, const at::Tensor& a, const at::Tenso
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mm", npusim_mm);
   m.impl("mm.out", npusim_mm_out);
+  m.impl("bmm", npusim_bmm);
+  m.impl("bmm.out", npusim_bmm_out);
   m.impl("addmm", npusim_addmm);
   m.impl("addmm.out", npusim_addmm_out);
   m.impl("addmm_", npusim_addmm_);

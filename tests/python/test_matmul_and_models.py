@@ -126,3 +126,16 @@ def test_training_steps_follow_cpu(device):
     for trained, expected in zip(model.parameters(), reference.parameters(), strict=True):
         assert trained.device.type == "npusim"
         torch.testing.assert_close(trained.detach().cpu(), expected.detach(), **TOLERANCE)
+
+
+def test_bmm_and_attention_run_natively_and_match_cpu(device):
+    q, k, v = (random(2 * 3 * 16, 8, seed=s).reshape(2, 3, 16, 8) for s in (20, 21, 22))
+    a, b = random(4 * 5, 7, seed=23).reshape(4, 5, 7), random(4 * 7, 6, seed=24).reshape(4, 7, 6)
+    with npusim.profile() as report:
+        product = torch.bmm(a.to(device), b.to(device))
+        scores = torch.softmax(q.to(device) @ k.to(device).transpose(-1, -2) / 8**0.5, dim=-1)
+        attention = scores @ v.to(device)
+    assert report.fallbacks == {}
+    torch.testing.assert_close(product.cpu(), torch.bmm(a, b), **TOLERANCE)
+    expected = torch.softmax(q @ k.transpose(-1, -2) / 8**0.5, dim=-1) @ v
+    torch.testing.assert_close(attention.cpu(), expected, **TOLERANCE)
