@@ -5,7 +5,9 @@
 #include <ATen/core/stack.h>
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
+#include <c10/util/Exception.h>
 
+#include "npusim/emitter/elementwise.h"
 #include "npusim/runtime/device.h"
 
 namespace npusim::bridge {
@@ -23,6 +25,20 @@ bool may_share_memory(const at::Tensor& a, const at::Tensor& b);
 
 // Copies within one device, choosing a flat copy command or a strided copy kernel.
 void copy_on_device(const at::Tensor& source, const at::Tensor& destination);
+
+// Runs `launch`, which launches an emitted kernel. Returns false when the emitter cannot express the case (the
+// caller then takes the CPU fallback); a device error (a trapped kernel) becomes a PyTorch error.
+template <typename Launch>
+bool launched_natively(Launch&& launch) {
+  try {
+    launch();
+  } catch (const emitter::Unsupported&) {
+    return false;
+  } catch (const runtime::DeviceError& error) {
+    TORCH_CHECK(false, error.what());
+  }
+  return true;
+}
 
 // Counts and warns once per operator that runs on the CPU instead of the NPU (see cpu_fallback.cpp).
 void note_cpu_fallback(const std::string& operator_name);

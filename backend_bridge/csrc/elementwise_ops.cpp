@@ -51,14 +51,7 @@ bool launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& o
   at::assert_no_partial_overlap(out, b);
   emitter::ElementwiseSpec spec{op, 4, out.sizes().vec(), {out.strides().vec(), a.strides().vec(), b.strides().vec()}};
   const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
-  try {
-    launch_elementwise(out.device().index(), runtime_device(out), spec, addresses);
-  } catch (const emitter::Unsupported&) {
-    return false;
-  } catch (const runtime::DeviceError& error) {
-    TORCH_CHECK(false, error.what());
-  }
-  return true;
+  return launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); });
 }
 
 at::Tensor result_like(const at::Tensor& self, const at::Tensor& other) {
@@ -145,14 +138,7 @@ bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out) {
   at::assert_no_partial_overlap(out, self);
   emitter::ElementwiseSpec spec{op, 4, out.sizes().vec(), {out.strides().vec(), self.strides().vec()}};
   const uint64_t addresses[] = {device_address(out), device_address(self)};
-  try {
-    launch_elementwise(out.device().index(), runtime_device(out), spec, addresses);
-  } catch (const emitter::Unsupported&) {
-    return false;
-  } catch (const runtime::DeviceError& error) {
-    TORCH_CHECK(false, error.what());
-  }
-  return true;
+  return launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); });
 }
 template <ElementwiseOp Op>
 at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {

@@ -39,13 +39,8 @@ at::Tensor& npusim_mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& 
   const emitter::MatmulSpec spec{a.size(0),   a.size(1),   b.size(1),     a.stride(0),  a.stride(1),
                                  b.stride(0), b.stride(1), out.stride(0), out.stride(1)};
   const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
-  try {
-    launch_matmul(out.device().index(), runtime_device(out), spec, addresses);
-  } catch (const emitter::Unsupported&) {
+  if (!launched_natively([&] { launch_matmul(out.device().index(), runtime_device(out), spec, addresses); }))
     return on_cpu();
-  } catch (const runtime::DeviceError& error) {
-    TORCH_CHECK(false, error.what());
-  }
   return out;
 }
 

@@ -30,13 +30,8 @@ bool launch_row_op(RowOp op, const at::Tensor& self, at::Tensor& out, const at::
   if (spec.rows == 0 || spec.cols == 0) return false;
   at::Tensor result = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
   const uint64_t addresses[] = {device_address(result), device_address(input), device_address(second)};
-  try {
-    launch_rows(out.device().index(), runtime_device(out), spec, addresses);
-  } catch (const emitter::Unsupported&) {
+  if (!launched_natively([&] { launch_rows(out.device().index(), runtime_device(out), spec, addresses); }))
     return false;
-  } catch (const runtime::DeviceError& error) {
-    TORCH_CHECK(false, error.what());
-  }
   if (!result.is_same(out)) out.copy_(result);
   return true;
 }
@@ -209,14 +204,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_layer_norm(const at
     const uint64_t addresses[] = {
         device_address(out),  device_address(x),   has_weight ? device_address(w) : 0, has_bias ? device_address(b) : 0,
         device_address(mean), device_address(rstd)};
-    try {
-      launch_rows(out.device().index(), runtime_device(out), spec, addresses);
+    if (launched_natively([&] { launch_rows(out.device().index(), runtime_device(out), spec, addresses); }))
       return {out, mean, rstd};
-    } catch (const emitter::Unsupported&) {
-      // falls through to the CPU
-    } catch (const runtime::DeviceError& error) {
-      TORCH_CHECK(false, error.what());
-    }
   }
   torch::jit::Stack stack{input, normalized_shape, weight, bias, eps};
   call_cpu_fallback("aten::native_layer_norm", "", stack);

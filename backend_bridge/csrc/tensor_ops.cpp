@@ -195,13 +195,8 @@ void copy_on_device(const at::Tensor& source, const at::Tensor& destination) {
     copy_through_host(source, destination);  // no DMA element of this size (complex128)
     return;
   }
-  try {
-    launch_elementwise(destination.device().index(), device, spec, addresses);
-  } catch (const emitter::Unsupported&) {
+  if (!launched_natively([&] { launch_elementwise(destination.device().index(), device, spec, addresses); }))
     copy_through_host(source, destination);
-  } catch (const runtime::DeviceError& error) {
-    TORCH_CHECK(false, error.what());
-  }
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
