@@ -1,7 +1,8 @@
-// Emitted matmul kernels on the emulator against a reference with the matrix engine's summation order: within a
-// K tile (the systolic array's rows) products are summed in k order from zero; tiles add into the accumulator.
+// Emitted matmul kernels on the emulator against a reference with the matrix engine's numerics: each output
+// accumulates its products in k order by fused multiply-adds, across K tiles as within one.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "npusim/emitter/matmul.h"
@@ -50,16 +51,11 @@ void expect_matches_reference(const emitter::MatmulSpec& s, const config::ChipCo
   std::vector<float> actual(span);
   device.copy_device_to_host(actual.data(), dc, span * 4);
 
-  const int64_t tile_k = config.core_systolic_rows;
   for (int64_t m = 0; m < s.m; ++m) {
     for (int64_t n = 0; n < s.n; ++n) {
       float accumulator = 0.0f;
-      for (int64_t k0 = 0; k0 < s.k; k0 += tile_k) {
-        float partial = 0.0f;
-        for (int64_t k = k0; k < std::min(s.k, k0 + tile_k); ++k)
-          partial += a[m * s.a_row + k * s.a_col] * b[k * s.b_row + n * s.b_col];
-        accumulator = k0 == 0 ? partial : accumulator + partial;
-      }
+      for (int64_t k = 0; k < s.k; ++k)
+        accumulator = std::fma(a[m * s.a_row + k * s.a_col], b[k * s.b_row + n * s.b_col], accumulator);
       c[m * s.c_row + n * s.c_col] = accumulator;
     }
   }
@@ -79,7 +75,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmittedMatmul,
                                            MatmulCase{"RaggedEdgesEverywhere", {37, 21, 11, 21, 1, 11, 1, 11, 1}},
                                            MatmulCase{"TransposedWeightsLikeLinear", {9, 19, 7, 19, 1, 1, 19, 7, 1}},
                                            MatmulCase{"TransposedInputAndStridedOutput", {6, 5, 9, 1, 6, 9, 1, 20, 2}},
-                                           MatmulCase{"SingleElement", {1, 1, 1, 1, 1, 1, 1, 1, 1}}),
+                                           MatmulCase{"SingleElement", {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+                                           // 16-column blocks: three full ones and one of two columns
+                                           MatmulCase{"ManyBlocksAndANarrowLastOne", {70, 9, 50, 9, 1, 50, 1, 50, 1}},
+                                           MatmulCase{"TransposedWeightsAcrossBlocks",
+                                                      {40, 12, 30, 12, 1, 1, 12, 30, 1}}),
                          [](const ::testing::TestParamInfo<MatmulCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

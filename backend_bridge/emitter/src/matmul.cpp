@@ -1,21 +1,24 @@
-// The matmul kernel. For each M tile, the whole K extent of A (a panel of mt x K) is loaded into the scratchpad
-// once, as K/kt blocks of mt x kt; then for each N tile the K loop streams kt x nt tiles of B through two
-// buffers, so the DMA engine loads the next B tile while the matrix engine multiplies the current one. Tile sizes
-// are clamped at run time for the edges. The engines are ordered by semaphores, not fences:
-//   0  B tile loaded (DMA → matrix)          1  B buffer free (matrix → DMA; posted twice at the start)
-//   2  C tile in the scratchpad (matrix → DMA)  3  C buffer free (DMA → matrix; posted once at the start)
-//   4  A panel loaded (DMA → matrix)         5  A panel free (matrix → DMA; posted once at the start)
+// The matmul kernel, output-stationary in the accumulator. C is cut into blocks of mt x nb that the accumulator
+// holds whole; the cores take blocks in turn. For one block, each K step loads an mt x kt block of A and a kt x nb
+// block of B (kt = the systolic array's rows) into one of two scratchpad slots, so the DMA engine fills the next
+// slot while the matrix engine works on this one; the matrix engine then runs the array over the nb / cols
+// weight sub-tiles of B, each multiplying the same A block into its own part of the accumulator. Blocks are as
+// square as the accumulator allows, which keeps DRAM traffic low and puts many MACs behind each instruction.
 //
-// Registers: r1 arguments; r2 C, r3 A, r4 B; r5 n0, r6 nt, r7 m0, r8 mt, r9 k0, r10 kt; r11 row counter,
-// r12 DRAM pointer, r13 scratchpad pointer, r14/r15 scratch; r16 mt*nt; r17 tile step across cores;
-// r20 A panel, r21 current B buffer, r22 C tile, r23 A block of this K step, r24 B buffer toggle (B0 ^ B1).
-// The shares come from csrr coreid/ncores, so the kernel must be launched on every core of the chip
-// (launch_matmul does); each core computes its share of the output tiles.
+// Scratchpad and accumulator layouts, sub-tile major so that each sub-tile is one contiguous tile:
+//   A block [mt][kt]; B block [nb / cols][kt][cols] (or [nb][kt] when B is transposed, for mx.ldwt);
+//   C block [nb / cols][mt][cols] in the accumulator and in the scratchpad staging area.
+// A ragged last sub-tile (nb not a multiple of cols) follows the full ones with its own width.
+//
+// Engines are ordered by semaphores, not fences:
+//   0  K-step blocks loaded (DMA → matrix)    1  K-step slot free (matrix → DMA; posted twice at the start)
+//   2  C block staged (matrix → DMA)          3  C staging free (DMA → matrix; posted once at the start)
 #include "npusim/emitter/matmul.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "npusim/emitter/assembly_writer.h"
 #include "npusim/isa/assembler.h"
@@ -23,99 +26,130 @@
 namespace npusim::emitter {
 namespace {
 
+// Registers. r1 holds the argument block (C, A, B addresses).
 constexpr int kC = 2, kA = 3, kB = 4;
-constexpr int kN0 = 5, kNt = 6, kM0 = 7, kMt = 8, kK0 = 9, kKt = 10;
-constexpr int kRows = 11, kDram = 12, kSpad = 13, kScratch = 14, kScratch2 = 15, kTileElements = 16, kCoreStride = 17;
-constexpr int kSpadA = 20, kSpadB = 21, kSpadC = 22, kBlockA = 23, kToggleB = 24;
+constexpr int kBlock = 5, kCoreStride = 6;  // this core's block index, and the step between its blocks
+constexpr int kM0 = 7, kMt = 8, kN0 = 9, kNb = 10, kK0 = 11, kKt = 12;
+constexpr int kDram = 13, kScratch = 14, kScratch2 = 15;
+constexpr int kSlot = 16, kSlotToggle = 17;  // current K-step slot (A block, then B block); slot0 ^ slot1
+constexpr int kColumn = 18, kColumns = 19;   // sub-tile loop: first column in the block, and its width
+constexpr int kWeights = 20, kAcc = 21, kBlockB = 22;
+constexpr int kFullSubTiles = 23, kRaggedColumns = 24, kStaging = 25, kOne = 26, kSubTileCols = 27;
 constexpr int64_t kFloat = 4;
 
 class MatmulEmitter {
  public:
   MatmulEmitter(const MatmulSpec& spec, const config::ChipConfig& config) : spec_(spec) {
     tile_k_ = config.core_systolic_rows;
-    tile_n_ = config.core_systolic_cols;
-    const int64_t spad_floats = static_cast<int64_t>(config.scratchpad_bytes()) / kFloat;
-    const int64_t acc_floats = static_cast<int64_t>(config.accumulator_bytes()) / kFloat;
-    k_blocks_ = (spec.k + tile_k_ - 1) / tile_k_;
-    // The scratchpad holds the A panel (mt x K, in whole kt blocks), two B tiles and the C tile (mt x nt).
-    tile_m_ = std::min(
-        {(spad_floats - 2 * tile_k_ * tile_n_) / (k_blocks_ * tile_k_ + tile_n_), acc_floats / tile_n_, spec.m});
-    if (tile_m_ < 1) throw Unsupported("the scratchpad or accumulator cannot hold one row of a matmul tile");
+    sub_cols_ = config.core_systolic_cols;
+    const int64_t spad = static_cast<int64_t>(config.scratchpad_bytes()) / kFloat;
+    const int64_t acc = static_cast<int64_t>(config.accumulator_bytes()) / kFloat;
+    const int64_t sub_tiles = (spec.n + sub_cols_ - 1) / sub_cols_;
+    // nb as many sub-tiles as make the block about square (or as wide as the accumulator allows for short A), with
+    // the two B slots within half the scratchpad; then mt as tall as the accumulator and scratchpad allow.
+    const int64_t side = std::min(spec.m, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(acc))));
+    int64_t block_sub_tiles = std::clamp<int64_t>(acc / (side * sub_cols_), 1, sub_tiles);
+    block_sub_tiles = std::min(block_sub_tiles, std::max<int64_t>(1, spad / (4 * tile_k_ * sub_cols_)));
+    const auto tallest = [&](int64_t nb) {
+      return std::min({spec.m, acc / nb, (spad - 2 * tile_k_ * nb) / (2 * tile_k_ + nb)});
+    };
+    block_n_ = block_sub_tiles * sub_cols_;
+    block_m_ = tallest(block_n_);
+    // Enough blocks for every core: narrower first, then shorter.
+    const auto blocks = [&] { return ceil_div(spec.m, block_m_) * ceil_div(spec.n, block_n_); };
+    while (blocks() < config.chip_cores && (block_sub_tiles > 1 || block_m_ > 1)) {
+      if (block_sub_tiles > 1) {
+        block_sub_tiles = (block_sub_tiles + 1) / 2;
+        block_n_ = block_sub_tiles * sub_cols_;
+        block_m_ = tallest(block_n_);
+      } else {
+        block_m_ = (block_m_ + 1) / 2;
+      }
+    }
+    if (block_m_ < 1) throw Unsupported("the scratchpad or accumulator cannot hold one row of a matmul block");
     for (int64_t stride : {spec.a_row, spec.a_col, spec.b_row, spec.b_col, spec.c_row, spec.c_col})
-      if (stride * kFloat > INT32_MAX || stride < 0)
+      if (stride * kFloat * sub_cols_ > INT32_MAX || stride < 0)
         throw Unsupported(fmt::format("matmul stride {} does not fit a DMA immediate", stride));
-    // B is loaded row by row along whichever of its dimensions is contiguous; mx.ldwt takes the transposed layout.
+    // B is read along whichever of its dimensions is contiguous; mx.ldwt takes the transposed layout.
     b_transposed_ = spec.b_row < spec.b_col;
   }
 
   std::string emit() {
-    w_.comment(fmt::format("matmul_f32: [{} x {}] @ [{} x {}], tiles m {} k {} n {}{}", spec_.m, spec_.k, spec_.k,
-                           spec_.n, tile_m_, tile_k_, tile_n_, b_transposed_ ? ", B transposed" : ""));
+    w_.comment(fmt::format("matmul_f32: [{} x {}] @ [{} x {}], blocks m {} n {}, k steps {}, sub-tiles {} wide{}",
+                           spec_.m, spec_.k, spec_.k, spec_.n, block_m_, block_n_, tile_k_, sub_cols_,
+                           b_transposed_ ? ", B transposed" : ""));
     w_.line("ld r{}, 0(r1)", kC);
     w_.line("ld r{}, 8(r1)", kA);
     w_.line("ld r{}, 16(r1)", kB);
-    const int64_t panel_bytes = tile_m_ * k_blocks_ * tile_k_ * kFloat, b_bytes = tile_k_ * tile_n_ * kFloat;
-    w_.line("li r{}, 0", kSpadA);
-    w_.load_constant(kSpadB, panel_bytes);
-    w_.load_constant(kToggleB, panel_bytes ^ (panel_bytes + b_bytes));
-    w_.load_constant(kSpadC, panel_bytes + 2 * b_bytes);
+    const int64_t slot_bytes = (block_m_ + block_n_) * tile_k_ * kFloat;
+    w_.line("li r{}, 0", kSlot);
+    w_.load_constant(kSlotToggle, slot_bytes);
+    w_.load_constant(kStaging, 2 * slot_bytes);
+    w_.line("li r{}, 1", kOne);
+    w_.load_constant(kSubTileCols, sub_cols_);
+    w_.line("dma.dim 3, r{}, r0", kOne);  // tiles here have at most three dimensions
     w_.line("sem.post.mx 1");
     w_.line("sem.post.mx 1");
     w_.line("sem.post.dma 3");
-    w_.line("sem.post.mx 5");
-    // The cores share out whichever of the N and M tile loops has more tiles.
-    const bool split_n = (spec_.n + tile_n_ - 1) / tile_n_ >= (spec_.m + tile_m_ - 1) / tile_m_;
-    loop(
-        kM0, kMt, spec_.m, tile_m_,
-        [&] {
-          emit_load_panel();
-          loop(
-              kN0, kNt, spec_.n, tile_n_,
-              [&] {
-                w_.line("li r{}, 0", kBlockA);
-                loop(kK0, kKt, spec_.k, tile_k_, [&] { emit_k_step(); });
-                emit_store_tile();
-              },
-              split_n);
-          w_.line("sem.post.mx 5");
-        },
-        !split_n);
+
+    const int64_t blocks_n = ceil_div(spec_.n, block_n_), blocks = ceil_div(spec_.m, block_m_) * blocks_n;
+    const std::string next = w_.new_label("block"), done = w_.new_label("done");
+    w_.line("csrr r{}, coreid", kBlock);
+    w_.line("csrr r{}, ncores", kCoreStride);
+    w_.load_constant(kScratch, blocks);
+    w_.line("bgeu r{}, r{}, {}", kBlock, kScratch, done);
+    w_.label(next);
+    // m0 = (block / blocks_n) * block_m, n0 = (block % blocks_n) * block_n, each clamped at the edge.
+    w_.load_constant(kScratch, blocks_n);
+    w_.line("divu r{}, r{}, r{}", kM0, kBlock, kScratch);
+    w_.line("remu r{}, r{}, r{}", kN0, kBlock, kScratch);
+    scale(kM0, block_m_);
+    scale(kN0, block_n_);
+    clamp(kMt, block_m_, spec_.m, kM0);
+    clamp(kNb, block_n_, spec_.n, kN0);
+    w_.line("divu r{}, r{}, r{}", kFullSubTiles, kNb, kSubTileCols);
+    w_.line("mul r{}, r{}, r{}", kScratch, kFullSubTiles, kSubTileCols);
+    w_.line("sub r{}, r{}, r{}", kRaggedColumns, kNb, kScratch);
+
+    const std::string k_step = w_.new_label("k_step");
+    w_.line("li r{}, 0", kK0);
+    w_.label(k_step);
+    clamp(kKt, tile_k_, spec_.k, kK0);
+    emit_load_blocks();
+    emit_multiply_sub_tiles();
+    w_.add_constant(kK0, tile_k_, kScratch);
+    w_.load_constant(kScratch, spec_.k);
+    w_.line("bltu r{}, r{}, {}", kK0, kScratch, k_step);
+    emit_store_block();
+
+    w_.line("add r{0}, r{0}, r{1}", kBlock, kCoreStride);
+    w_.load_constant(kScratch, blocks);
+    w_.line("bltu r{}, r{}, {}", kBlock, kScratch, next);
+    w_.label(done);
     w_.line("halt");
     return w_.text();
   }
 
  private:
-  // for (position = 0; position < total; position += tile) { size = min(tile, total - position); body }
-  // With `across_cores`, core c of n takes tiles c, c + n, c + 2n, ... (a core may get none).
-  template <typename Body>
-  void loop(int position, int size, int64_t total, int64_t tile, Body body, bool across_cores = false) {
-    const std::string top = w_.new_label("loop"), clamped = w_.new_label("sized"), done = w_.new_label("done");
-    if (across_cores) {
-      w_.line("csrr r{}, coreid", position);
-      w_.load_constant(kScratch, tile);
-      w_.line("mul r{0}, r{0}, r{1}", position, kScratch);
-      w_.line("csrr r{}, ncores", kCoreStride);
-      w_.line("mul r{0}, r{0}, r{1}", kCoreStride, kScratch);
-      w_.load_constant(kScratch, total);
-      w_.line("bgeu r{}, r{}, {}", position, kScratch, done);
-    } else {
-      w_.line("li r{}, 0", position);
-    }
-    w_.label(top);
-    w_.load_constant(kScratch, total);
-    w_.line("sub r{0}, r{0}, r{1}", kScratch, position);
+  static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+  void scale(int reg, int64_t factor) {
+    w_.load_constant(kScratch, factor);
+    w_.line("mul r{0}, r{0}, r{1}", reg, kScratch);
+  }
+
+  // size = min(tile, total - position), for a constant total or (clamp_to) one in a register.
+  void clamp(int size, int64_t tile, int64_t total, int position) {
+    w_.load_constant(kScratch2, total);
+    clamp_to(size, tile, kScratch2, position);
+  }
+  void clamp_to(int size, int64_t tile, int total, int position) {
+    const std::string sized = w_.new_label("sized");
+    w_.line("sub r{}, r{}, r{}", kScratch, total, position);
     w_.load_constant(size, tile);
-    w_.line("bgeu r{}, r{}, {}", kScratch, size, clamped);
+    w_.line("bgeu r{}, r{}, {}", kScratch, size, sized);
     w_.line("addi r{}, r{}, 0", size, kScratch);
-    w_.label(clamped);
-    body();
-    if (across_cores)
-      w_.line("add r{0}, r{0}, r{1}", position, kCoreStride);
-    else
-      w_.add_constant(position, tile, kScratch);
-    w_.load_constant(kScratch, total);
-    w_.line("bltu r{}, r{}, {}", position, kScratch, top);
-    if (across_cores) w_.label(done);
+    w_.label(sized);
   }
 
   // kDram = base + row * row_stride + column * column_stride (strides in elements).
@@ -128,82 +162,95 @@ class MatmulEmitter {
     w_.line("add r{0}, r{0}, r{1}", kDram, kScratch2);
   }
 
-  // `rows` rows of `length` elements between DRAM at kDram (rows row_stride apart) and the scratchpad tile at `spad`
-  // (packed rows): one 2-D DMA when rows are contiguous, else one DMA per row gathering (or scattering) with
-  // `element_stride`.
-  void move_rows(bool load, int spad, int rows, int length, int64_t element_stride, int64_t row_stride) {
-    if (element_stride == 1) {  // contiguous rows: one 2-D DMA moves the whole tile
-      if (load)
-        w_.line("dma.ld2.b32 r{}, r{}, r{}, r{}, {}", spad, kDram, length, rows, row_stride * kFloat);
-      else
-        w_.line("dma.st2.b32 r{}, r{}, r{}, r{}, {}", kDram, spad, length, rows, row_stride * kFloat);
-      return;
-    }
-    const std::string top = w_.new_label("rows");
-    w_.line("addi r{}, r{}, 0", kSpad, spad);
-    w_.line("addi r{}, r{}, 0", kRows, rows);
-    w_.label(top);
+  // One 3-D DMA between DRAM at kDram and the packed scratchpad tile at `spad`: `inner` elements element_stride
+  // apart, in `rows` rows row_stride apart, in `planes` planes plane_stride apart (strides in elements).
+  void move(bool load, int spad, int inner, int64_t element_stride, int rows, int64_t row_stride, int planes,
+            int64_t plane_stride) {
+    w_.load_constant(kScratch, row_stride * kFloat);
+    w_.line("dma.dim 1, r{}, r{}", rows, kScratch);
+    w_.load_constant(kScratch, plane_stride * kFloat);
+    w_.line("dma.dim 2, r{}, r{}", planes, kScratch);
     if (load)
-      w_.line("dma.ld.b32 r{}, r{}, r{}, {}", kSpad, kDram, length, element_stride * kFloat);
+      w_.line("dma.ld4.b32 r{}, r{}, r{}, {}", spad, kDram, inner, element_stride * kFloat);
     else
-      w_.line("dma.st.b32 r{}, r{}, r{}, {}", kDram, kSpad, length, element_stride * kFloat);
-    w_.line("slli r{}, r{}, 2", kScratch, length);
-    w_.line("add r{0}, r{0}, r{1}", kSpad, kScratch);
-    w_.add_constant(kDram, row_stride * kFloat, kScratch);
-    w_.line("addi r{0}, r{0}, -1", kRows);
-    w_.line("bne r{}, r0, {}", kRows, top);
+      w_.line("dma.st4.b32 r{}, r{}, r{}, {}", kDram, spad, inner, element_stride * kFloat);
   }
 
-  // The A panel of this M tile: one mt x kt block per K step, each kt x mt_max apart in the scratchpad.
-  void emit_load_panel() {
-    w_.line("sem.wait.dma 5");
-    w_.line("li r{}, 0", kBlockA);
-    loop(kK0, kKt, spec_.k, tile_k_, [&] {
-      point_at(kA, kM0, spec_.a_row, kK0, spec_.a_col);
-      move_rows(true, kBlockA, kMt, kKt, spec_.a_col, spec_.a_row);
-      w_.add_constant(kBlockA, tile_m_ * tile_k_ * kFloat, kScratch);
-    });
-    w_.line("sem.post.dma 4");
-    w_.line("sem.wait.mx 4");
+  // The sub-tile-major tile of `rows` x nb between DRAM at kDram (rows row_stride apart, columns column_stride
+  // apart) and the scratchpad at `spad`: the full sub-tiles as one DMA, the ragged one as another.
+  void move_sub_tiles(bool load, int spad, int rows, int64_t row_stride, int64_t column_stride) {
+    const std::string full_done = w_.new_label("full_done"), ragged_done = w_.new_label("ragged_done");
+    w_.line("beq r{}, r0, {}", kFullSubTiles, full_done);
+    move(load, spad, kSubTileCols, column_stride, rows, row_stride, kFullSubTiles, sub_cols_ * column_stride);
+    w_.label(full_done);
+    w_.line("beq r{}, r0, {}", kRaggedColumns, ragged_done);
+    // The ragged sub-tile starts full * cols columns in: full * cols * rows elements into the scratchpad tile.
+    w_.line("mul r{}, r{}, r{}", kScratch, kFullSubTiles, kSubTileCols);
+    w_.load_constant(kScratch2, column_stride * kFloat);
+    w_.line("mul r{0}, r{0}, r{1}", kScratch2, kScratch);
+    w_.line("add r{0}, r{0}, r{1}", kDram, kScratch2);
+    w_.line("mul r{0}, r{0}, r{1}", kScratch, rows);
+    w_.line("slli r{0}, r{0}, 2", kScratch);
+    w_.line("add r{}, r{}, r{}", kWeights, spad, kScratch);  // kWeights is free outside the sub-tile loop
+    move(load, kWeights, kRaggedColumns, column_stride, rows, row_stride, kOne, 0);
+    w_.label(ragged_done);
   }
 
-  // One K step: load the B tile into the free buffer, then multiply it with this step's A block, accumulating
-  // after the first step.
-  void emit_k_step() {
+  // The DMA engine fills the free slot with this K step's A block and B block.
+  void emit_load_blocks() {
     w_.line("sem.wait.dma 1");
+    point_at(kA, kM0, spec_.a_row, kK0, spec_.a_col);
+    move(true, kSlot, kKt, spec_.a_col, kMt, spec_.a_row, kOne, 0);
+    w_.load_constant(kScratch, block_m_ * tile_k_ * kFloat);
+    w_.line("add r{}, r{}, r{}", kBlockB, kSlot, kScratch);
     point_at(kB, kK0, spec_.b_row, kN0, spec_.b_col);
     if (b_transposed_)
-      move_rows(true, kSpadB, kNt, kKt, spec_.b_row, spec_.b_col);
+      move(true, kBlockB, kKt, spec_.b_row, kNb, spec_.b_col, kOne, 0);
     else
-      move_rows(true, kSpadB, kKt, kNt, spec_.b_col, spec_.b_row);
+      move_sub_tiles(true, kBlockB, kKt, spec_.b_row, spec_.b_col);
     w_.line("sem.post.dma 0");
-    w_.line("sem.wait.mx 0");
-    w_.line("{} r{}, r{}, r{}", b_transposed_ ? "mx.ldwt.f32" : "mx.ldw.f32", kSpadB, kKt, kNt);
-    const std::string accumulate = w_.new_label("accumulate"), multiplied = w_.new_label("multiplied");
-    w_.line("bne r{}, r0, {}", kK0, accumulate);
-    w_.line("mx.mac.f32 r0, r{}, r{}, 0", kBlockA, kMt);
-    w_.line("jal r0, {}", multiplied);
-    w_.label(accumulate);
-    w_.line("mx.mac.f32 r0, r{}, r{}, 1", kBlockA, kMt);
-    w_.label(multiplied);
-    w_.line("sem.post.mx 1");
-    w_.line("xor r{0}, r{0}, r{1}", kSpadB, kToggleB);
-    w_.add_constant(kBlockA, tile_m_ * tile_k_ * kFloat, kScratch);
   }
 
-  void emit_store_tile() {
-    w_.line("mul r{}, r{}, r{}", kTileElements, kMt, kNt);
+  // The matrix engine runs each weight sub-tile of the B block against the A block, into the sub-tile's part of the
+  // accumulator (overwriting at the first K step, accumulating after), then frees the slot.
+  void emit_multiply_sub_tiles() {
+    w_.line("sem.wait.mx 0");
+    const std::string sub_tile = w_.new_label("sub_tile"), accumulate = w_.new_label("accumulate"),
+                      multiplied = w_.new_label("multiplied");
+    w_.line("li r{}, 0", kColumn);
+    w_.label(sub_tile);
+    clamp_to(kColumns, sub_cols_, kNb, kColumn);
+    w_.line("mul r{}, r{}, r{}", kWeights, kColumn, kKt);
+    w_.line("slli r{0}, r{0}, 2", kWeights);
+    w_.line("add r{0}, r{0}, r{1}", kWeights, kBlockB);
+    w_.line("{} r{}, r{}, r{}", b_transposed_ ? "mx.ldwt.f32" : "mx.ldw.f32", kWeights, kKt, kColumns);
+    w_.line("mul r{}, r{}, r{}", kAcc, kColumn, kMt);
+    w_.line("slli r{0}, r{0}, 2", kAcc);
+    w_.line("bne r{}, r0, {}", kK0, accumulate);
+    w_.line("mx.mac.f32 r{}, r{}, r{}, 0", kAcc, kSlot, kMt);
+    w_.line("jal r0, {}", multiplied);
+    w_.label(accumulate);
+    w_.line("mx.mac.f32 r{}, r{}, r{}, 1", kAcc, kSlot, kMt);
+    w_.label(multiplied);
+    w_.line("add r{0}, r{0}, r{1}", kColumn, kSubTileCols);
+    w_.line("bltu r{}, r{}, {}", kColumn, kNb, sub_tile);
+    w_.line("sem.post.mx 1");
+    w_.line("xor r{0}, r{0}, r{1}", kSlot, kSlotToggle);
+  }
+
+  void emit_store_block() {
+    w_.line("mul r{}, r{}, r{}", kScratch, kMt, kNb);
     w_.line("sem.wait.mx 3");
-    w_.line("mx.st.f32 r{}, r0, r{}", kSpadC, kTileElements);
+    w_.line("mx.st.f32 r{}, r0, r{}", kStaging, kScratch);
     w_.line("sem.post.mx 2");
     w_.line("sem.wait.dma 2");
     point_at(kC, kM0, spec_.c_row, kN0, spec_.c_col);
-    move_rows(false, kSpadC, kMt, kNt, spec_.c_col, spec_.c_row);
+    move_sub_tiles(false, kStaging, kMt, spec_.c_row, spec_.c_col);
     w_.line("sem.post.dma 3");
   }
 
   MatmulSpec spec_;
-  int64_t tile_m_ = 0, tile_k_ = 0, tile_n_ = 0, k_blocks_ = 0;
+  int64_t tile_k_ = 0, sub_cols_ = 0, block_m_ = 0, block_n_ = 0;
   bool b_transposed_ = false;
   AssemblyWriter w_;
 };
@@ -218,7 +265,7 @@ Kernel emit_matmul(const MatmulSpec& spec, const config::ChipConfig& config) {
   kernel.name = "matmul_f32";
   kernel.assembly = MatmulEmitter(spec, config).emit();
   kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
-  kernel.cores = config.chip_cores;  // the tile shares come from csrr ncores
+  kernel.cores = config.chip_cores;  // the block shares come from csrr ncores
   return kernel;
 }
 

@@ -67,8 +67,9 @@ void dma_store_2d(ExecContext& c, const Instruction& i) {
   c.write_dram_rows(c.reg(i.rd), i.imm, row_bytes, rows, source);
 }
 // A 4-D tile: dimension 0 from the instruction (count rs2, stride imm), dimensions 1..3 from dma.dim. The
-// scratchpad side is contiguous, dimension 0 innermost; `move(dram address, scratchpad offset, bytes)` moves one
-// run, a whole row at once when dimension 0 is contiguous in DRAM.
+// scratchpad side is contiguous, dimension 0 innermost. `move(dram address, stride, run bytes, runs, scratchpad)`
+// moves a set of equally spaced runs: a plane of whole rows when dimension 0 is contiguous in DRAM, else the
+// elements of one row.
 template <typename Move>
 void for_each_4d_run(ExecContext& c, const Instruction& i, uint64_t element_bytes, std::byte* spad_base, Move move,
                      uint64_t dram) {
@@ -77,17 +78,16 @@ void for_each_4d_run(ExecContext& c, const Instruction& i, uint64_t element_byte
   const bool contiguous = i.imm == static_cast<int64_t>(element_bytes);
   uint64_t offset = 0;
   for (uint64_t i3 = 0; i3 < shape.counts[2]; ++i3)
-    for (uint64_t i2 = 0; i2 < shape.counts[1]; ++i2)
-      for (uint64_t i1 = 0; i1 < shape.counts[0]; ++i1) {
-        const uint64_t row = dram + i1 * shape.strides[0] + i2 * shape.strides[1] + i3 * shape.strides[2];
-        if (contiguous) {
-          move(row, spad_base + offset, inner * element_bytes);
-          offset += inner * element_bytes;
-          continue;
-        }
-        for (uint64_t k = 0; k < inner; ++k, offset += element_bytes)
-          move(row + k * i.imm, spad_base + offset, element_bytes);
+    for (uint64_t i2 = 0; i2 < shape.counts[1]; ++i2) {
+      const uint64_t plane = dram + i2 * shape.strides[1] + i3 * shape.strides[2];
+      if (contiguous) {
+        move(plane, shape.strides[0], inner * element_bytes, shape.counts[0], spad_base + offset);
+        offset += shape.counts[0] * inner * element_bytes;
+        continue;
       }
+      for (uint64_t i1 = 0; i1 < shape.counts[0]; ++i1, offset += inner * element_bytes)
+        move(plane + i1 * shape.strides[0], i.imm, element_bytes, inner, spad_base + offset);
+    }
 }
 
 uint64_t elements_4d(ExecContext& c, const Instruction& i) {
@@ -104,7 +104,10 @@ void dma_load_4d(ExecContext& c, const Instruction& i) {
   std::byte* destination = c.scratchpad(c.reg(i.rd), elements_4d(c, i), ElementBytes).data();
   for_each_4d_run(
       c, i, ElementBytes, destination,
-      [&](uint64_t address, std::byte* spad, uint64_t bytes) { c.read_dram(address, spad, bytes); }, c.reg(i.rs1));
+      [&](uint64_t address, int64_t stride, uint64_t bytes, uint64_t runs, std::byte* spad) {
+        c.read_dram_rows(address, stride, bytes, runs, spad);
+      },
+      c.reg(i.rs1));
 }
 
 template <uint64_t ElementBytes>
@@ -112,7 +115,10 @@ void dma_store_4d(ExecContext& c, const Instruction& i) {
   std::byte* source = c.scratchpad(c.reg(i.rs1), elements_4d(c, i), ElementBytes).data();
   for_each_4d_run(
       c, i, ElementBytes, source,
-      [&](uint64_t address, std::byte* spad, uint64_t bytes) { c.write_dram(address, spad, bytes); }, c.reg(i.rd));
+      [&](uint64_t address, int64_t stride, uint64_t bytes, uint64_t runs, std::byte* spad) {
+        c.write_dram_rows(address, stride, bytes, runs, spad);
+      },
+      c.reg(i.rd));
 }
 }  // namespace
 

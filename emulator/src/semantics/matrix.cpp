@@ -1,12 +1,13 @@
 // Matrix engine: a weight-stationary systolic array. Float inputs (f32, f16, bf16) widen exactly to f32 and each
-// output is an f32 dot product summed in k order; i8 inputs sum in i32, wrapping. The emulator and the timed model
-// run this same code, so they agree bit for bit.
+// output accumulates its products in k order by fused multiply-adds in f32; i8 inputs sum in i32, wrapping. The
+// emulator and the timed model run this same code, so they agree bit for bit.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "element_types.h"
+#include "matrix_kernel.h"
 #include "npusim/emulator/semantics.h"
 #include "npusim/emulator/trap.h"
 
@@ -41,82 +42,10 @@ void load_weights(ExecContext& c, const Instruction& i, bool transposed) {
   weights.type = i.type;
 }
 
-// out[m][n] = previous[m][n] + (sum over k, in k order, of a[m][k] * w[k][n]) for a rows x depth tile and
-// depth x cols weights; without `previous`, just the sum.
-// Blocks of 4 rows x 16 columns keep their sums in vector registers across the k loop (GCC vector extensions, as
-// wide as the host allows); each output still gets its products added one at a time in k order, starting from
-// zero, with no fused multiply-add (-ffp-contract=off), so the result is the same on every host.
-typedef float FloatVector __attribute__((vector_size(64)));
-typedef uint32_t WordVector __attribute__((vector_size(64)));
-// The scratchpad and accumulator are byte buffers; f32 tiles are read and written in place through this type,
-// which GCC allows to alias them.
-typedef float __attribute__((may_alias)) AliasingFloat;
-
-// `previous` may be `out` itself: each output is read before it is written.
-template <typename Word, typename Tile>
-__attribute__((always_inline)) inline void tile_times_weights_body(const Tile* a, uint64_t rows, uint64_t depth,
-                                                                   const Word* w, uint64_t cols, const Tile* previous,
-                                                                   Tile* out) {
-  constexpr uint64_t kRows = 4, kCols = 16;
-  using Vector = std::conditional_t<std::is_same_v<Word, float>, FloatVector, WordVector>;
-  static_assert(sizeof(Vector) == kCols * sizeof(Word));
-  for (uint64_t m0 = 0; m0 < rows; m0 += kRows) {
-    const uint64_t block_rows = std::min(kRows, rows - m0);
-    for (uint64_t n0 = 0; n0 < cols; n0 += kCols) {
-      const uint64_t block_cols = std::min(kCols, cols - n0);
-      if (block_rows == kRows && block_cols == kCols) {
-        Vector sum0{}, sum1{}, sum2{}, sum3{};
-        const Tile *a0 = a + m0 * depth, *a1 = a0 + depth, *a2 = a1 + depth, *a3 = a2 + depth;
-        for (uint64_t k = 0; k < depth; ++k) {
-          Vector w_k;
-          std::memcpy(&w_k, w + k * cols + n0, sizeof w_k);
-          sum0 += a0[k] * w_k;
-          sum1 += a1[k] * w_k;
-          sum2 += a2[k] * w_k;
-          sum3 += a3[k] * w_k;
-        }
-        Vector* sums[] = {&sum0, &sum1, &sum2, &sum3};
-        for (uint64_t r = 0; r < kRows; ++r) {
-          const uint64_t at = (m0 + r) * cols + n0;
-          if (previous) {
-            Vector before;
-            std::memcpy(&before, previous + at, sizeof before);
-            *sums[r] = before + *sums[r];
-          }
-          std::memcpy(out + at, sums[r], sizeof(Vector));
-        }
-        continue;
-      }
-      for (uint64_t r = 0; r < block_rows; ++r)  // an edge block, one output at a time
-        for (uint64_t n = 0; n < block_cols; ++n) {
-          Word sum{};
-          for (uint64_t k = 0; k < depth; ++k) sum += a[(m0 + r) * depth + k] * w[k * cols + n0 + n];
-          const uint64_t at = (m0 + r) * cols + n0 + n;
-          out[at] = previous ? previous[at] + sum : sum;
-        }
-    }
-  }
-}
-__attribute__((target_clones("avx512f", "avx2", "default"))) void tile_times_weights(const AliasingFloat* a,
-                                                                                     uint64_t rows, uint64_t depth,
-                                                                                     const float* w, uint64_t cols,
-                                                                                     const AliasingFloat* previous,
-                                                                                     AliasingFloat* out) {
-  tile_times_weights_body<float>(a, rows, depth, w, cols, previous, out);
-}
-// i8 inputs as two's-complement 32-bit words: unsigned products and sums wrap exactly like i32.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void tile_times_weights(const uint32_t* a, uint64_t rows,
-                                                                                     uint64_t depth, const uint32_t* w,
-                                                                                     uint64_t cols,
-                                                                                     const uint32_t* previous,
-                                                                                     uint32_t* out) {
-  tile_times_weights_body(a, rows, depth, w, cols, previous, out);
-}
-
 // Reused between instructions, so a tile costs no allocation.
 template <typename Word>
 std::vector<Word>& scratch(int which) {
-  thread_local std::vector<Word> buffers[4];
+  thread_local std::vector<Word> buffers[2];
   return buffers[which];
 }
 
@@ -134,34 +63,23 @@ void multiply(ExecContext& c, const Instruction& i, const MatrixWeights& weights
       return static_cast<uint32_t>(static_cast<int32_t>(value));
   };
   if constexpr (std::is_same_v<T, float>) {  // f32 tiles straight from the scratchpad into the accumulator
-    auto* out = reinterpret_cast<AliasingFloat*>(output);
-    tile_times_weights(reinterpret_cast<const AliasingFloat*>(input), rows, depth, weights.values.data(), cols,
-                       accumulate ? out : nullptr, out);
+    multiply_accumulate(reinterpret_cast<const AliasingFloat*>(input), rows, depth, weights.values.data(), cols,
+                        accumulate, reinterpret_cast<AliasingFloat*>(output));
     return;
   }
   std::vector<Word>& a = scratch<Word>(0);
-  std::vector<Word>& sums = scratch<Word>(2);
   a.resize(rows * depth);
-  sums.resize(rows * cols);
   for (uint64_t k = 0; k < rows * depth; ++k) a[k] = word(widen(load<T>(input, k)));
-  const Word* w = nullptr;
   if constexpr (kIsFloat<T>) {
-    w = weights.values.data();  // already f32
+    multiply_accumulate(a.data(), rows, depth, weights.values.data(), cols, accumulate,
+                        reinterpret_cast<AliasingFloat*>(output));  // the weights are already f32
   } else {
     std::vector<Word>& converted = scratch<Word>(1);
     converted.resize(depth * cols);
     for (uint64_t k = 0; k < depth * cols; ++k) converted[k] = word(weights.values[k]);
-    w = converted.data();
+    multiply_accumulate(a.data(), rows, depth, converted.data(), cols, accumulate,
+                        reinterpret_cast<AliasingWord*>(output));
   }
-  const Word* previous = nullptr;
-  if (accumulate) {
-    std::vector<Word>& before = scratch<Word>(3);
-    before.resize(rows * cols);
-    std::memcpy(before.data(), output, rows * cols * 4);
-    previous = before.data();
-  }
-  tile_times_weights(a.data(), rows, depth, w, cols, previous, sums.data());
-  std::memcpy(output, sums.data(), rows * cols * 4);
 }
 }  // namespace
 

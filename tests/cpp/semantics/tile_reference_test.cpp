@@ -18,8 +18,9 @@ std::vector<T> random_values(size_t count, std::mt19937& random) {
   return values;
 }
 
-// A K x N weight tile on a 16 x 16 array times M rows, twice (the second accumulating), against a loop that sums
-// each output in k order: M = 9 and N = 16 or 7 cover full register blocks and every kind of edge.
+// A K x N weight tile on a 16 x 16 array times M rows, twice (the second accumulating), against a loop that
+// accumulates each output in k order by fused multiply-adds: M = 13 (8 + 4 + 1 rows) and N = 16 or 7 cover every
+// register block and every kind of edge.
 template <typename T, typename Acc>
 void check_matrix_against_reference(const std::string& type, const std::string& out_type) {
   config::ChipConfig config = Semantics::config();
@@ -27,7 +28,7 @@ void check_matrix_against_reference(const std::string& type, const std::string& 
   FunctionalChip chip(config);
   std::mt19937 random(5);
   for (const uint64_t n : {16, 7}) {
-    const uint64_t m = 9, k = 16;
+    const uint64_t m = 13, k = 16;
     const std::vector<T> a = random_values<T>(m * k, random), w = random_values<T>(k * n, random);
     chip.memory().write(kData, a.data(), a.size() * sizeof(T));
     chip.memory().write(kData + 0x4000, w.data(), w.size() * sizeof(T));
@@ -45,15 +46,16 @@ void check_matrix_against_reference(const std::string& type, const std::string& 
     chip.memory().read(kData + 0x8000, out.data(), out.size() * sizeof(Acc));
     for (uint64_t row = 0; row < m; ++row)
       for (uint64_t col = 0; col < n; ++col) {
-        Acc partial{};
-        for (uint64_t depth = 0; depth < k; ++depth) {
-          if constexpr (std::is_integral_v<Acc>)
-            partial = static_cast<Acc>(static_cast<uint32_t>(partial) +
-                                       static_cast<uint32_t>(a[row * k + depth] * w[depth * n + col]));
-          else
-            partial += static_cast<float>(a[row * k + depth]) * static_cast<float>(w[depth * n + col]);
-        }
-        EXPECT_EQ(out[row * n + col], static_cast<Acc>(partial + partial)) << type << " " << row << "," << col;
+        Acc sum{};
+        for (int pass = 0; pass < 2; ++pass)
+          for (uint64_t depth = 0; depth < k; ++depth) {
+            if constexpr (std::is_integral_v<Acc>)
+              sum = static_cast<Acc>(static_cast<uint32_t>(sum) +
+                                     static_cast<uint32_t>(a[row * k + depth] * w[depth * n + col]));
+            else
+              sum = std::fma(static_cast<float>(a[row * k + depth]), static_cast<float>(w[depth * n + col]), sum);
+          }
+        EXPECT_EQ(out[row * n + col], sum) << type << " " << row << "," << col;
       }
   }
 }
