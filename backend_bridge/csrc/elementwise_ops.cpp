@@ -1,6 +1,6 @@
 // Native elementwise kernels on float32 tensors — add, sub, mul, div, maximum, minimum, relu and the unary
-// functions and activations of the emitter's ElementwiseOp — and fill_/zero_ on any dtype, run as emitted ISA
-// programs. Other dtypes and variants take the CPU fallback (counted and reported).
+// functions and activations of the emitter's ElementwiseOp, and the backward of relu and gelu — and fill_/zero_ on any
+// dtype, run as emitted ISA programs. Other dtypes and variants take the CPU fallback (counted and reported).
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
@@ -176,6 +176,21 @@ at::Tensor& npusim_gelu_(at::Tensor& self, c10::string_view approximate) {
   return npusim_gelu_out(self, approximate, self);
 }
 
+// gelu's backward: native for the exact form; the tanh approximation takes the CPU fallback.
+at::Tensor& npusim_gelu_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                     c10::string_view approximate, at::Tensor& grad_input) {
+  if (approximate == "none" && runs_natively(grad_output, self, grad_input) &&
+      launch_binary(ElementwiseOp::GeluBackwardF32, grad_output, self, grad_input))
+    return grad_input;
+  torch::jit::Stack stack{grad_output, self, std::string(approximate), grad_input};
+  call_cpu_fallback("aten::gelu_backward", "grad_input", stack);
+  return grad_input;
+}
+at::Tensor npusim_gelu_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::string_view approximate) {
+  at::Tensor grad_input = result_like(grad_output, self);
+  return npusim_gelu_backward_out(grad_output, self, approximate, grad_input);
+}
+
 // relu's backward: grad where self > threshold, else 0. Native for threshold 0, which is what relu uses.
 at::Tensor& npusim_threshold_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
                                           const at::Scalar& threshold, at::Tensor& grad_input) {
@@ -264,6 +279,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("maximum.out", binary_out<ElementwiseOp::MaxF32>);
   m.impl("minimum", binary<ElementwiseOp::MinF32>);
   m.impl("minimum.out", binary_out<ElementwiseOp::MinF32>);
+  m.impl("gelu_backward", npusim_gelu_backward);
+  m.impl("gelu_backward.grad_input", npusim_gelu_backward_out);
   m.impl("threshold_backward", npusim_threshold_backward);
   m.impl("threshold_backward.grad_input", npusim_threshold_backward_out);
   m.impl("relu", npusim_relu);

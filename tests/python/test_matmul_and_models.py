@@ -1,7 +1,7 @@
 """Matrix multiplication, ReLU and whole models on npusim against the same code on CPU.
 
-The matrix engine sums each K tile in order and accumulates tiles, so results are close to CPU's (which blocks and
-fuses differently) but not always bit-identical: these tests use float32 tolerances.
+The matrix engine accumulates each output in k order by fused multiply-adds, so results are close to CPU's (which
+blocks differently) but not always bit-identical: these tests use float32 tolerances.
 """
 
 import pytest
@@ -126,6 +126,36 @@ def test_training_steps_follow_cpu(device):
     for trained, expected in zip(model.parameters(), reference.parameters(), strict=True):
         assert trained.device.type == "npusim"
         torch.testing.assert_close(trained.detach().cpu(), expected.detach(), **TOLERANCE)
+
+
+def test_adamw_training_of_a_three_layer_gelu_mlp_runs_natively_and_follows_cpu(device):
+    torch.manual_seed(0)
+    def mlp():
+        return torch.nn.Sequential(
+            torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)
+        )
+
+    model, reference = mlp(), mlp()
+    reference.load_state_dict(model.state_dict())
+    model.to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-2, weight_decay=0.1)
+    x, y = random(24, 12, seed=12), random(24, 4, seed=13)
+    losses = {}
+    for _ in range(5):
+        runs = ((model, optimizer, x.to(device), y.to(device)), (reference, reference_optimizer, x, y))
+        for net, opt, inputs, targets in runs:
+            with npusim.profile() as report:
+                opt.zero_grad()
+                loss = torch.nn.functional.mse_loss(net(inputs), targets)
+                loss.backward()
+                opt.step()
+            losses.setdefault(net is model, []).append(loss.item())
+            if net is model:  # forward, gelu's backward and AdamW's lerp, addcmul and addcdiv all run as kernels
+                assert report.fallbacks == {}
+    torch.testing.assert_close(losses[True], losses[False], rtol=1e-4, atol=1e-5)
+    for trained, expected in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(trained.detach().cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
 
 
 def test_bmm_and_attention_run_natively_and_match_cpu(device):

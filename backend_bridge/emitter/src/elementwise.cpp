@@ -2,7 +2,8 @@
 //
 // Register use: r1 argument block, r2.. operand pointers (one per operand), r5..r8 outer loop counters,
 // r9 tile index, r10 elements in the current tile, r11 scratch, r12/r13 row length and rows of a 2-D tile,
-// r14 core id, r20/r21 scratchpad buffers, r22.. saved operand pointers, r25.. addresses of the scratchpad
+// r14 core id, r20/r21 scratchpad buffers (r15 a third for ops that need scratch), r22.. saved operand pointers,
+// r25..r31 addresses of the scratchpad
 // constants (one f32 each, after the buffers). Each of the kernel's cores (Kernel::cores, which the launch must
 // match) takes its share of the tiles.
 #include "npusim/emitter/elementwise.h"
@@ -31,6 +32,7 @@ constexpr int kCore = 14;
 constexpr int kFirstSavedPointer = 22;
 constexpr int kBufferA = 20;
 constexpr int kBufferB = 21;
+constexpr int kBufferC = 15;
 
 constexpr int kFirstConstant = 25;
 
@@ -46,11 +48,13 @@ constexpr Constant kConstants[] = {
     {"sqrt_2_over_pi", 0x3f4c422a},  // sqrt(2 / pi)
     {"gelu_cubic", 0x3d372713},      // 0.044715
     {"zero", 0x00000000},            // 0.0
+    {"inv_sqrt_2pi", 0x3ecc422a},    // 1 / sqrt(2 pi)
 };
+static_assert(25 + std::size(kConstants) <= 32, "each constant's address takes a register, r25 upward");
 
 // Each operation: its name, inputs, and its vector instructions over the tile in {a} (the first input, and the
-// result), {b} (the second input, or scratch) with {n} elements; {one}, {half}, ... are constants, broadcast as
-// scalars (mode 1).
+// result), {b} (the second input, or scratch) and {c} (scratch, allocated only for ops that use it) with {n}
+// elements; {one}, {half}, ... are constants, broadcast as scalars (mode 1).
 struct OpDefinition {
   ElementwiseOp op;
   const char* name;
@@ -72,6 +76,14 @@ const std::vector<OpDefinition>& definitions() {
        "relu_backward_f32",
        2,
        {"vcle.f32 {b}, {b}, {zero}, {n}, 1", "vsel.f32 {a}, {b}, {zero}, {n}, 1"}},
+      // PyTorch's formula: grad * (cdf + x * pdf), cdf = (1 + erf(x / sqrt 2)) / 2, pdf = exp(-x^2 / 2) / sqrt(2 pi).
+      {GeluBackwardF32,
+       "gelu_backward_f32",
+       2,
+       {"vmul.f32 {c}, {b}, {b}, {n}", "vmul.f32 {c}, {c}, {half}, {n}, 1", "vneg.f32 {c}, {c}, {n}",
+        "vexp.f32 {c}, {c}, {n}", "vmul.f32 {c}, {c}, {inv_sqrt_2pi}, {n}, 1", "vmul.f32 {c}, {c}, {b}, {n}",
+        "vmul.f32 {b}, {b}, {inv_sqrt2}, {n}, 1", "verf.f32 {b}, {b}, {n}", "vadd.f32 {b}, {b}, {one}, {n}, 1",
+        "vmul.f32 {b}, {b}, {half}, {n}, 1", "vadd.f32 {b}, {b}, {c}, {n}", "vmul.f32 {a}, {a}, {b}, {n}"}},
       {NegF32, "neg_f32", 1, {"vneg.f32 {a}, {a}, {n}"}},
       {AbsF32, "abs_f32", 1, {"vabs.f32 {a}, {a}, {n}"}},
       {ExpF32, "exp_f32", 1, {"vexp.f32 {a}, {a}, {n}"}},
@@ -104,12 +116,17 @@ const OpDefinition& definition(ElementwiseOp op) {
 
 int operand_count(ElementwiseOp op) { return 1 + definition(op).inputs; }
 
-bool uses_constants(ElementwiseOp op) {
+bool uses(ElementwiseOp op, std::string_view name) {
   for (const char* step : definition(op).steps)
-    for (const Constant& constant : kConstants)
-      if (std::string_view(step).find(fmt::format("{{{}}}", constant.name)) != std::string_view::npos) return true;
+    if (std::string_view(step).find(fmt::format("{{{}}}", name)) != std::string_view::npos) return true;
   return false;
 }
+bool uses_constants(ElementwiseOp op) {
+  return std::any_of(std::begin(kConstants), std::end(kConstants),
+                     [&](const Constant& constant) { return uses(op, constant.name); });
+}
+// Scratchpad tiles: the copy's one, the inputs' two, and the scratch tile {c} where the steps use it.
+int buffer_count(ElementwiseOp op) { return op == ElementwiseOp::Copy ? 1 : uses(op, "c") ? 3 : 2; }
 
 // Drops size-1 dimensions and merges neighbours that are contiguous in every operand. Strides become bytes.
 ElementwiseSpec collapse(const ElementwiseSpec& spec) {
@@ -140,7 +157,7 @@ class ElementwiseEmitter {
  public:
   ElementwiseEmitter(const ElementwiseSpec& spec, const config::ChipConfig& config)
       : spec_(collapse(spec)), operands_(operand_count(spec.op)) {
-    const int buffers = spec_.op == ElementwiseOp::Copy ? 1 : 2;
+    const int buffers = buffer_count(spec_.op);
     const int64_t constant_bytes = uses_constants(spec_.op) ? static_cast<int64_t>(std::size(kConstants)) * 4 : 0;
     const int64_t elements =
         (static_cast<int64_t>(config.scratchpad_bytes()) - constant_bytes) / buffers / spec_.element_bytes;
@@ -166,6 +183,7 @@ class ElementwiseEmitter {
     for (int k = 0; k < operands_; ++k) writer_.line("ld r{}, {}(r1)", kFirstPointer + k, 8 * k);
     writer_.line("li r{}, 0", kBufferA);
     writer_.line("li r{}, {}", kBufferB, tile_elements_ * spec_.element_bytes);
+    if (buffer_count(spec_.op) == 3) writer_.line("li r{}, {}", kBufferC, 2 * tile_elements_ * spec_.element_bytes);
     if (uses_constants(spec_.op)) emit_constants();
     emit_dimension(0);
     writer_.line("halt");
@@ -175,24 +193,26 @@ class ElementwiseEmitter {
  private:
   int last_dim() const { return static_cast<int>(spec_.sizes.size()) - 1; }
 
-  // The constants sit after both buffers; the vector engine fills them before any tile reaches it (one queue).
+  // The constants sit after the buffers; the vector engine fills them before any tile reaches it (one queue).
   void emit_constants() {
     writer_.line("li r{}, 1", kScratch);
     for (size_t k = 0; k < std::size(kConstants); ++k) {
       const int reg = kFirstConstant + static_cast<int>(k);
-      writer_.load_constant(reg, 2 * tile_elements_ * spec_.element_bytes + 4 * static_cast<int64_t>(k));
+      writer_.load_constant(
+          reg, buffer_count(spec_.op) * tile_elements_ * spec_.element_bytes + 4 * static_cast<int64_t>(k));
       writer_.line("vfill.f32 r{}, r{}, 0x{:08x}", reg, kScratch, kConstants[k].bits);
     }
   }
 
   void emit_compute() {
     const std::string a = fmt::format("r{}", kBufferA), b = fmt::format("r{}", kBufferB),
-                      n = fmt::format("r{}", kTileElements);
+                      c = fmt::format("r{}", kBufferC), n = fmt::format("r{}", kTileElements);
     std::vector<std::string> constants;
     for (size_t k = 0; k < std::size(kConstants); ++k) constants.push_back(fmt::format("r{}", kFirstConstant + k));
     fmt::dynamic_format_arg_store<fmt::format_context> names;
     names.push_back(fmt::arg("a", a));
     names.push_back(fmt::arg("b", b));
+    names.push_back(fmt::arg("c", c));
     names.push_back(fmt::arg("n", n));
     for (size_t k = 0; k < std::size(kConstants); ++k) names.push_back(fmt::arg(kConstants[k].name, constants[k]));
     for (const char* step : definition(spec_.op).steps) writer_.line("{}", fmt::vformat(step, names));

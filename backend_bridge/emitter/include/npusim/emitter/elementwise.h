@@ -23,6 +23,7 @@ enum class ElementwiseOp {
   MaxF32,
   MinF32,
   ReluBackwardF32,  // grad where input > 0, else 0 (threshold_backward with threshold 0)
+  GeluBackwardF32,  // grad (cdf(x) + x pdf(x)), the exact gelu's derivative, from grad and x
   // one input
   NegF32,
   AbsF32,
