@@ -45,7 +45,8 @@ def main():
     config = sys.argv[1] if len(sys.argv) > 1 else "default"
     functional, timed = run("functional", config), run("timed", config)
     print(f"config {config}")
-    print(f"{'kernel':<26}{'functional s':>13}{'timed s':>9}{'ratio':>7}{'sim cycles':>12}{'cycles/s':>11}{'roofline':>10}")
+    columns = ("functional s", 13), ("timed s", 9), ("ratio", 7), ("sim cycles", 12), ("cycles/s", 11), ("roofline", 10)
+    print(f"{'kernel':<26}" + "".join(f"{title:>{width}}" for title, width in columns))
     for name, result in timed.items():
         ratio = result["seconds"] / functional[name]["seconds"]
         rate = result["cycles"] / result["seconds"]

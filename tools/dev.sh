@@ -67,7 +67,9 @@ case "${1:-}" in
     setup
     echo "== formatting (clang-format, ruff)"
     git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
-    "$PYTHON" -m ruff check --quiet . && "$PYTHON" -m ruff format --check --quiet .
+    # Two commands, not an && list: set -e does not stop at a failure on the left of &&.
+    "$PYTHON" -m ruff check --quiet .
+    "$PYTHON" -m ruff format --check --quiet .
     echo "== C++ tests (GoogleTest through ctest)"
     ctest --test-dir build --output-on-failure -j "$(nproc)"
     echo "== Python tests (pytest)"

@@ -53,10 +53,11 @@ def test_functional_chip_runs_a_program_and_reports_statistics():
 
 def test_timed_chip_gives_identical_results_with_cycles():
     # A separate process: SystemC builds one timed chip per process.
+    here = str(__import__("pathlib").Path(__file__).parent)
     code = textwrap.dedent(
-        """
+        f"""
         import sys
-        sys.path.insert(0, %r)
+        sys.path.insert(0, {here!r})
         from test_chip import run
         _, functional_record, functional = run("functional")
         _, record, timed = run("timed")
@@ -65,7 +66,6 @@ def test_timed_chip_gives_identical_results_with_cycles():
         assert record["stats"]["busy_cycles_vector"] > 0
         print("ok")
         """
-        % str(__import__("pathlib").Path(__file__).parent)
     )
     process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert process.returncode == 0, process.stderr

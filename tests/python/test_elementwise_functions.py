@@ -69,8 +69,9 @@ def test_in_place_out_and_strided_variants(device):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_sub_and_div_match_cpu(shape, device):
     a, b = random(shape, 6), random(shape, 7, 0.5, 4)
-    torch.testing.assert_close(torch.sub(a.to(device), b.to(device), alpha=2).cpu(), torch.sub(a, b, alpha=2),
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        torch.sub(a.to(device), b.to(device), alpha=2).cpu(), torch.sub(a, b, alpha=2), rtol=0, atol=0
+    )
     torch.testing.assert_close((a.to(device) / b.to(device)).cpu(), a / b, rtol=0, atol=0)
     torch.testing.assert_close((a.to(device) - 1.5).cpu(), a - 1.5, rtol=0, atol=0)
     torch.testing.assert_close((2.0 / b.to(device)).cpu(), 2.0 / b, rtol=0, atol=0)
@@ -130,7 +131,9 @@ def test_lerp_addcmul_addcdiv_run_natively_and_match_cpu(weight, device):
         multiplied = torch.addcmul(a.to(device), b.to(device), c.to(device), value=weight)  # broadcast row
         divided = torch.addcdiv(a.to(device), b.to(device), c.to(device), value=-weight)
         in_place = a.to(device)
-        in_place.lerp_(b.to(device), weight).addcmul_(b.to(device), b.to(device), value=2).addcdiv_(a.to(device), c.to(device))
+        in_place.lerp_(b.to(device), weight).addcmul_(b.to(device), b.to(device), value=2).addcdiv_(
+            a.to(device), c.to(device)
+        )
     assert report.fallbacks == {}
     torch.testing.assert_close(lerped.cpu(), torch.lerp(a, b, weight))
     torch.testing.assert_close(multiplied.cpu(), torch.addcmul(a, b, c, value=weight))

@@ -130,6 +130,7 @@ def test_training_steps_follow_cpu(device):
 
 def test_adamw_training_of_a_three_layer_gelu_mlp_runs_natively_and_follows_cpu(device):
     torch.manual_seed(0)
+
     def mlp():
         return torch.nn.Sequential(
             torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)

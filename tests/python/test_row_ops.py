@@ -56,8 +56,9 @@ def test_softmax_is_stable_for_large_values_and_handles_infinities(device):
 def test_other_dims_and_non_contiguous_inputs_give_the_cpu_results(device):
     x = random((6, 9), 3)
     torch.testing.assert_close(torch.softmax(x.to(device), 0).cpu(), torch.softmax(x, 0))  # fallback
-    torch.testing.assert_close(torch.softmax(x.to(device).t(), -1).cpu(), torch.softmax(x.t(), -1), rtol=1e-6,
-                               atol=1e-6)
+    torch.testing.assert_close(
+        torch.softmax(x.to(device).t(), -1).cpu(), torch.softmax(x.t(), -1), rtol=1e-6, atol=1e-6
+    )
     torch.testing.assert_close(x.to(device).sum().cpu(), x.sum())  # all dims: fallback
     ints = torch.arange(12).reshape(3, 4)
     assert torch.equal(ints.to(device).sum(-1).cpu(), ints.sum(-1))
@@ -84,7 +85,9 @@ def test_mse_loss_and_its_backward_run_natively(reduction, device):
     assert "aten::mse_loss" not in report.fallbacks and "aten::mse_loss_backward" not in report.fallbacks
 
 
-@pytest.mark.parametrize("shape, normalized", [((4, 10), (10,)), ((2, 3, 64), (64,)), ((5, 6, 7), (6, 7)), ((1, 300), (300,))])
+@pytest.mark.parametrize(
+    "shape, normalized", [((4, 10), (10,)), ((2, 3, 64), (64,)), ((5, 6, 7), (6, 7)), ((1, 300), (300,))]
+)
 @pytest.mark.parametrize("affine", [True, False])
 def test_layer_norm_forward_runs_natively_and_matches_cpu(shape, normalized, affine, device):
     x = random(shape, 8) + 3
