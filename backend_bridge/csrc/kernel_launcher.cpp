@@ -40,6 +40,11 @@ std::string cache_key(int device_index, const emitter::GatherSpec& s) {
   return fmt::format("gather|{}|{}|{}|{}|{}", device_index, s.table_rows, s.row_bytes, s.indices, s.index_bytes);
 }
 
+std::string cache_key(int device_index, const emitter::NllLossSpec& s, bool backward) {
+  return fmt::format("nll_loss|{}|{}|{}|{}|{}|{}|{}", device_index, s.rows, s.classes, s.weighted,
+                     static_cast<int>(s.reduction), s.ignore_index, backward);
+}
+
 void dump(const emitter::Kernel& kernel, const std::string& key) {
   const char* directory = std::getenv("NPUSIM_DUMP_KERNELS");
   if (!directory || !*directory) return;
@@ -90,6 +95,17 @@ void launch_gather(int device_index, runtime::Device& device, const emitter::Gat
                    std::span<const uint64_t> operand_addresses) {
   launch_cached(
       device, cache_key(device_index, spec), [&] { return emitter::emit_gather(spec, device.config()); },
+      operand_addresses);
+}
+
+void launch_nll_loss(int device_index, runtime::Device& device, const emitter::NllLossSpec& spec, bool backward,
+                     std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, cache_key(device_index, spec, backward),
+      [&] {
+        return backward ? emitter::emit_nll_loss_backward(spec, device.config())
+                        : emitter::emit_nll_loss(spec, device.config());
+      },
       operand_addresses);
 }
 

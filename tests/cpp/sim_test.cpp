@@ -10,6 +10,7 @@
 #include "npusim/emitter/elementwise.h"
 #include "npusim/emitter/gather.h"
 #include "npusim/emitter/matmul.h"
+#include "npusim/emitter/nll_loss.h"
 #include "npusim/emitter/rows.h"
 #include "npusim/isa/assembler.h"
 #include "npusim/runtime/device.h"
@@ -513,6 +514,45 @@ TEST(TimedModel, GatherKernelMatchesTheEmulatorAndTrapsOnABadIndex) {
   EXPECT_EQ(gathered[0], 63 * 6 * 0.5f);
   EXPECT_EQ(gathered[4 * 6 + 1], (2 * 6 + 1) * 0.5f);
   for (runtime::Device* device : {&functional, &timed}) EXPECT_THROW(run(*device, 64), runtime::DeviceError);
+}
+
+// Weighted mean nll_loss over 4 rows of 3 classes, one row ignored, then its gradient: the same bits in both modes,
+// and the loss by hand: -(w[2] x[0][2] + w[0] x[1][0] + w[1] x[3][1]) / (w[2] + w[0] + w[1]).
+TEST(TimedModel, NllLossKernelsMatchTheEmulatorAndAHandComputedLoss) {
+  const emitter::NllLossSpec spec{4, 3, true, emitter::NllReduction::Mean, -100};
+  const emitter::Kernel forward = emitter::emit_nll_loss(spec, test_config());
+  const emitter::Kernel backward = emitter::emit_nll_loss_backward(spec, test_config());
+  const float input[12] = {-1, -2, -0.5f, -3, -0.25f, -4, -1, -1, -1, -2, -0.75f, -8};
+  const int64_t targets[4] = {2, 0, -100, 1};
+  const float weights[3] = {0.5f, 2, 4}, grad_output = 3;
+  const auto run = [&](runtime::Device& device) {
+    const uint64_t loss = device.allocate(8), total = device.allocate(8), x = device.allocate(48),
+                   t = device.allocate(32), w = device.allocate(12), grad = device.allocate(4),
+                   dx = device.allocate(48);
+    device.copy_host_to_device(x, input, sizeof input);
+    device.copy_host_to_device(t, targets, sizeof targets);
+    device.copy_host_to_device(w, weights, sizeof weights);
+    device.copy_host_to_device(grad, &grad_output, 4);
+    const std::vector<float> zeros(12, 0.0f);
+    device.copy_host_to_device(dx, zeros.data(), 48);
+    const uint64_t forward_arguments[] = {loss, total, x, t, w}, backward_arguments[] = {dx, grad, t, w, total};
+    device.launch(forward.name, device.load_program(forward.words), forward_arguments);
+    device.launch(backward.name, device.load_program(backward.words), backward_arguments);
+    std::vector<float> result(14);
+    device.copy_device_to_host(result.data(), loss, 4);
+    device.copy_device_to_host(&result[1], total, 4);
+    device.copy_device_to_host(&result[2], dx, 48);
+    return result;
+  };
+  runtime::Device functional(test_config(), runtime::Mode::Functional);
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const std::vector<float> result = run(functional);
+  EXPECT_EQ(result, run(timed));
+  EXPECT_FLOAT_EQ(result[0], (4 * 0.5f + 0.5f * 3 + 2 * 0.75f) / 6.5f);
+  EXPECT_EQ(result[1], 6.5f);
+  EXPECT_FLOAT_EQ(result[2 + 2], -4 * 3 / 6.5f);          // row 0, class 2
+  EXPECT_FLOAT_EQ(result[2 + 3 * 3 + 1], -2 * 3 / 6.5f);  // row 3, class 1
+  EXPECT_EQ(result[2 + 6], 0.0f);                         // the ignored row has no gradient
 }
 
 }  // namespace
