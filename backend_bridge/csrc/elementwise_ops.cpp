@@ -49,9 +49,28 @@ bool launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& o
   const at::Tensor b = as_device_operand(other, out, shape);
   at::assert_no_partial_overlap(out, a);
   at::assert_no_partial_overlap(out, b);
-  emitter::ElementwiseSpec spec{op, 4, out.sizes().vec(), {out.strides().vec(), a.strides().vec(), b.strides().vec()}};
+  emitter::ElementwiseSpec spec{op,
+                                static_cast<int>(out.element_size()),
+                                out.sizes().vec(),
+                                {out.strides().vec(), a.strides().vec(), b.strides().vec()}};
   const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
   return launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); });
+}
+
+// int64 or int32 results of integer operands (a scalar, like the 1 of `steps += 1` or a bool, included): exact in
+// the result type, so the kernel can take them converted.
+bool integer_operand(const at::Tensor& operand, const at::Tensor& out) {
+  const bool scalar = operand.dim() == 0 && (operand.is_cpu() || operand.device() == out.device());
+  return at::isIntegralType(operand.scalar_type(), /*includeBool=*/true) &&
+         (scalar || (operand.device() == out.device() && operand.scalar_type() == out.scalar_type()));
+}
+std::optional<ElementwiseOp> integer_op(bool add, const at::Tensor& self, const at::Tensor& other,
+                                        const at::Scalar& alpha, const at::Tensor& out) {
+  if (!integer_operand(self, out) || !integer_operand(other, out) || !alpha.isIntegral(false) || alpha.toLong() != 1)
+    return {};
+  if (out.scalar_type() == at::kLong) return add ? ElementwiseOp::AddI64 : ElementwiseOp::SubI64;
+  if (out.scalar_type() == at::kInt) return add ? ElementwiseOp::AddI32 : ElementwiseOp::SubI32;
+  return {};
 }
 
 at::Tensor result_like(const at::Tensor& self, const at::Tensor& other) {
@@ -60,9 +79,12 @@ at::Tensor result_like(const at::Tensor& self, const at::Tensor& other) {
 }
 
 // add and sub: self + alpha * other or self - alpha * other, both steps on the device; alpha in the result's
-// dtype, not other's (2 * 0.5 is not 0).
+// dtype, not other's (2 * 0.5 is not 0). Integers (int64, int32) natively with alpha 1.
 template <ElementwiseOp Op>
 at::Tensor& add_or_sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
+  if (const auto op = integer_op(Op == ElementwiseOp::AddF32, self, other, alpha, out);
+      op && launch_binary(*op, self, other, out))
+    return out;
   if (runs_natively(self, other, out)) {
     const at::Tensor scaled =
         alpha.toDouble() == 1.0 ? other : at::mul(other, at::scalar_tensor(alpha, out.options().device(c10::kCPU)));

@@ -1,5 +1,6 @@
 // Native row kernels on float32 tensors: softmax and log_softmax over the last dimension, and their backward; sum and
-// mean over any one dimension (moved last by a device copy when needed; mean is the sum, then a native division);
+// mean over any dimensions (each moved last by a device copy when needed and summed as rows, one dimension at a
+// time; mean is the sum, then a native division);
 // layer_norm's forward; mse_loss and its backward, composed from native kernels. Other dims, dtypes and cases take the
 // CPU fallback.
 #include <ATen/core/Reduction.h>
@@ -9,7 +10,10 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
 #include <torch/library.h>
+
+#include <algorithm>
 
 #include "bridge.h"
 #include "kernel_launcher.h"
@@ -78,14 +82,39 @@ at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
   return softmax_out<Op>(self, dim, half_to_float, out);
 }
 
+// The dimensions a reduction covers, wrapped and largest first; none given (or an empty list) means all of them.
+std::vector<int64_t> reduced_dims(const at::Tensor& self, at::OptionalIntArrayRef dims) {
+  std::vector<int64_t> result;
+  if (!dims.has_value() || dims->empty()) {
+    for (int64_t dim = self.dim() - 1; dim >= 0; --dim) result.push_back(dim);
+    return result;
+  }
+  for (int64_t dim : *dims) result.push_back(at::maybe_wrap_dim(dim, self.dim()));
+  std::sort(result.rbegin(), result.rend());
+  return result;
+}
+
+bool sums_natively(const at::Tensor& self, std::optional<at::ScalarType> dtype, const at::Tensor& out) {
+  return self.scalar_type() == at::kFloat && (!dtype || *dtype == at::kFloat) && out.scalar_type() == at::kFloat &&
+         self.dim() > 0;
+}
+
 // sum over one dimension, in float32: that dimension is moved last (a device copy when it is not already last),
-// and each row summed in order.
+// and each row summed in order. Over several dimensions (or all), one at a time, the largest first.
 at::Tensor& npusim_sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                            std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  const bool one_dim = dims.has_value() && dims->size() == 1 && self.dim() > 0;
-  if (self.scalar_type() == at::kFloat && (!dtype || *dtype == at::kFloat) && one_dim &&
-      out.scalar_type() == at::kFloat) {
-    const int64_t dim = at::maybe_wrap_dim((*dims)[0], self.dim());
+  const std::vector<int64_t> reduced = reduced_dims(self, dims);
+  const bool distinct = std::adjacent_find(reduced.begin(), reduced.end()) == reduced.end();
+  if (sums_natively(self, dtype, out) && reduced.size() > 1 && distinct) {
+    at::Tensor partial = self;
+    for (int64_t dim : reduced) partial = at::sum(partial, {dim}, /*keepdim=*/true);
+    if (!keepdim)
+      for (int64_t dim : reduced) partial = partial.squeeze(dim);  // largest first, so the others keep their index
+    at::native::resize_output(out, partial.sizes());
+    return out.copy_(partial);
+  }
+  if (sums_natively(self, dtype, out) && reduced.size() == 1) {
+    const int64_t dim = reduced[0];
     std::vector<int64_t> shape = self.sizes().vec();
     if (keepdim)
       shape[dim] = 1;
@@ -110,13 +139,17 @@ at::Tensor npusim_sum(const at::Tensor& self, at::OptionalIntArrayRef dims, bool
   return npusim_sum_out(self, dims, keepdim, dtype, out);
 }
 
-// mean over one dimension: the sum divided by its length, both on the device.
+// sum of every element (x.sum()).
+at::Tensor npusim_sum_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  return npusim_sum(self, std::nullopt, false, dtype);
+}
+
+// mean over any dimensions: the sum divided by the count it covers, both on the device.
 at::Tensor& npusim_mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  const bool one_dim = dims.has_value() && dims->size() == 1 && self.dim() > 0;
-  if (self.scalar_type() == at::kFloat && (!dtype || *dtype == at::kFloat) && one_dim &&
-      out.scalar_type() == at::kFloat) {
-    const int64_t length = self.size(at::maybe_wrap_dim((*dims)[0], self.dim()));
+  if (sums_natively(self, dtype, out)) {
+    int64_t length = 1;
+    for (int64_t dim : reduced_dims(self, dims)) length *= self.size(dim);
     if (length > 0) {
       npusim_sum_out(self, dims, keepdim, dtype, out);
       return out.div_(at::scalar_tensor(static_cast<double>(length), out.options().device(c10::kCPU)));
@@ -223,6 +256,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_softmax_backward_data.out", softmax_backward_out<RowOp::SoftmaxBackwardF32>);
   m.impl("_log_softmax_backward_data", softmax_backward<RowOp::LogSoftmaxBackwardF32>);
   m.impl("_log_softmax_backward_data.out", softmax_backward_out<RowOp::LogSoftmaxBackwardF32>);
+  m.impl("sum", npusim_sum_all);
   m.impl("sum.dim_IntList", npusim_sum);
   m.impl("sum.IntList_out", npusim_sum_out);
   m.impl("mean.dim", npusim_mean);

@@ -97,6 +97,8 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
       emitter::emit_elementwise({emitter::ElementwiseOp::GeluTanhF32, 4, {40, 50}, {{50, 1}, {50, 1}}}, test_config()),
       emitter::emit_elementwise({emitter::ElementwiseOp::GeluBackwardF32, 4, {40, 50}, {{50, 1}, {50, 1}, {50, 1}}},
                                 test_config()),
+      emitter::emit_elementwise({emitter::ElementwiseOp::SubI64, 8, {20, 40}, {{40, 1}, {40, 1}, {0, 1}}},
+                                test_config()),
       emitter::emit_rows({emitter::RowOp::SoftmaxF32, 8, 100}, test_config()),
       emitter::emit_rows({emitter::RowOp::LogSoftmaxF32, 30, 50}, test_config()),
       emitter::emit_rows({emitter::RowOp::SumF32, 16, 64}, test_config()),

@@ -60,11 +60,16 @@ struct OpDefinition {
   const char* name;
   int inputs;
   std::vector<const char*> steps;
+  int element_bytes = 4;  // 0: any (a copy)
 };
 const std::vector<OpDefinition>& definitions() {
   using enum ElementwiseOp;
   static const std::vector<OpDefinition> table = {
-      {Copy, "copy", 1, {}},
+      {Copy, "copy", 1, {}, 0},
+      {AddI32, "add_i32", 2, {"vadd.i32 {a}, {a}, {b}, {n}"}},
+      {SubI32, "sub_i32", 2, {"vsub.i32 {a}, {a}, {b}, {n}"}},
+      {AddI64, "add_i64", 2, {"vadd.i64 {a}, {a}, {b}, {n}"}, 8},
+      {SubI64, "sub_i64", 2, {"vsub.i64 {a}, {a}, {b}, {n}"}, 8},
       {AddF32, "add_f32", 2, {"vadd.f32 {a}, {a}, {b}, {n}"}},
       {SubF32, "sub_f32", 2, {"vsub.f32 {a}, {a}, {b}, {n}"}},
       {MulF32, "mul_f32", 2, {"vmul.f32 {a}, {a}, {b}, {n}"}},
@@ -346,6 +351,7 @@ class ElementwiseEmitter {
 
 std::string op_name(ElementwiseOp op) { return definition(op).name; }
 int input_count(ElementwiseOp op) { return definition(op).inputs; }
+int element_bytes(ElementwiseOp op) { return definition(op).element_bytes; }
 
 Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& config) {
   if (static_cast<int>(spec.strides.size()) != operand_count(spec.op))
@@ -356,8 +362,9 @@ Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& c
       throw std::invalid_argument("every operand needs one stride per dimension");
   for (int64_t size : spec.sizes)
     if (size < 0) throw std::invalid_argument(fmt::format("negative size {} in an elementwise kernel", size));
-  if (spec.op != ElementwiseOp::Copy && spec.element_bytes != 4)
-    throw std::invalid_argument("fp32 operations take 4-byte elements");
+  if (definition(spec.op).element_bytes != 0 && spec.element_bytes != definition(spec.op).element_bytes)
+    throw std::invalid_argument(fmt::format("{} takes {}-byte elements, not {}", op_name(spec.op),
+                                            definition(spec.op).element_bytes, spec.element_bytes));
   Kernel kernel;
   kernel.name = op_name(spec.op);
   const bool empty = std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end();

@@ -24,6 +24,10 @@ enum class ElementwiseOp {
   MinF32,
   ReluBackwardF32,  // grad where input > 0, else 0 (threshold_backward with threshold 0)
   GeluBackwardF32,  // grad (cdf(x) + x pdf(x)), the exact gelu's derivative, from grad and x
+  AddI32,           // wrapping, like PyTorch's integer arithmetic
+  SubI32,
+  AddI64,
+  SubI64,
   // one input
   NegF32,
   AbsF32,
@@ -41,6 +45,8 @@ enum class ElementwiseOp {
 
 // Inputs the operation reads (0 for a copy's single source counts as 1).
 int input_count(ElementwiseOp op);
+// Bytes per element the operation works on: 4 for f32 and i32, 8 for i64, any for a copy (0).
+int element_bytes(ElementwiseOp op);
 
 struct ElementwiseSpec {
   ElementwiseOp op = ElementwiseOp::Copy;

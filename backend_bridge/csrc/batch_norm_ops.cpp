@@ -1,0 +1,128 @@
+// Native batch normalisation (nn.BatchNorm1d/2d/3d) forward and backward, training and eval, float32, composed from
+// native kernels: per-channel statistics are row sums over the batch and spatial dimensions, the normalisation and
+// the running-statistics updates are broadcast elementwise kernels. Other dtypes take the CPU fallback.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/rsqrt.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+#include <torch/library.h>
+
+#include "bridge.h"
+
+namespace npusim::bridge {
+namespace {
+
+// The per-channel sum of x [N, C, ...]: over the trailing dimensions, then over the batch.
+at::Tensor channel_sum(const at::Tensor& x) { return at::sum(x.reshape({x.size(0), x.size(1), -1}), {2}).sum(0); }
+// A per-channel vector [C] shaped to broadcast against x [N, C, ...].
+at::Tensor per_channel(const at::Tensor& vector, const at::Tensor& x) {
+  std::vector<int64_t> shape(x.dim(), 1);
+  shape[1] = x.size(1);
+  return vector.view(shape);
+}
+int64_t per_channel_count(const at::Tensor& x) { return x.numel() / x.size(1); }
+
+bool runs_natively(const at::Tensor& x, std::initializer_list<const at::Tensor*> optional) {
+  if (x.scalar_type() != at::kFloat || x.dim() < 2 || x.numel() == 0) return false;
+  for (const at::Tensor* t : optional)
+    if (t->defined() && (t->scalar_type() != at::kFloat || t->device() != x.device())) return false;
+  return true;
+}
+
+at::Tensor value_or_empty(const std::optional<at::Tensor>& t) { return t.has_value() ? *t : at::Tensor(); }
+
+// y = (x - mean) / sqrt(var + eps) * weight + bias with the batch's statistics (training, which also moves the
+// running statistics toward them, the variance unbiased) or the running ones (eval). Returns y and, in training, the
+// batch mean and 1/std that the backward uses.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight_opt, const std::optional<at::Tensor>& bias_opt,
+    const std::optional<at::Tensor>& running_mean_opt, const std::optional<at::Tensor>& running_var_opt, bool training,
+    double momentum, double eps) {
+  const at::Tensor weight = value_or_empty(weight_opt), bias = value_or_empty(bias_opt);
+  at::Tensor running_mean = value_or_empty(running_mean_opt), running_var = value_or_empty(running_var_opt);
+  if (!runs_natively(input, {&weight, &bias, &running_mean, &running_var}) ||
+      (!training && (!running_mean.defined() || !running_var.defined()))) {
+    torch::jit::Stack stack{input, weight_opt, bias_opt, running_mean_opt, running_var_opt, training, momentum, eps};
+    call_cpu_fallback("aten::native_batch_norm", "", stack);
+    return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+  }
+  at::Tensor mean, invstd;
+  if (training) {
+    const double count = static_cast<double>(per_channel_count(input));
+    mean = channel_sum(input).div_(count);
+    const at::Tensor centered = input - per_channel(mean, input);
+    const at::Tensor variance = channel_sum(centered * centered).div_(count);
+    invstd = at::rsqrt(variance + eps);
+    if (running_mean.defined()) running_mean.mul_(1 - momentum).add_(mean, momentum);
+    if (running_var.defined())
+      running_var.mul_(1 - momentum).add_(variance, momentum * count / std::max(count - 1, 1.0));
+  } else {
+    mean = running_mean;
+    invstd = at::rsqrt(running_var + eps);
+  }
+  at::Tensor scale = weight.defined() ? invstd * weight : invstd;
+  at::Tensor output = (input - per_channel(mean, input)) * per_channel(scale, input);
+  if (bias.defined()) output.add_(per_channel(bias, input));
+  if (!training) return {output, at::empty({0}, input.options()), at::empty({0}, input.options())};
+  return {output, mean, invstd};
+}
+
+// Training: with x̂ = (x - mean) invstd and M elements per channel,
+//   d bias = Σ dy,  d weight = Σ dy x̂,  dx = weight invstd / M (M dy - d bias - x̂ d weight).
+// Eval: the statistics are constants, so dx = dy weight invstd.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const std::optional<at::Tensor>& weight_opt,
+    const std::optional<at::Tensor>& running_mean_opt, const std::optional<at::Tensor>& running_var_opt,
+    const std::optional<at::Tensor>& save_mean_opt, const std::optional<at::Tensor>& save_invstd_opt, bool training,
+    double eps, std::array<bool, 3> output_mask) {
+  const at::Tensor weight = value_or_empty(weight_opt), running_mean = value_or_empty(running_mean_opt),
+                   running_var = value_or_empty(running_var_opt), save_mean = value_or_empty(save_mean_opt),
+                   save_invstd = value_or_empty(save_invstd_opt);
+  const bool statistics =
+      training ? save_mean.defined() && save_invstd.defined() : running_mean.defined() && running_var.defined();
+  if (!statistics || grad_output.scalar_type() != at::kFloat ||
+      !runs_natively(input, {&weight, &running_mean, &running_var, &save_mean, &save_invstd})) {
+    torch::jit::Stack stack{grad_output,
+                            input,
+                            weight_opt,
+                            running_mean_opt,
+                            running_var_opt,
+                            save_mean_opt,
+                            save_invstd_opt,
+                            training,
+                            eps,
+                            c10::List<bool>({output_mask[0], output_mask[1], output_mask[2]})};
+    call_cpu_fallback("aten::native_batch_norm_backward", "", stack);
+    return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+  }
+  const at::Tensor mean = training ? save_mean : running_mean;
+  const at::Tensor invstd = training ? save_invstd : at::rsqrt(running_var + eps);
+  const at::Tensor normalized = (input - per_channel(mean, input)) * per_channel(invstd, input);
+  const at::Tensor grad_bias = channel_sum(grad_output);
+  const at::Tensor grad_weight = channel_sum(grad_output * normalized);
+  at::Tensor grad_input;
+  if (output_mask[0]) {
+    const at::Tensor scale = weight.defined() ? invstd * weight : invstd;
+    if (training) {
+      const double count = static_cast<double>(per_channel_count(input));
+      const at::Tensor centered_grad =
+          grad_output * count - per_channel(grad_bias, input) - normalized * per_channel(grad_weight, input);
+      grad_input = centered_grad * per_channel(scale / count, input);
+    } else {
+      grad_input = grad_output * per_channel(scale, input);
+    }
+  }
+  return {grad_input, output_mask[1] ? grad_weight : at::Tensor(), output_mask[2] ? grad_bias : at::Tensor()};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm", npusim_native_batch_norm);
+  m.impl("native_batch_norm_backward", npusim_native_batch_norm_backward);
+}
+
+}  // namespace npusim::bridge

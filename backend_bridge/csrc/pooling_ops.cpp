@@ -1,0 +1,139 @@
+// Native average pooling (nn.AvgPool2d) forward and backward, float32, composed from native kernels: each of the
+// KH x KW window offsets is a strided view of the zero-padded input, summed by elementwise adds and divided once;
+// the backward adds the scaled output gradient into each offset's view of the padded input's gradient. ceil_mode,
+// and padding left out of the count, take the CPU fallback (adaptive average pooling to 1 x 1 is a native mean).
+#include <ATen/TensorOperators.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include "bridge.h"
+
+namespace npusim::bridge {
+namespace {
+
+struct Window {
+  int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, divisor;
+};
+
+// The window, or nothing when this case takes the CPU fallback.
+std::optional<Window> native_window(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef stride,
+                                    at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                                    std::optional<int64_t> divisor_override) {
+  if (input.scalar_type() != at::kFloat || (input.dim() != 3 && input.dim() != 4) || input.numel() == 0 || ceil_mode)
+    return {};
+  const auto pick = [](at::IntArrayRef values, size_t k, int64_t otherwise) {
+    return values.empty() ? otherwise : values[values.size() == 1 ? 0 : k];
+  };
+  Window w{};
+  w.kernel_h = pick(kernel, 0, 1);
+  w.kernel_w = pick(kernel, 1, 1);
+  w.stride_h = pick(stride, 0, w.kernel_h);
+  w.stride_w = pick(stride, 1, w.kernel_w);
+  w.pad_h = pick(padding, 0, 0);
+  w.pad_w = pick(padding, 1, 0);
+  if (!count_include_pad && (w.pad_h > 0 || w.pad_w > 0)) return {};  // the divisor would vary at the border
+  if (divisor_override && *divisor_override == 0) return {};          // PyTorch's own error
+  w.divisor = divisor_override ? *divisor_override : w.kernel_h * w.kernel_w;
+  return w;
+}
+
+// The padded input's shape [N, C, Hp, Wp] (N = 1 for 3-D input) and each offset's strided view of it,
+// [N, C, OH, OW].
+struct PaddedLayout {
+  int64_t batch, channels, height, width, padded_h, padded_w, out_h, out_w;
+
+  PaddedLayout(const at::Tensor& input, const Window& w) {
+    batch = input.dim() == 4 ? input.size(0) : 1;
+    channels = input.size(-3);
+    height = input.size(-2);
+    width = input.size(-1);
+    padded_h = height + 2 * w.pad_h;
+    padded_w = width + 2 * w.pad_w;
+    out_h = (padded_h - w.kernel_h) / w.stride_h + 1;
+    out_w = (padded_w - w.kernel_w) / w.stride_w + 1;
+  }
+  at::Tensor offset_view(const at::Tensor& padded, const Window& w, int64_t i, int64_t j) const {
+    return padded.as_strided({batch, channels, out_h, out_w},
+                             {channels * padded_h * padded_w, padded_h * padded_w, padded_w * w.stride_h, w.stride_w},
+                             padded.storage_offset() + i * padded_w + j);
+  }
+  at::Tensor inner(const at::Tensor& padded, const Window& w) const {
+    return padded.narrow(2, w.pad_h, height).narrow(3, w.pad_w, width);
+  }
+};
+
+at::Tensor& npusim_avg_pool2d_out(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef stride,
+                                  at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                                  std::optional<int64_t> divisor_override, at::Tensor& out) {
+  const auto w = native_window(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  if (w && out.scalar_type() == at::kFloat) {
+    const PaddedLayout layout(input, *w);
+    if (layout.out_h > 0 && layout.out_w > 0) {
+      const at::Tensor source = input.reshape({layout.batch, layout.channels, layout.height, layout.width});
+      at::Tensor padded = at::zeros({layout.batch, layout.channels, layout.padded_h, layout.padded_w}, input.options());
+      layout.inner(padded, *w).copy_(source);
+      at::Tensor sum = layout.offset_view(padded, *w, 0, 0).contiguous();
+      for (int64_t i = 0; i < w->kernel_h; ++i)
+        for (int64_t j = 0; j < w->kernel_w; ++j)
+          if (i + j > 0) sum.add_(layout.offset_view(padded, *w, i, j));
+      sum.div_(static_cast<double>(w->divisor));
+      std::vector<int64_t> shape = input.sizes().vec();
+      shape[shape.size() - 2] = layout.out_h;
+      shape[shape.size() - 1] = layout.out_w;
+      at::native::resize_output(out, shape);
+      return out.copy_(sum.view(shape));
+    }
+  }
+  torch::jit::Stack stack{input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override, out};
+  call_cpu_fallback("aten::avg_pool2d", "out", stack);
+  return out;
+}
+
+at::Tensor npusim_avg_pool2d(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef stride,
+                             at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                             std::optional<int64_t> divisor_override) {
+  at::Tensor out = at::empty({0}, input.options());
+  return npusim_avg_pool2d_out(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override, out);
+}
+
+at::Tensor& npusim_avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& input,
+                                           at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
+                                           bool ceil_mode, bool count_include_pad,
+                                           std::optional<int64_t> divisor_override, at::Tensor& grad_input) {
+  const auto w = native_window(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  if (w && grad_output.scalar_type() == at::kFloat && grad_input.scalar_type() == at::kFloat) {
+    const PaddedLayout layout(input, *w);
+    const at::Tensor share = grad_output.reshape({layout.batch, layout.channels, layout.out_h, layout.out_w}) /
+                             static_cast<double>(w->divisor);
+    at::Tensor padded = at::zeros({layout.batch, layout.channels, layout.padded_h, layout.padded_w}, input.options());
+    for (int64_t i = 0; i < w->kernel_h; ++i)  // within one offset, distinct outputs feed distinct inputs
+      for (int64_t j = 0; j < w->kernel_w; ++j) layout.offset_view(padded, *w, i, j).add_(share);
+    at::native::resize_output(grad_input, input.sizes());
+    return grad_input.copy_(layout.inner(padded, *w).reshape(input.sizes()));
+  }
+  torch::jit::Stack stack{grad_output,      input,     kernel, stride, padding, ceil_mode, count_include_pad,
+                          divisor_override, grad_input};
+  call_cpu_fallback("aten::avg_pool2d_backward", "grad_input", stack);
+  return grad_input;
+}
+
+at::Tensor npusim_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& input, at::IntArrayRef kernel,
+                                      at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
+                                      bool count_include_pad, std::optional<int64_t> divisor_override) {
+  at::Tensor grad_input = at::empty({0}, input.options());
+  return npusim_avg_pool2d_backward_out(grad_output, input, kernel, stride, padding, ceil_mode, count_include_pad,
+                                        divisor_override, grad_input);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("avg_pool2d", npusim_avg_pool2d);
+  m.impl("avg_pool2d.out", npusim_avg_pool2d_out);
+  m.impl("avg_pool2d_backward", npusim_avg_pool2d_backward);
+  m.impl("avg_pool2d_backward.grad_input", npusim_avg_pool2d_backward_out);
+}
+
+}  // namespace npusim::bridge

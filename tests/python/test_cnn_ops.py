@@ -1,0 +1,195 @@
+"""Convolution, batch normalisation, average pooling and multi-dimension reductions on npusim against the CPU, and a
+ResNet-style CNN's training steps: all as emitted kernels, with no CPU fallback."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import npusim
+
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
+
+
+def random(*shape, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def forward_and_backward(function, inputs, device, seed=99):
+    """function(*inputs) and the gradients of every input, on the device and on the CPU."""
+    results = []
+    for where in (device, "cpu"):
+        leaves = [t.detach().to(where).requires_grad_() for t in inputs]
+        with npusim.profile() as report:
+            out = function(*leaves)
+            out.backward(random(*out.shape, seed=seed).to(where))
+        results.append((out.detach().cpu(), [leaf.grad.cpu() for leaf in leaves], report))
+    (out, grads, report), (expected, expected_grads, _) = results
+    return out, grads, expected, expected_grads, report
+
+
+CONVOLUTIONS = [
+    ("3x3 padded", (2, 3, 9, 8), (4, 3, 3, 3), {"padding": 1}),
+    (
+        "strided, dilated, grouped",
+        (1, 4, 10, 10),
+        (6, 2, 3, 2),
+        {"stride": 2, "padding": (1, 0), "dilation": (2, 1), "groups": 2},
+    ),
+    ("depthwise", (2, 6, 7, 7), (6, 1, 3, 3), {"padding": 1, "groups": 6}),
+    ("1-D", (3, 5, 12), (7, 5, 4), {"stride": 2, "padding": 3}),
+]
+
+
+@pytest.mark.parametrize("name, input_shape, weight_shape, options", CONVOLUTIONS, ids=[c[0] for c in CONVOLUTIONS])
+def test_convolution_and_its_gradients_run_natively_and_match_cpu(name, input_shape, weight_shape, options, device):
+    conv = F.conv1d if len(input_shape) == 3 else F.conv2d
+    inputs = (random(*input_shape, seed=1), random(*weight_shape, seed=2), random(weight_shape[0], seed=3))
+    out, grads, expected, expected_grads, report = forward_and_backward(
+        lambda x, w, b: conv(x, w, b, **options), inputs, device
+    )
+    assert report.fallbacks == {}
+    assert "matmul_f32" in {k.name for k in report.kernels}
+    torch.testing.assert_close(out, expected, **TOLERANCE)
+    for grad, expected_grad in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, expected_grad, **TOLERANCE)
+
+
+def test_transposed_convolution_takes_the_counted_cpu_fallback(device):
+    x, w = random(1, 4, 5, 5, seed=4), random(4, 2, 3, 3, seed=5)
+    with npusim.profile() as report:
+        out = F.conv_transpose2d(x.to(device), w.to(device), stride=2)
+    assert report.fallbacks == {"aten::convolution_overrideable": 1}
+    torch.testing.assert_close(out.cpu(), F.conv_transpose2d(x, w, stride=2), **TOLERANCE)
+
+
+@pytest.mark.parametrize("shape", [(4, 6, 5, 5), (8, 3), (2, 4, 7)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_training_and_eval_run_natively_and_match_cpu(shape, affine, device):
+    module = (torch.nn.BatchNorm2d if len(shape) == 4 else torch.nn.BatchNorm1d)(shape[1], affine=affine)
+    reference = (torch.nn.BatchNorm2d if len(shape) == 4 else torch.nn.BatchNorm1d)(shape[1], affine=affine)
+    if affine:
+        with torch.no_grad():
+            module.weight.copy_(random(shape[1], seed=6))
+            module.bias.copy_(random(shape[1], seed=7))
+    reference.load_state_dict(module.state_dict())
+    module.to(device)
+    x, grad = random(*shape, seed=8), random(*shape, seed=9)
+    x_device = x.to(device).requires_grad_()
+    x_cpu = x.clone().requires_grad_()
+    with npusim.profile() as report:
+        module(x_device).backward(grad.to(device))
+    reference(x_cpu).backward(grad)
+    assert report.fallbacks == {}  # num_batches_tracked += 1 included: an int64 add kernel
+    torch.testing.assert_close(x_device.grad.cpu(), x_cpu.grad, **TOLERANCE)
+    for name, value in reference.state_dict().items():
+        torch.testing.assert_close(module.state_dict()[name].cpu(), value, **TOLERANCE)
+    if affine:
+        torch.testing.assert_close(module.weight.grad.cpu(), reference.weight.grad, **TOLERANCE)
+        torch.testing.assert_close(module.bias.grad.cpu(), reference.bias.grad, **TOLERANCE)
+    module.eval()
+    reference.eval()
+    with npusim.profile() as report:
+        out = module(x_device * 2)
+    assert report.fallbacks == {}
+    torch.testing.assert_close(out.detach().cpu(), reference(x * 2).detach(), **TOLERANCE)
+
+
+POOLS = [
+    ("2x2", (2, 3, 8, 8), {"kernel_size": 2}),
+    ("3x3 stride 2 padded", (1, 2, 9, 7), {"kernel_size": 3, "stride": 2, "padding": 1}),
+    ("3-D input, divisor override", (3, 6, 6), {"kernel_size": (2, 3), "stride": (1, 2), "divisor_override": 5}),
+]
+
+
+@pytest.mark.parametrize("name, shape, options", POOLS, ids=[p[0] for p in POOLS])
+def test_average_pooling_and_its_gradient_run_natively_and_match_cpu(name, shape, options, device):
+    out, grads, expected, expected_grads, report = forward_and_backward(
+        lambda x: F.avg_pool2d(x, **options), (random(*shape, seed=10),), device
+    )
+    assert report.fallbacks == {}
+    torch.testing.assert_close(out, expected, **TOLERANCE)
+    torch.testing.assert_close(grads[0], expected_grads[0], **TOLERANCE)
+
+
+def test_reductions_over_several_or_all_dimensions_run_natively(device):
+    x = random(3, 4, 5, 6, seed=11)
+    d = x.to(device)
+    with npusim.profile() as report:
+        results = [d.sum((1, 3)), d.mean((-1, -2), keepdim=True), d.sum(), d.mean(), d.sum([])]
+        pooled = F.adaptive_avg_pool2d(d, 1)
+    assert report.fallbacks == {}
+    expected = [x.sum((1, 3)), x.mean((-1, -2), keepdim=True), x.sum(), x.mean(), x.sum([])]
+    for result, reference in zip(results, expected, strict=True):
+        torch.testing.assert_close(result.cpu(), reference, **TOLERANCE)
+    torch.testing.assert_close(pooled.cpu(), F.adaptive_avg_pool2d(x, 1), **TOLERANCE)
+
+
+def test_integer_add_and_sub_run_natively_and_wrap_like_the_cpu(device):
+    a = torch.tensor([1, 2**40, -5, torch.iinfo(torch.int64).max])
+    b = torch.tensor([3, 4, 2**62, 1])
+    with npusim.profile() as report:
+        results = [a.to(device) + b.to(device), a.to(device) - 7, a.int().to(device) + 2, a.to(device) + True]
+        counter = torch.tensor(5).to(device)
+        counter += 1
+    assert report.fallbacks == {}
+    expected = [a + b, a - 7, a.int() + 2, a + True]
+    for result, reference in zip(results, expected, strict=True):
+        assert result.dtype == reference.dtype
+        assert torch.equal(result.cpu(), reference)
+    assert counter.item() == 6
+
+
+class ResidualBlock(torch.nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(channels)
+        self.conv2 = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(x + self.bn2(self.conv2(y)))
+
+
+def resnet_style_cnn():
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.AvgPool2d(2),
+        ResidualBlock(8),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8, 10),
+    )
+
+
+def test_resnet_style_cnn_trains_natively_and_follows_cpu(device):
+    torch.manual_seed(0)
+    model, reference = resnet_style_cnn(), resnet_style_cnn()
+    reference.load_state_dict(model.state_dict())
+    model.to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
+    x = random(4, 3, 12, 12, seed=12)
+    y = torch.randint(0, 10, (4,), generator=torch.Generator().manual_seed(13))
+    losses = {True: [], False: []}
+    for _ in range(5):
+        for net, opt, inputs, targets in (
+            (model, optimizer, x.to(device), y.to(device)),
+            (reference, reference_optimizer, x, y),
+        ):
+            with npusim.profile() as report:
+                opt.zero_grad()
+                loss = F.cross_entropy(net(inputs), targets)
+                loss.backward()
+                opt.step()
+            losses[net is model].append(loss.item())
+            if net is model:
+                assert report.fallbacks == {}
+    torch.testing.assert_close(losses[True], losses[False], rtol=1e-4, atol=1e-5)
+    assert losses[True][-1] < losses[True][0]
+    model.eval()
+    reference.eval()
+    torch.testing.assert_close(model(x.to(device)).detach().cpu(), reference(x).detach(), rtol=1e-4, atol=1e-4)
