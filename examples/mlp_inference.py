@@ -1,7 +1,7 @@
 """An ordinary PyTorch script, written for a CUDA GPU: an MLP's inference, checked against the CPU.
 
 It knows nothing of npusim. `npusim run --map-device cuda` runs it unchanged on the simulated NPU and reports how
-long the chip took (this is what `bash tools/dev.sh demo` does):
+long the chip took:
 
     npusim run --mode timed --map-device cuda examples/mlp_inference.py
     npusim run --mode timed --config datacenter --map-device cuda examples/mlp_inference.py

@@ -60,8 +60,9 @@ setup() {
 case "${1:-}" in
   demo)
     setup
-    # An unchanged CUDA script on the simulated NPU, in timed mode, with the performance report at the end.
-    npusim run --mode "${NPUSIM_MODE:-timed}" --map-device cuda examples/mlp_inference.py
+    # An unchanged CUDA training script (a small ResNet-style CNN) on the simulated NPU, in timed mode, with the
+    # performance report at the end.
+    npusim run --mode "${NPUSIM_MODE:-timed}" --map-device cuda examples/resnet_training.py
     ;;
   test)
     setup

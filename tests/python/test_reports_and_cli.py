@@ -189,3 +189,45 @@ def test_commands_are_attributed_to_the_module_that_issued_them():
     totals = report.by_scope()
     assert totals["Sequential.0 (Linear)"]["commands"] == 2
     assert sum(t["device_cycles"] for t in totals.values()) == report.total_device_cycles
+
+
+def test_long_runs_are_tabled_per_kernel_with_counts_that_add_up():
+    import torch
+
+    import npusim
+
+    x = torch.ones(64).to("npusim")
+    with npusim.profile() as report:
+        for _ in range(30):
+            x = x + 1
+            x = x * 0.5
+    per_kernel = report.by_kernel()
+    assert per_kernel["add_f32"]["count"] == 30 and per_kernel["mul_f32"]["count"] == 30
+    assert sum(k["count"] for k in per_kernel.values()) == len(report.records)
+    assert sum(k["instructions"] for k in per_kernel.values()) == sum(r.instructions for r in report.records)
+    assert sum(k["bytes"] for k in per_kernel.values()) == sum(r.bytes for r in report.records)
+    table = report.table(max_rows=40)
+    assert f"({len(report.records)} commands, totalled per kernel" in table
+    assert any(line.split()[:2] == ["add_f32", "30"] for line in table.splitlines())
+    assert "totalled per kernel" not in report.table(max_rows=len(report.records))  # short enough: every command
+
+
+def test_the_readme_demo_trains_the_cnn_natively_in_timed_mode(tmp_path):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "resnet_training.py"
+    report_path = tmp_path / "report.json"
+    process = subprocess.run(
+        ["npusim", "run", "--mode", "timed", "--map-device", "cuda", "--report", str(report_path), str(example)],
+        capture_output=True,
+        text=True,
+        check=False,
+        # Every operator native, and every engine-to-engine dependency of every kernel ordered.
+        env={**__import__("os").environ, "NPUSIM_FALLBACK": "error", "NPUSIM_HAZARDS": "error"},
+    )
+    assert process.returncode == 0, process.stderr
+    assert "losses on the device:" in process.stdout
+    assert "totalled per kernel" in process.stdout
+    report = json.loads(report_path.read_text())
+    assert report["fallbacks"] == {}
+    assert {"matmul_f32", "nll_loss_f32", "nll_loss_backward_f32"} <= {r["name"] for r in report["records"]}

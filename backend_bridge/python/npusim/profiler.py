@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from . import _C
 
 SCHEMA_VERSION = 1
+_ENGINES = ("dma", "vector", "matrix")  # the engines whose utilisation the table shows
 
 
 def statistics():
@@ -157,24 +158,52 @@ class Report:
             entry["device_cycles"] += r.device_cycles
         return dict(sorted(scopes.items(), key=lambda item: -item[1]["device_cycles"]))
 
-    def table(self):
-        """A text table: one line per command with engine utilisation, then totals and totals per module."""
+    def by_kernel(self):
+        """Totals per command name (a kernel, or a copy kind): count, bytes, instructions, kernel and device cycles,
+        energy, and each engine's utilisation over those kernels; most device time first."""
+        groups = {}
+        for r in self.records:
+            fields = ("count", "bytes", "instructions", "kernel_cycles", "device_cycles", "energy_uj", "core_cycles")
+            entry = groups.setdefault(r.name, {**dict.fromkeys(fields, 0), "busy": dict.fromkeys(_ENGINES, 0)})
+            entry["count"] += 1
+            entry["bytes"] += r.bytes
+            entry["instructions"] += r.instructions
+            entry["kernel_cycles"] += r.kernel_cycles
+            entry["device_cycles"] += r.device_cycles
+            entry["energy_uj"] += self.energy_uj(r)
+            entry["core_cycles"] += r.kernel_cycles * max(r.cores, 1)
+            for engine in _ENGINES:
+                entry["busy"][engine] += r.stats.get(f"busy_cycles_{engine}", 0)
+        for entry in groups.values():
+            busy, available = entry.pop("busy"), entry.pop("core_cycles")
+            entry["utilisation"] = {engine: busy[engine] / available if available else 0.0 for engine in _ENGINES}
+        return dict(sorted(groups.items(), key=lambda item: -item[1]["device_cycles"]))
+
+    def table(self, max_rows=40):
+        """A text table: one line per command with engine utilisation (or, past ``max_rows`` commands, one line per
+        kernel with its count), then totals and totals per module."""
+        per_kernel = len(self.records) > max_rows
+        width = max([14] + [len(r.name) + 1 for r in self.records])
         header = (
-            f"{'command':<14}{'bytes':>11}{'instr':>9}{'kernel cyc':>12}{'device cyc':>12}{'time us':>10}"
+            f"{'kernel' if per_kernel else 'command':<{width}}{'count' if per_kernel else '':>7}"
+            f"{'bytes':>11}{'instr':>9}{'kernel cyc':>12}{'device cyc':>12}{'time us':>10}"
             f"{'dma%':>6}{'vec%':>6}{'mat%':>6}{'uJ':>9}"
         )
         lines = [f"npusim report: config {self.config}, {self.mode} mode, {self.clock_ghz:g} GHz", header]
-        for r in self.records:
+        rows = self.by_kernel().items() if per_kernel else [(r.name, self._row(r)) for r in self.records]
+        for name, row in rows:
             utilisation = "".join(
-                f"{100 * r.utilisation(engine):>6.0f}" if not r.is_copy and r.kernel_cycles else f"{'':>6}"
-                for engine in ("dma", "vector", "matrix")
+                f"{100 * row['utilisation'][engine]:>6.0f}" if row["kernel_cycles"] else f"{'':>6}"
+                for engine in _ENGINES
             )
             lines.append(
-                f"{r.name:<14}{r.bytes:>11}{r.instructions:>9}{r.kernel_cycles:>12}{r.device_cycles:>12}"
-                f"{self.seconds(r.device_cycles) * 1e6:>10.2f}{utilisation}{self.energy_uj(r):>9.2f}"
+                f"{name:<{width}}{row['count'] if per_kernel else '':>7}{row['bytes']:>11}{row['instructions']:>9}"
+                f"{row['kernel_cycles']:>12}{row['device_cycles']:>12}{self.seconds(row['device_cycles']) * 1e6:>10.2f}"
+                f"{utilisation}{row['energy_uj']:>9.2f}"
             )
         lines.append(
-            f"{'total':<14}{sum(r.bytes for r in self.records):>11}{sum(r.instructions for r in self.records):>9}"
+            f"{'total':<{width}}{len(self.records) if per_kernel else '':>7}{sum(r.bytes for r in self.records):>11}"
+            f"{sum(r.instructions for r in self.records):>9}"
             f"{self.total_kernel_cycles:>12}{self.total_device_cycles:>12}"
             f"{self.seconds(self.total_device_cycles) * 1e6:>10.2f}{'':>18}"
             f"{sum(map(self.energy_uj, self.records)):>9.2f}"
@@ -195,6 +224,10 @@ class Report:
                     f"{scope[-40:]:<40}{totals['commands']:>9}{totals['bytes']:>12}{totals['device_cycles']:>12}"
                     f"{self.seconds(totals['device_cycles']) * 1e6:>10.2f}"
                 )
+        if per_kernel:
+            lines.append(
+                f"({len(self.records)} commands, totalled per kernel; Report.records and to_json have each one)"
+            )
         if self.mode == "functional":
             lines.append("(functional mode computes results only; run with NPUSIM_MODE=timed for cycles)")
         for name, count in sorted(self.fallbacks.items()):
@@ -203,6 +236,17 @@ class Report:
             if r.first_hazard:
                 lines.append(f"hazard in {r.name}: {r.first_hazard}")
         return "\n".join(lines)
+
+    def _row(self, r):
+        """One command's figures in by_kernel()'s form."""
+        return {
+            "bytes": r.bytes,
+            "instructions": r.instructions,
+            "kernel_cycles": r.kernel_cycles,
+            "device_cycles": r.device_cycles,
+            "energy_uj": self.energy_uj(r),
+            "utilisation": {engine: r.utilisation(engine) for engine in _ENGINES},
+        }
 
     def to_json(self, path):
         """Writes the report as JSON (schema: docs/reports.md)."""
