@@ -1,10 +1,17 @@
-// Pointwise ops that optimizers use, composed from native kernels: lerp (Adam's first moment), addcmul (its second
-// moment) and addcdiv (its update). Each step is an emitted kernel on the device, so an optimizer step runs without
-// the CPU fallback; other dtypes, devices and mixes take the fallback, counted and reported.
+// Pointwise ops composed from native kernels: lerp (Adam's first moment), addcmul (its second moment), addcdiv (its
+// update) and pow with a scalar exponent. Each step is an emitted kernel on the device, so an optimizer step runs
+// without the CPU fallback; other dtypes, devices and mixes take the fallback, counted and reported.
+#include <ATen/TensorOperators.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/log.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/reciprocal.h>
+#include <ATen/ops/rsqrt.h>
+#include <ATen/ops/sqrt.h>
 #include <ATen/ops/sub.h>
 #include <torch/library.h>
 
@@ -68,9 +75,53 @@ at::Tensor& add_combined_(at::Tensor& self, const at::Tensor& tensor1, const at:
   return add_combined_out<Divide>(self, tensor1, tensor2, value, self);
 }
 
+// x^n for a whole n, by repeated squaring: exact for n = 2 and 3 (x * x, x * x * x), as on the CPU.
+at::Tensor whole_power(const at::Tensor& x, int64_t n) {
+  at::Tensor result, square = x;
+  for (; n > 0; n >>= 1) {
+    if (n & 1) result = result.defined() ? result * square : square;
+    if (n > 1) square = square * square;
+  }
+  return result;
+}
+
+// pow(self, exponent) for float32: 0 gives ones, whole exponents up to 64 multiply (negative ones then take the
+// reciprocal), ±0.5 are sqrt and rsqrt, and any other exponent is exp(exponent * log(self)), NaN for a negative
+// base like pow itself.
+at::Tensor& npusim_pow_out(const at::Tensor& self, const at::Scalar& exponent, at::Tensor& out) {
+  if (all_float_on_device(out, {self}) && !exponent.isComplex()) {
+    const double e = exponent.toDouble();
+    at::Tensor result;
+    if (e == 0.0)
+      result = at::empty(self.sizes(), self.options()).fill_(1);
+    else if (e == 0.5)
+      result = at::sqrt(self);
+    else if (e == -0.5)
+      result = at::rsqrt(self);
+    else if (e == std::round(e) && std::abs(e) <= 64)
+      result = e > 0 ? whole_power(self, static_cast<int64_t>(e))
+                     : at::reciprocal(whole_power(self, static_cast<int64_t>(-e)));
+    else
+      result = at::exp(at::log(self) * e);
+    at::native::resize_output(out, self.sizes());
+    return out.copy_(result);
+  }
+  torch::jit::Stack stack{self, exponent, out};
+  call_cpu_fallback("aten::pow", "Tensor_Scalar_out", stack);
+  return out;
+}
+at::Tensor npusim_pow(const at::Tensor& self, const at::Scalar& exponent) {
+  at::Tensor out = at::empty({0}, self.options());
+  return npusim_pow_out(self, exponent, out);
+}
+at::Tensor& npusim_pow_(at::Tensor& self, const at::Scalar& exponent) { return npusim_pow_out(self, exponent, self); }
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("pow.Tensor_Scalar", npusim_pow);
+  m.impl("pow_.Scalar", npusim_pow_);
+  m.impl("pow.Tensor_Scalar_out", npusim_pow_out);
   m.impl("lerp.Scalar", npusim_lerp);
   m.impl("lerp_.Scalar", npusim_lerp_);
   m.impl("lerp.Scalar_out", npusim_lerp_out);

@@ -54,6 +54,17 @@ at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
   call_cpu_fallback(Op == RowOp::SoftmaxF32 ? "aten::_softmax" : "aten::_log_softmax", "out", stack);
   return out;
 }
+// Softmax that gives 0 for rows of only -inf (scaled_dot_product_attention's math path calls it).
+at::Tensor npusim_safe_softmax(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  if (self.scalar_type() == at::kFloat && (!dtype || *dtype == at::kFloat) && is_last_dim(self, dim)) {
+    at::Tensor out = at::empty(self.sizes(), self.options());
+    if (launch_row_op(RowOp::SafeSoftmaxF32, self, out)) return out;
+  }
+  torch::jit::Stack stack{self, dim, dtype};
+  call_cpu_fallback("aten::_safe_softmax", "", stack);
+  return stack[0].toTensor();
+}
+
 // The backward of softmax (from its output) or log_softmax (from its output), over the last dimension.
 template <RowOp Op>
 at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
@@ -251,6 +262,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_softmax", softmax<RowOp::SoftmaxF32>);
   m.impl("_softmax.out", softmax_out<RowOp::SoftmaxF32>);
   m.impl("_log_softmax", softmax<RowOp::LogSoftmaxF32>);
+  m.impl("_safe_softmax", npusim_safe_softmax);
   m.impl("_log_softmax.out", softmax_out<RowOp::LogSoftmaxF32>);
   m.impl("_softmax_backward_data", softmax_backward<RowOp::SoftmaxBackwardF32>);
   m.impl("_softmax_backward_data.out", softmax_backward_out<RowOp::SoftmaxBackwardF32>);

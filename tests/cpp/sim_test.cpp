@@ -100,6 +100,7 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
       emitter::emit_elementwise({emitter::ElementwiseOp::SubI64, 8, {20, 40}, {{40, 1}, {40, 1}, {0, 1}}},
                                 test_config()),
       emitter::emit_rows({emitter::RowOp::SoftmaxF32, 8, 100}, test_config()),
+      emitter::emit_rows({emitter::RowOp::SafeSoftmaxF32, 8, 100}, test_config()),
       emitter::emit_rows({emitter::RowOp::LogSoftmaxF32, 30, 50}, test_config()),
       emitter::emit_rows({emitter::RowOp::SumF32, 16, 64}, test_config()),
       emitter::emit_rows({emitter::RowOp::SoftmaxBackwardF32, 12, 70}, test_config()),

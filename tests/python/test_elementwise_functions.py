@@ -142,3 +142,17 @@ def test_lerp_addcmul_addcdiv_run_natively_and_match_cpu(weight, device):
     torch.testing.assert_close(in_place.cpu(), expected)
     if weight == 1.0:  # PyTorch's formula is exact at the end point
         assert torch.equal(lerped.cpu(), b)
+
+
+@pytest.mark.parametrize("exponent", [0, 1, 2, 3, 7, -1, -2, 0.5, -0.5, 1.5, -1.3])
+def test_pow_with_a_scalar_exponent_runs_natively_and_matches_cpu(exponent, device):
+    x = torch.cat([random((500,), 14), torch.tensor([0.0, -0.0, float("nan"), float("inf"), -2.0])])
+    with npusim.profile() as report:
+        result = torch.pow(x.to(device), exponent)
+        in_place = x.to(device)
+        in_place.pow_(exponent)
+    assert report.fallbacks == {}
+    # Whole exponents multiply exactly like the CPU; others go through exp and log (a few ulps).
+    tolerance = {"rtol": 0, "atol": 0} if exponent in (0, 1, 2, 3) else {"rtol": 2e-6, "atol": 1e-6}
+    torch.testing.assert_close(result.cpu(), torch.pow(x, exponent), equal_nan=True, **tolerance)
+    torch.testing.assert_close(in_place.cpu(), torch.pow(x, exponent), equal_nan=True, **tolerance)

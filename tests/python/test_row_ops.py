@@ -3,6 +3,7 @@ float32, the CPU fallback for other dims."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import npusim
 
@@ -112,13 +113,43 @@ def test_layer_norm_statistics_and_gradients_match_cpu(device):
     for got, want in zip((out, mean, rstd), expected, strict=True):
         assert got.shape == want.shape
         torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
-    # The backward takes the CPU fallback from the saved statistics.
-    layer = torch.nn.LayerNorm(16)
-    layer_device = torch.nn.LayerNorm(16).to(device)
-    x_cpu, x_device = x.clone().requires_grad_(), x.to(device).requires_grad_()
-    layer(x_cpu).square().sum().backward()
-    layer_device(x_device).square().sum().backward()
-    torch.testing.assert_close(x_device.grad.cpu(), x_cpu.grad, rtol=1e-4, atol=1e-4)
+    # The backward, from the saved statistics, composed of native kernels; over two normalised dimensions too.
+    for shape, normalized in (((6, 16), [16]), ((3, 4, 5), [4, 5])):
+        layer = torch.nn.LayerNorm(normalized)
+        with torch.no_grad():
+            layer.weight.copy_(random(tuple(normalized), 14) + 1)
+            layer.bias.copy_(random(tuple(normalized), 15))
+        layer_device = torch.nn.LayerNorm(normalized).to(device)
+        layer_device.load_state_dict(layer.state_dict())
+        data = random(shape, 16)
+        x_cpu, x_device = data.clone().requires_grad_(), data.to(device).requires_grad_()
+        layer(x_cpu).square().sum().backward()
+        with npusim.profile() as report:
+            layer_device(x_device).square().sum().backward()
+        assert report.fallbacks == {}
+        torch.testing.assert_close(x_device.grad.cpu(), x_cpu.grad, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(layer_device.weight.grad.cpu(), layer.weight.grad, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(layer_device.bias.grad.cpu(), layer.bias.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_safe_softmax_gives_zero_for_fully_masked_rows_like_the_cpu(device):
+    x = random((5, 9), 17)
+    x[1] = float("-inf")  # a fully masked row
+    x[3, :4] = float("-inf")
+    with npusim.profile() as report:
+        result = torch.ops.aten._safe_softmax(x.to(device), -1)
+    assert [r.name for r in report.kernels] == ["safe_softmax_f32"]
+    expected = torch.ops.aten._safe_softmax(x, -1)
+    assert torch.equal(result.cpu()[1], torch.zeros(9))
+    torch.testing.assert_close(result.cpu(), expected)
+    # Attention with a boolean mask that hides every key from one query: that query's output is 0, as on the CPU.
+    q, k, v = (random((1, 2, 6, 8), seed) for seed in (18, 19, 20))
+    mask = torch.ones(6, 6, dtype=torch.bool)
+    mask[2] = False
+    with npusim.profile() as report:
+        out = F.scaled_dot_product_attention(q.to(device), k.to(device), v.to(device), attn_mask=mask.to(device))
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("function", [torch.softmax, torch.log_softmax], ids=["softmax", "log_softmax"])

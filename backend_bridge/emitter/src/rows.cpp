@@ -1,5 +1,6 @@
 // Row kernels. Per tile of rt whole rows (n = rt x cols elements):
 //   softmax      m = rowmax(x); x -= m (per row); x = exp(x); s = rowsum(x); x /= s (per row)
+//   safe softmax the same with m = 0 and s = 1 for rows whose max is -inf, so those rows give 0, not NaN
 //   log_softmax  m = rowmax(x); x -= m; e = exp(x); s = rowsum(e); s = log(s); x -= s
 //   sum          s = rowsum(x)
 //   softmax backward      e = g * y; s = rowsum(e); g -= s (per row); g *= y
@@ -11,7 +12,8 @@
 // Registers: r1 arguments; r2 output, r3 input; r4 first row of the tile, r5 rows in it, r6 its elements;
 // r7 row step across cores; r8 scratch; r10 cols; r11 DRAM pointer; r20 tile x, r21 scratch tile e,
 // r22 per-row values; layer norm: r23 per-row 1/std, r24 weight row, r25 bias row, r26 1/cols, r27 eps,
-// r28/r29 mean and 1/std outputs; backward ops: r30 the forward output's tile, r31 its DRAM address.
+// r28/r29 mean and 1/std outputs; backward ops: r30 the forward output's tile, r31 its DRAM address;
+// safe softmax: r23..r25 the constants -inf, 0 and 1 after the per-row values.
 #include "npusim/emitter/rows.h"
 
 #include <fmt/format.h>
@@ -27,7 +29,8 @@ namespace {
 
 constexpr int kOut = 2, kIn = 3, kRow = 4, kRowsInTile = 5, kElements = 6, kRowStep = 7, kScratch = 8, kCols = 10,
               kDram = 11, kTile = 20, kTemp = 21, kPerRow = 22, kRstd = 23, kWeight = 24, kBias = 25, kInvCols = 26,
-              kEps = 27, kMeanOut = 28, kRstdOut = 29, kForwardTile = 30, kForward = 31;
+              kEps = 27, kMeanOut = 28, kRstdOut = 29, kForwardTile = 30, kForward = 31, kNegInf = 23, kZero = 24,
+              kOne = 25;
 constexpr int64_t kFloat = 4;
 
 const char* name_of(RowOp op) {
@@ -36,6 +39,7 @@ const char* name_of(RowOp op) {
     case RowOp::LogSoftmaxF32: return "log_softmax_f32";
     case RowOp::SumF32: return "row_sum_f32";
     case RowOp::LayerNormF32: return "layer_norm_f32";
+    case RowOp::SafeSoftmaxF32: return "safe_softmax_f32";
     case RowOp::SoftmaxBackwardF32: return "softmax_backward_f32";
     case RowOp::LogSoftmaxBackwardF32: return "log_softmax_backward_f32";
   }
@@ -50,7 +54,8 @@ class RowEmitter {
     const int64_t floats = static_cast<int64_t>(config.scratchpad_bytes()) / kFloat;
     const bool norm = spec.op == RowOp::LayerNormF32;
     const int64_t tiles = backward() ? 3 : 2;  // the backward ops also hold the forward output's tile
-    tile_rows_ = std::min(spec.rows, (floats - (norm ? 2 * spec.cols + 2 : 0)) / (tiles * spec.cols + (norm ? 2 : 1)));
+    const int64_t fixed = norm ? 2 * spec.cols + 2 : spec.op == RowOp::SafeSoftmaxF32 ? 3 : 0;
+    tile_rows_ = std::min(spec.rows, (floats - fixed) / (tiles * spec.cols + (norm ? 2 : 1)));
     if (tile_rows_ < 1)
       throw Unsupported(
           fmt::format("a row of {} floats does not fit the scratchpad with its working tiles", spec.cols));
@@ -71,6 +76,7 @@ class RowEmitter {
     w_.load_constant(kTemp, tile_rows_ * spec_.cols * kFloat);
     w_.load_constant(kPerRow, 2 * tile_rows_ * spec_.cols * kFloat);
     if (spec_.op == RowOp::LayerNormF32) emit_norm_setup();
+    if (spec_.op == RowOp::SafeSoftmaxF32) emit_safe_softmax_constants();
     if (backward()) {  // the forward output's tile after the per-row values
       w_.load_constant(kForwardTile, (2 * tile_rows_ * spec_.cols + tile_rows_) * kFloat);
       w_.line("ld r{}, 16(r1)", kForward);
@@ -127,6 +133,17 @@ class RowEmitter {
     if (spec_.bias) load_row(kBias, 24);
     w_.line("fence");
   }
+  void emit_safe_softmax_constants() {
+    const int64_t base = 2 * tile_rows_ * spec_.cols + tile_rows_;
+    const std::pair<int, uint32_t> constants[] = {{kNegInf, 0xff800000}, {kZero, 0}, {kOne, 0x3f800000}};
+    w_.line("li r{}, 1", kScratch);
+    for (size_t k = 0; k < std::size(constants); ++k) {
+      w_.load_constant(constants[k].first, (base + static_cast<int64_t>(k)) * kFloat);
+      // The immediate is signed: -inf's bit pattern is written as the negative number with the same bits.
+      w_.line("vfill.f32 r{}, r{}, {}", constants[k].first, kScratch, static_cast<int32_t>(constants[k].second));
+    }
+  }
+
   // One row of cols floats from the address in argument word `offset` / 8.
   void load_row(int spad, int offset) {
     w_.line("ld r{}, {}(r1)", kDram, offset);
@@ -163,6 +180,16 @@ class RowEmitter {
         w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
         w_.line("vexp.f32 r{0}, r{0}, r{1}", kTile, kElements);
         w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
+        w_.line("vdiv.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
+        break;
+      case RowOp::SafeSoftmaxF32:  // the e tile holds each row's "all -inf" flag (bools)
+        w_.line("vrmax.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
+        w_.line("vceq.f32 r{}, r{}, r{}, r{}, 1", kTemp, kPerRow, kNegInf, kRowsInTile);
+        w_.line("vsel.f32 r{}, r{}, r{}, r{}, 1", kPerRow, kTemp, kZero, kRowsInTile);
+        w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
+        w_.line("vexp.f32 r{0}, r{0}, r{1}", kTile, kElements);
+        w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
+        w_.line("vsel.f32 r{}, r{}, r{}, r{}, 1", kPerRow, kTemp, kOne, kRowsInTile);
         w_.line("vdiv.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
         break;
       case RowOp::LogSoftmaxF32:

@@ -16,6 +16,7 @@ enum class RowOp {
   LogSoftmaxF32,
   SumF32,
   LayerNormF32,
+  SafeSoftmaxF32,         // softmax, but 0 for a row whose every element is -inf (attention's fully masked rows)
   SoftmaxBackwardF32,     // from the gradient and softmax's output: y * (g - rowsum(g * y))
   LogSoftmaxBackwardF32,  // from the gradient and log_softmax's output: g - exp(y) * rowsum(g)
 };
