@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "npusim/emitter/elementwise.h"
+#include "npusim/emitter/gather.h"
 #include "npusim/runtime/device.h"
 
 namespace npusim::bridge {
@@ -36,6 +37,23 @@ bool launched_natively(Launch&& launch) {
     return false;
   } catch (const runtime::DeviceError& error) {
     TORCH_CHECK(false, error.what());
+  }
+  return true;
+}
+
+// launched_natively for kernels that check indices: their `trap 1` (an index outside the table) becomes PyTorch's
+// IndexError, `message` first.
+template <typename Launch>
+bool launched_checking_indices(Launch&& launch, const char* message) {
+  try {
+    launch();
+  } catch (const emitter::Unsupported&) {
+    return false;
+  } catch (const runtime::DeviceError& error) {
+    const std::string what = error.what();
+    const bool out_of_range = what.find("code " + std::to_string(emitter::kIndexOutOfRangeTrap)) != std::string::npos;
+    TORCH_CHECK_INDEX(!out_of_range, message, " (npusim: ", what, ")");
+    TORCH_CHECK(false, what);
   }
   return true;
 }

@@ -1,7 +1,9 @@
 // Native index_select along dim 0 (so nn.Embedding's lookups) as a row-gather kernel, for any dtype: rows are moved
-// as bytes. An index outside the table traps on the device and surfaces as PyTorch's IndexError.
+// as bytes; and embedding's backward as a row scatter-add kernel, float32. An index outside the table traps on the
+// device and surfaces as PyTorch's IndexError.
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "bridge.h"
@@ -27,17 +29,10 @@ at::Tensor& npusim_index_select_out(const at::Tensor& self, int64_t dim, const a
                                    static_cast<int64_t>(table.numel() / self.size(0) * table.element_size()),
                                    indices.numel(), static_cast<int>(indices.element_size())};
     const uint64_t addresses[] = {device_address(result), device_address(table), device_address(indices)};
-    try {
-      launch_gather(out.device().index(), runtime_device(out), spec, addresses);
+    if (launched_checking_indices([&] { launch_gather(out.device().index(), runtime_device(out), spec, addresses); },
+                                  "index out of range in self")) {
       if (!result.is_same(out)) out.copy_(result);
       return out;
-    } catch (const emitter::Unsupported&) {
-      // falls through to the CPU
-    } catch (const runtime::DeviceError& error) {
-      const bool out_of_range =
-          std::string(error.what()).find("code " + std::to_string(emitter::kIndexOutOfRangeTrap)) != std::string::npos;
-      TORCH_CHECK_INDEX(!out_of_range, "index out of range in self (npusim: ", error.what(), ")");
-      TORCH_CHECK(false, error.what());
     }
   }
   torch::jit::Stack stack{self, dim, index, out};
@@ -50,11 +45,38 @@ at::Tensor npusim_index_select(const at::Tensor& self, int64_t dim, const at::Te
   return npusim_index_select_out(self, dim, index, out);
 }
 
+// The embedding table's gradient: zero, then each looked-up row's gradient added to its index's row (padding_idx's
+// rows left out). scale_grad_by_freq takes the CPU fallback.
+at::Tensor npusim_embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices,
+                                           int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq) {
+  const int64_t row_length = grad_output.dim() > 0 ? grad_output.size(-1) : 0;
+  if (!scale_grad_by_freq && grad_output.scalar_type() == at::kFloat && num_weights > 0 && row_length > 0 &&
+      (indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt) &&
+      indices.device() == grad_output.device() && grad_output.numel() == indices.numel() * row_length) {
+    at::Tensor grad_weight = at::zeros({num_weights, row_length}, grad_output.options());
+    if (indices.numel() == 0) return grad_weight;
+    const at::Tensor rows = grad_output.contiguous(), flat = indices.contiguous();
+    const emitter::ScatterAddRowsSpec spec{num_weights, row_length, flat.numel(), static_cast<int>(flat.element_size()),
+                                           padding_idx};
+    const uint64_t addresses[] = {device_address(grad_weight), device_address(rows), device_address(flat)};
+    if (launched_checking_indices(
+            [&] {
+              launch_scatter_add_rows(grad_output.device().index(), runtime_device(grad_output), spec, addresses);
+            },
+            "index out of range in embedding's backward"))
+      return grad_weight;
+  }
+  torch::jit::Stack stack{grad_output, indices, num_weights, padding_idx, scale_grad_by_freq};
+  call_cpu_fallback("aten::embedding_dense_backward", "", stack);
+  return stack[0].toTensor();
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", npusim_index_select);
   m.impl("index_select.out", npusim_index_select_out);
+  m.impl("embedding_dense_backward", npusim_embedding_dense_backward);
 }
 
 }  // namespace npusim::bridge

@@ -45,6 +45,11 @@ std::string cache_key(int device_index, const emitter::NllLossSpec& s, bool back
                      static_cast<int>(s.reduction), s.ignore_index, backward);
 }
 
+std::string cache_key(int device_index, const emitter::ScatterAddRowsSpec& s) {
+  return fmt::format("scatter_add_rows|{}|{}|{}|{}|{}|{}", device_index, s.table_rows, s.row_length, s.indices,
+                     s.index_bytes, s.skip_index);
+}
+
 void dump(const emitter::Kernel& kernel, const std::string& key) {
   const char* directory = std::getenv("NPUSIM_DUMP_KERNELS");
   if (!directory || !*directory) return;
@@ -106,6 +111,13 @@ void launch_nll_loss(int device_index, runtime::Device& device, const emitter::N
         return backward ? emitter::emit_nll_loss_backward(spec, device.config())
                         : emitter::emit_nll_loss(spec, device.config());
       },
+      operand_addresses);
+}
+
+void launch_scatter_add_rows(int device_index, runtime::Device& device, const emitter::ScatterAddRowsSpec& spec,
+                             std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, cache_key(device_index, spec), [&] { return emitter::emit_scatter_add_rows(spec, device.config()); },
       operand_addresses);
 }
 

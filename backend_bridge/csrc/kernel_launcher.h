@@ -10,6 +10,7 @@
 #include "npusim/emitter/matmul.h"
 #include "npusim/emitter/nll_loss.h"
 #include "npusim/emitter/rows.h"
+#include "npusim/emitter/scatter_add_rows.h"
 #include "npusim/runtime/device.h"
 
 namespace npusim::bridge {
@@ -24,6 +25,8 @@ void launch_gather(int device_index, runtime::Device& device, const emitter::Gat
 // The forward kernel, or with `backward` the gradient's.
 void launch_nll_loss(int device_index, runtime::Device& device, const emitter::NllLossSpec& spec, bool backward,
                      std::span<const uint64_t> operand_addresses);
+void launch_scatter_add_rows(int device_index, runtime::Device& device, const emitter::ScatterAddRowsSpec& spec,
+                             std::span<const uint64_t> operand_addresses);
 void launch_rows(int device_index, runtime::Device& device, const emitter::RowSpec& spec,
                  std::span<const uint64_t> operand_addresses);
 

@@ -40,17 +40,9 @@ std::optional<emitter::NllLossSpec> native_spec(const at::Tensor& self, const at
 
 // Runs the kernel; a target out of range becomes an IndexError. False when the emitter cannot express the case.
 bool launch(const emitter::NllLossSpec& spec, bool backward, const at::Tensor& on, std::span<const uint64_t> args) {
-  try {
-    launch_nll_loss(on.device().index(), runtime_device(on), spec, backward, args);
-    return true;
-  } catch (const emitter::Unsupported&) {
-    return false;
-  } catch (const runtime::DeviceError& error) {
-    const bool out_of_range =
-        std::string(error.what()).find("code " + std::to_string(emitter::kIndexOutOfRangeTrap)) != std::string::npos;
-    TORCH_CHECK_INDEX(!out_of_range, "Target is out of bounds (npusim: ", error.what(), ")");
-    TORCH_CHECK(false, error.what());
-  }
+  return launched_checking_indices(
+      [&] { launch_nll_loss(on.device().index(), runtime_device(on), spec, backward, args); },
+      "Target is out of bounds");
 }
 
 at::Tensor defined_or_empty(const std::optional<at::Tensor>& weight) {

@@ -1,6 +1,7 @@
 // Pointwise ops composed from native kernels: lerp (Adam's first moment), addcmul (its second moment), addcdiv (its
-// update) and pow with a scalar exponent. Each step is an emitted kernel on the device, so an optimizer step runs
-// without the CPU fallback; other dtypes, devices and mixes take the fallback, counted and reported.
+// update), pow with a scalar exponent, and tanh's backward. Each step is an emitted kernel on the device, so an
+// optimizer step runs without the CPU fallback; other dtypes, devices and mixes take the fallback, counted and
+// reported.
 #include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
@@ -116,9 +117,26 @@ at::Tensor npusim_pow(const at::Tensor& self, const at::Scalar& exponent) {
 }
 at::Tensor& npusim_pow_(at::Tensor& self, const at::Scalar& exponent) { return npusim_pow_out(self, exponent, self); }
 
+// tanh's backward from its output y: grad (1 - y^2).
+at::Tensor& npusim_tanh_backward_out(const at::Tensor& grad_output, const at::Tensor& output, at::Tensor& grad_input) {
+  if (all_float_on_device(grad_input, {grad_output, output})) {
+    const at::Tensor slope = (output * output).neg_().add_(1);
+    return at::mul_out(grad_input, grad_output, slope);
+  }
+  torch::jit::Stack stack{grad_output, output, grad_input};
+  call_cpu_fallback("aten::tanh_backward", "grad_input", stack);
+  return grad_input;
+}
+at::Tensor npusim_tanh_backward(const at::Tensor& grad_output, const at::Tensor& output) {
+  at::Tensor grad_input = at::empty({0}, grad_output.options());
+  return npusim_tanh_backward_out(grad_output, output, grad_input);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("tanh_backward", npusim_tanh_backward);
+  m.impl("tanh_backward.grad_input", npusim_tanh_backward_out);
   m.impl("pow.Tensor_Scalar", npusim_pow);
   m.impl("pow_.Scalar", npusim_pow_);
   m.impl("pow.Tensor_Scalar_out", npusim_pow_out);

@@ -42,3 +42,29 @@ def test_other_dims_take_the_cpu_fallback(device):
     table = torch.arange(12.0).reshape(3, 4)
     index = torch.tensor([3, 1])
     assert torch.equal(torch.index_select(table.to(device), 1, index.to(device)).cpu(), table[:, [3, 1]])
+
+
+def test_embedding_backward_accumulates_repeated_indices_natively(device):
+    table = torch.randn(10, 6, generator=torch.Generator().manual_seed(40))
+    indices = torch.tensor([[1, 3, 3], [9, 1, 0]])
+    for padding_idx in (None, 3):
+        embedding = torch.nn.Embedding(10, 6, padding_idx=padding_idx)
+        with torch.no_grad():
+            embedding.weight.copy_(table)
+        embedding_device = torch.nn.Embedding(10, 6, padding_idx=padding_idx).to(device)
+        embedding_device.load_state_dict(embedding.state_dict())
+        grad = torch.randn(2, 3, 6, generator=torch.Generator().manual_seed(41))
+        embedding(indices).backward(grad)
+        with npusim.profile() as report:
+            embedding_device(indices.to(device)).backward(grad.to(device))
+        assert report.fallbacks == {}
+        assert "scatter_add_rows_f32" in {k.name for k in report.kernels}
+        torch.testing.assert_close(embedding_device.weight.grad.cpu(), embedding.weight.grad)
+
+
+def test_embedding_backward_with_an_index_outside_the_table_is_an_index_error(device):
+    grad = torch.ones(3, 4).to(device)
+    with pytest.raises(IndexError, match="embedding's backward"):
+        torch.ops.aten.embedding_dense_backward(grad, torch.tensor([0, 7, 1]).to(device), 5, -1, False)
+    result = torch.ops.aten.embedding_dense_backward(grad, torch.tensor([0, 4, 0]).to(device), 5, -1, False)
+    assert result.cpu()[0].tolist() == [2.0] * 4 and result.cpu()[4].tolist() == [1.0] * 4

@@ -180,3 +180,27 @@ def test_save_and_load_keep_device_views_and_map_location(device, tmp_path):
     assert torch.load(path, map_location="npusim").device.type == "npusim"
     with torch.npusim.device(0):
         assert torch.npusim.current_device() == 0
+
+
+def test_cat_arange_and_tanh_backward_run_natively(device):
+    a, b = torch.randn(2, 3), torch.randn(4, 3)
+    c = torch.arange(12, dtype=torch.int64).reshape(3, 4)
+    with npusim.profile() as report:
+        joined = torch.cat([a.to(device), torch.empty(0).to(device), b.to(device)])
+        columns = torch.cat([c.to(device), c.to(device)[:, :1]], dim=1)
+        ranges = [
+            torch.arange(37, device=device),
+            torch.arange(-3.0, 9.5, 0.5, device=device),
+            torch.arange(5, 1, -2, device=device),
+        ]
+        y = torch.tanh(a.to(device).requires_grad_())
+        y.backward(torch.ones_like(y))
+    assert report.fallbacks == {}
+    torch.testing.assert_close(joined.cpu(), torch.cat([a, b]))
+    assert torch.equal(columns.cpu(), torch.cat([c, c[:, :1]], dim=1))
+    for result, expected in zip(
+        ranges, [torch.arange(37), torch.arange(-3.0, 9.5, 0.5), torch.arange(5, 1, -2)], strict=True
+    ):
+        assert result.dtype == expected.dtype and torch.equal(result.cpu(), expected)
+    with pytest.raises(RuntimeError):  # PyTorch's own shape error, through the fallback
+        torch.cat([a.to(device), torch.randn(2, 4).to(device)])

@@ -1,0 +1,46 @@
+// Native arange for float32 and int64 on the device, with no iota instruction: the first element is filled in, then
+// each step doubles the filled prefix, out[n .. 2n) = out[0 .. n) + n * step, one elementwise kernel each, so a
+// length-L range takes about log2(L) kernels. int64 is exact; float32 adds the offsets in float32, which for
+// whole-number steps and starts is exact up to 2^24. Other dtypes take the CPU fallback.
+#include <ATen/native/RangeFactories.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/arange.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "bridge.h"
+
+namespace npusim::bridge {
+namespace {
+
+at::Tensor& npusim_arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  const bool native_dtype = out.scalar_type() == at::kFloat || out.scalar_type() == at::kLong;
+  const double first = start.toDouble(), last = end.toDouble(), stride = step.toDouble();
+  const bool valid = stride != 0 && std::isfinite(first) && std::isfinite(last) && (last - first) / stride >= 0;
+  if (native_dtype && valid && out.is_contiguous()) {
+    const int64_t length = static_cast<int64_t>(std::ceil((last - first) / stride));
+    at::native::resize_output(out, {length});
+    if (length == 0) return out;
+    out.narrow(0, 0, 1).fill_(start);
+    for (int64_t filled = 1; filled < length;) {
+      const int64_t count = std::min(filled, length - filled);
+      const at::Scalar offset = out.scalar_type() == at::kLong ? at::Scalar(filled * step.toLong())
+                                                               : at::Scalar(static_cast<double>(filled) * stride);
+      at::Tensor destination = out.narrow(0, filled, count);
+      at::add_out(destination, out.narrow(0, 0, count), at::scalar_tensor(offset, out.options().device(c10::kCPU)));
+      filled += count;
+    }
+    return out;
+  }
+  torch::jit::Stack stack{start, end, step, out};
+  call_cpu_fallback("aten::arange", "start_out", stack);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("arange.start_out", npusim_arange_out); }
+
+}  // namespace npusim::bridge
