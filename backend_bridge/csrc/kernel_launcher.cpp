@@ -50,6 +50,11 @@ std::string cache_key(int device_index, const emitter::ScatterAddRowsSpec& s) {
                      s.index_bytes, s.skip_index);
 }
 
+std::string cache_key(int device_index, const emitter::TriangleSpec& s) {
+  return fmt::format("triangle|{}|{}|{}|{}|{}|{}|{}", device_index, s.matrices, s.rows, s.cols, s.element_bytes,
+                     s.diagonal, s.keep_lower);
+}
+
 void dump(const emitter::Kernel& kernel, const std::string& key) {
   const char* directory = std::getenv("NPUSIM_DUMP_KERNELS");
   if (!directory || !*directory) return;
@@ -118,6 +123,13 @@ void launch_scatter_add_rows(int device_index, runtime::Device& device, const em
                              std::span<const uint64_t> operand_addresses) {
   launch_cached(
       device, cache_key(device_index, spec), [&] { return emitter::emit_scatter_add_rows(spec, device.config()); },
+      operand_addresses);
+}
+
+void launch_zero_triangle(int device_index, runtime::Device& device, const emitter::TriangleSpec& spec,
+                          std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, cache_key(device_index, spec), [&] { return emitter::emit_zero_triangle(spec, device.config()); },
       operand_addresses);
 }
 

@@ -11,6 +11,7 @@
 #include "npusim/emitter/nll_loss.h"
 #include "npusim/emitter/rows.h"
 #include "npusim/emitter/scatter_add_rows.h"
+#include "npusim/emitter/triangle.h"
 #include "npusim/runtime/device.h"
 
 namespace npusim::bridge {
@@ -27,6 +28,8 @@ void launch_nll_loss(int device_index, runtime::Device& device, const emitter::N
                      std::span<const uint64_t> operand_addresses);
 void launch_scatter_add_rows(int device_index, runtime::Device& device, const emitter::ScatterAddRowsSpec& spec,
                              std::span<const uint64_t> operand_addresses);
+void launch_zero_triangle(int device_index, runtime::Device& device, const emitter::TriangleSpec& spec,
+                          std::span<const uint64_t> operand_addresses);
 void launch_rows(int device_index, runtime::Device& device, const emitter::RowSpec& spec,
                  std::span<const uint64_t> operand_addresses);
 

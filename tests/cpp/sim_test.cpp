@@ -12,6 +12,7 @@
 #include "npusim/emitter/matmul.h"
 #include "npusim/emitter/nll_loss.h"
 #include "npusim/emitter/rows.h"
+#include "npusim/emitter/triangle.h"
 #include "npusim/isa/assembler.h"
 #include "npusim/runtime/device.h"
 
@@ -101,6 +102,7 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
                                 test_config()),
       emitter::emit_rows({emitter::RowOp::SoftmaxF32, 8, 100}, test_config()),
       emitter::emit_rows({emitter::RowOp::SafeSoftmaxF32, 8, 100}, test_config()),
+      emitter::emit_zero_triangle({2, 20, 50, 4, 3, true}, test_config()),
       emitter::emit_rows({emitter::RowOp::LogSoftmaxF32, 30, 50}, test_config()),
       emitter::emit_rows({emitter::RowOp::SumF32, 16, 64}, test_config()),
       emitter::emit_rows({emitter::RowOp::SoftmaxBackwardF32, 12, 70}, test_config()),

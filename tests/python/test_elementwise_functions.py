@@ -156,3 +156,31 @@ def test_pow_with_a_scalar_exponent_runs_natively_and_matches_cpu(exponent, devi
     tolerance = {"rtol": 0, "atol": 0} if exponent in (0, 1, 2, 3) else {"rtol": 2e-6, "atol": 1e-6}
     torch.testing.assert_close(result.cpu(), torch.pow(x, exponent), equal_nan=True, **tolerance)
     torch.testing.assert_close(in_place.cpu(), torch.pow(x, exponent), equal_nan=True, **tolerance)
+
+
+def test_where_tril_and_triu_run_natively_and_match_cpu(device):
+    condition = random((3, 4), 15) > 0
+    cases = [
+        (random((3, 4), 16), random((3, 4), 17)),
+        (random((1, 4), 18), torch.tensor(float("-inf"))),  # a broadcast row and a CPU scalar, as attention masks use
+        (torch.arange(12).reshape(3, 4), torch.tensor(7)),  # int64
+    ]
+    x = random((2, 5, 7), 19)
+    with npusim.profile() as report:
+        chosen = [
+            torch.where(condition.to(device), a.to(device), b if b.dim() == 0 else b.to(device)) for a, b in cases
+        ]
+        lower = [torch.tril(x.to(device), k) for k in (-2, 0, 1, 9)]
+        upper = [torch.triu(x.to(device), k) for k in (-9, 0, 3)]
+        causal = torch.ones(6, 6, dtype=torch.bool, device=device).tril()
+        in_place = x.to(device)
+        in_place.triu_(1)
+    assert report.fallbacks == {}
+    for result, (a, b) in zip(chosen, cases, strict=True):
+        assert torch.equal(result.cpu(), torch.where(condition, a, b))
+    for result, k in zip(lower, (-2, 0, 1, 9), strict=True):
+        assert torch.equal(result.cpu(), torch.tril(x, k))
+    for result, k in zip(upper, (-9, 0, 3), strict=True):
+        assert torch.equal(result.cpu(), torch.triu(x, k))
+    assert torch.equal(causal.cpu(), torch.ones(6, 6, dtype=torch.bool).tril())
+    assert torch.equal(in_place.cpu(), torch.triu(x, 1))

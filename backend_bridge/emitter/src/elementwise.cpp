@@ -1,11 +1,11 @@
 // Elementwise kernels: collapse dimensions, nest scalar loops over the outer ones, tile the innermost one.
 //
-// Register use: r1 argument block, r2.. operand pointers (one per operand), r5..r8 outer loop counters,
-// r9 tile index, r10 elements in the current tile, r11 scratch, r12/r13 row length and rows of a 2-D tile,
-// r14 core id, r20/r21 scratchpad buffers (r15 a third for ops that need scratch), r22.. saved operand pointers,
-// r25..r31 addresses of the scratchpad
-// constants (one f32 each, after the buffers). Each of the kernel's cores (Kernel::cores, which the launch must
-// match) takes its share of the tiles.
+// Register use: r1 argument block, r2..r5 operand pointers (one per operand), r6..r9 outer loop counters,
+// r10 tile index, r11 elements in the current tile, r12 scratch, r13/r14 row length and rows of a 2-D tile,
+// r15 core id, r16..r18 scratchpad buffers (the third for a third input or for scratch), r20..r23 saved operand
+// pointers, r25..r31 addresses of the scratchpad constants (one f32 each, after the buffers). Operands may have
+// different element sizes (where's bool condition); every buffer holds a tile of the widest. Each of the kernel's
+// cores (Kernel::cores, which the launch must match) takes its share of the tiles.
 #include "npusim/emitter/elementwise.h"
 
 #include <fmt/format.h>
@@ -21,18 +21,18 @@ namespace npusim::emitter {
 namespace {
 
 constexpr int kFirstPointer = 2;
-constexpr int kFirstOuterCounter = 5;
+constexpr int kFirstOuterCounter = 6;
 constexpr int kMaxOuterDims = 4;
-constexpr int kTileCounter = 9;
-constexpr int kTileElements = 10;
-constexpr int kScratch = 11;
-constexpr int kRowLength = 12;
-constexpr int kTileRows = 13;
-constexpr int kCore = 14;
-constexpr int kFirstSavedPointer = 22;
-constexpr int kBufferA = 20;
-constexpr int kBufferB = 21;
-constexpr int kBufferC = 15;
+constexpr int kTileCounter = 10;
+constexpr int kTileElements = 11;
+constexpr int kScratch = 12;
+constexpr int kRowLength = 13;
+constexpr int kTileRows = 14;
+constexpr int kCore = 15;
+constexpr int kBufferA = 16;
+constexpr int kBufferB = 17;
+constexpr int kBufferC = 18;
+constexpr int kFirstSavedPointer = 20;
 
 constexpr int kFirstConstant = 25;
 
@@ -60,12 +60,16 @@ struct OpDefinition {
   const char* name;
   int inputs;
   std::vector<const char*> steps;
-  int element_bytes = 4;  // 0: any (a copy)
+  int element_bytes = 4;         // of the output and, unless input_bytes says otherwise, the inputs; 0: any (a copy)
+  std::vector<int> input_bytes;  // per input, where they differ
 };
 const std::vector<OpDefinition>& definitions() {
   using enum ElementwiseOp;
   static const std::vector<OpDefinition> table = {
       {Copy, "copy", 1, {}, 0},
+      // Inputs other, condition (bool), self, loaded into {a}, {b} and {c}: self where the condition holds.
+      {WhereB32, "where_b32", 3, {"vsel.i32 {a}, {b}, {c}, {n}"}, 4, {4, 1, 4}},
+      {WhereB64, "where_b64", 3, {"vsel.i64 {a}, {b}, {c}, {n}"}, 8, {8, 1, 8}},
       {AddI32, "add_i32", 2, {"vadd.i32 {a}, {a}, {b}, {n}"}},
       {SubI32, "sub_i32", 2, {"vsub.i32 {a}, {a}, {b}, {n}"}},
       {AddI64, "add_i64", 2, {"vadd.i64 {a}, {a}, {b}, {n}"}, 8},
@@ -130,30 +134,37 @@ bool uses_constants(ElementwiseOp op) {
   return std::any_of(std::begin(kConstants), std::end(kConstants),
                      [&](const Constant& constant) { return uses(op, constant.name); });
 }
-// Scratchpad tiles: the copy's one, the inputs' two, and the scratch tile {c} where the steps use it.
+// Scratchpad tiles: the copy's one, the inputs' two, and a third for a third input or the scratch tile {c}.
 int buffer_count(ElementwiseOp op) { return op == ElementwiseOp::Copy ? 1 : uses(op, "c") ? 3 : 2; }
+
+// Bytes per element of each operand, output first.
+std::vector<int> operand_bytes(const ElementwiseSpec& spec) {
+  const OpDefinition& op = definition(spec.op);
+  std::vector<int> bytes(1 + op.inputs, spec.element_bytes);
+  for (size_t k = 0; k < op.input_bytes.size(); ++k) bytes[1 + k] = op.input_bytes[k];
+  return bytes;
+}
 
 // Drops size-1 dimensions and merges neighbours that are contiguous in every operand. Strides become bytes.
 ElementwiseSpec collapse(const ElementwiseSpec& spec) {
+  const std::vector<int> bytes = operand_bytes(spec);
   ElementwiseSpec out{spec.op, spec.element_bytes, {}, std::vector<std::vector<int64_t>>(spec.strides.size())};
   for (size_t dim = 0; dim < spec.sizes.size(); ++dim) {
     if (spec.sizes[dim] == 1) continue;
     bool mergeable = !out.sizes.empty();
     for (size_t k = 0; k < spec.strides.size() && mergeable; ++k)
-      mergeable = out.strides[k].back() == spec.strides[k][dim] * spec.element_bytes * spec.sizes[dim];
+      mergeable = out.strides[k].back() == spec.strides[k][dim] * bytes[k] * spec.sizes[dim];
     if (mergeable) {
       out.sizes.back() *= spec.sizes[dim];
-      for (size_t k = 0; k < spec.strides.size(); ++k)
-        out.strides[k].back() = spec.strides[k][dim] * spec.element_bytes;
+      for (size_t k = 0; k < spec.strides.size(); ++k) out.strides[k].back() = spec.strides[k][dim] * bytes[k];
     } else {
       out.sizes.push_back(spec.sizes[dim]);
-      for (size_t k = 0; k < spec.strides.size(); ++k)
-        out.strides[k].push_back(spec.strides[k][dim] * spec.element_bytes);
+      for (size_t k = 0; k < spec.strides.size(); ++k) out.strides[k].push_back(spec.strides[k][dim] * bytes[k]);
     }
   }
   if (out.sizes.empty()) {  // a single element
     out.sizes.push_back(1);
-    for (auto& strides : out.strides) strides.push_back(spec.element_bytes);
+    for (size_t k = 0; k < out.strides.size(); ++k) out.strides[k].push_back(bytes[k]);
   }
   return out;
 }
@@ -161,11 +172,11 @@ ElementwiseSpec collapse(const ElementwiseSpec& spec) {
 class ElementwiseEmitter {
  public:
   ElementwiseEmitter(const ElementwiseSpec& spec, const config::ChipConfig& config)
-      : spec_(collapse(spec)), operands_(operand_count(spec.op)) {
+      : spec_(collapse(spec)), operands_(operand_count(spec.op)), bytes_(operand_bytes(spec)) {
+    widest_ = *std::max_element(bytes_.begin(), bytes_.end());
     const int buffers = buffer_count(spec_.op);
     const int64_t constant_bytes = uses_constants(spec_.op) ? static_cast<int64_t>(std::size(kConstants)) * 4 : 0;
-    const int64_t elements =
-        (static_cast<int64_t>(config.scratchpad_bytes()) - constant_bytes) / buffers / spec_.element_bytes;
+    const int64_t elements = (static_cast<int64_t>(config.scratchpad_bytes()) - constant_bytes) / buffers / widest_;
     tile_elements_ = std::max<int64_t>(1, elements / 64 * 64);
     // More cores than tiles would only add idle cores to the launch.
     int64_t total = 1;
@@ -187,8 +198,8 @@ class ElementwiseEmitter {
                                 fmt::join(spec_.strides, " ")));
     for (int k = 0; k < operands_; ++k) writer_.line("ld r{}, {}(r1)", kFirstPointer + k, 8 * k);
     writer_.line("li r{}, 0", kBufferA);
-    writer_.line("li r{}, {}", kBufferB, tile_elements_ * spec_.element_bytes);
-    if (buffer_count(spec_.op) == 3) writer_.line("li r{}, {}", kBufferC, 2 * tile_elements_ * spec_.element_bytes);
+    writer_.line("li r{}, {}", kBufferB, tile_elements_ * widest_);
+    if (buffer_count(spec_.op) == 3) writer_.line("li r{}, {}", kBufferC, 2 * tile_elements_ * widest_);
     if (uses_constants(spec_.op)) emit_constants();
     emit_dimension(0);
     writer_.line("halt");
@@ -203,8 +214,7 @@ class ElementwiseEmitter {
     writer_.line("li r{}, 1", kScratch);
     for (size_t k = 0; k < std::size(kConstants); ++k) {
       const int reg = kFirstConstant + static_cast<int>(k);
-      writer_.load_constant(
-          reg, buffer_count(spec_.op) * tile_elements_ * spec_.element_bytes + 4 * static_cast<int64_t>(k));
+      writer_.load_constant(reg, buffer_count(spec_.op) * tile_elements_ * widest_ + 4 * static_cast<int64_t>(k));
       writer_.line("vfill.f32 r{}, r{}, 0x{:08x}", reg, kScratch, kConstants[k].bits);
     }
   }
@@ -253,8 +263,8 @@ class ElementwiseEmitter {
   // Whole rows of the innermost dimension fit a tile several times, and every operand's rows are contiguous: tiles
   // of several rows, each moved by one 2-D DMA (a zero row stride repeats a broadcast row).
   bool rows_fit_in_tiles() const {
-    for (const auto& strides : spec_.strides)
-      if (strides[last_dim()] != spec_.element_bytes) return false;
+    for (size_t k = 0; k < spec_.strides.size(); ++k)
+      if (spec_.strides[k][last_dim()] != bytes_[k]) return false;
     return spec_.sizes[last_dim()] * 2 <= tile_elements_;
   }
 
@@ -313,7 +323,7 @@ class ElementwiseEmitter {
 
   // Moves one operand's tile: 1-D along `dim`, or 2-D with rows along `dim` (kTileRows rows of kRowLength).
   void move(bool load, int operand, int buffer, int dim, bool rows) {
-    const int bits = spec_.element_bytes * 8;
+    const int bits = bytes_[operand] * 8;
     const int pointer = kFirstPointer + operand;
     const int64_t stride = spec_.strides[operand][dim];
     if (rows && load)
@@ -329,8 +339,8 @@ class ElementwiseEmitter {
   // One tile: load the inputs, compute, store; fences order the engines because each step reads the previous one's
   // scratchpad results.
   void emit_tile(int dim, bool rows = false) {
-    move(true, 1, kBufferA, dim, rows);
-    if (operands_ == 3) move(true, 2, kBufferB, dim, rows);
+    const int buffers[] = {kBufferA, kBufferB, kBufferC};
+    for (int input = 1; input < operands_; ++input) move(true, input, buffers[input - 1], dim, rows);
     if (!definition(spec_.op).steps.empty()) {
       writer_.line("fence");
       emit_compute();
@@ -342,6 +352,8 @@ class ElementwiseEmitter {
 
   ElementwiseSpec spec_;
   int operands_;
+  std::vector<int> bytes_;  // per operand, output first
+  int widest_ = 4;
   int64_t cores_ = 1;
   int64_t tile_elements_ = 0;
   AssemblyWriter writer_;

@@ -15,6 +15,9 @@ namespace npusim::emitter {
 
 enum class ElementwiseOp {
   Copy,
+  // three inputs: other, a bool condition, self; out = condition ? self : other, for any 4- or 8-byte type
+  WhereB32,
+  WhereB64,
   // two inputs
   AddF32,
   SubF32,
