@@ -114,6 +114,44 @@ void copy_device_to_host(const at::Tensor& source, const at::Tensor& destination
   destination.copy_(host);
 }
 
+// The ISA's element type for a PyTorch dtype, if it has one.
+std::optional<isa::ElementType> element_type(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return isa::ElementType::F32;
+    case at::kHalf: return isa::ElementType::F16;
+    case at::kBFloat16: return isa::ElementType::BF16;
+    case at::kChar: return isa::ElementType::I8;
+    case at::kByte: return isa::ElementType::U8;
+    case at::kInt: return isa::ElementType::I32;
+    case at::kLong: return isa::ElementType::I64;
+    case at::kBool: return isa::ElementType::Bool;
+    default: return std::nullopt;
+  }
+}
+
+// Converts `source` into `destination` (same shape, other dtype) with a vcvt kernel. PyTorch wraps integers that do
+// not fit a narrower integer type where the ISA saturates, so those conversions are not native (false).
+bool convert_on_device(const at::Tensor& source, const at::Tensor& destination) {
+  const auto from = element_type(source.scalar_type()), to = element_type(destination.scalar_type());
+  if (!from || !to) return false;
+  const bool integer_from = at::isIntegralType(source.scalar_type(), false),
+             integer_to = at::isIntegralType(destination.scalar_type(), false);
+  if (integer_from && integer_to &&
+      (isa::element_bytes(*to) < isa::element_bytes(*from) ||
+       (isa::element_bytes(*to) == isa::element_bytes(*from) && *to != *from)))
+    return false;
+  if (may_share_memory(source, destination)) return false;
+  emitter::ElementwiseSpec spec{emitter::ElementwiseOp::Convert,
+                                static_cast<int>(destination.element_size()),
+                                destination.sizes().vec(),
+                                {destination.strides().vec(), source.strides().vec()}};
+  spec.convert_from = *from;
+  spec.convert_to = *to;
+  const uint64_t addresses[] = {device_address(destination), device_address(source)};
+  return launched_natively(
+      [&] { launch_elementwise(destination.device().index(), runtime_device(destination), spec, addresses); });
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "npusim: cannot copy a tensor of shape ", self.sizes(),
               " into one of shape ", dst.sizes());
@@ -124,8 +162,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     copy_device_to_host(self, dst);
   } else if (self.scalar_type() == dst.scalar_type()) {
     copy_on_device(self.expand_as(dst), dst);
-  } else {
-    // Converting dtypes on the device needs vector conversion instructions the ISA does not have yet.
+  } else if (!convert_on_device(self.expand_as(dst), dst)) {
     note_cpu_fallback("aten::_to_copy (dtype conversion)");
     copy_host_to_device(self.cpu(), dst);
   }

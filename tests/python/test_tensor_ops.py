@@ -204,3 +204,47 @@ def test_cat_arange_and_tanh_backward_run_natively(device):
         assert result.dtype == expected.dtype and torch.equal(result.cpu(), expected)
     with pytest.raises(RuntimeError):  # PyTorch's own shape error, through the fallback
         torch.cat([a.to(device), torch.randn(2, 4).to(device)])
+
+
+CONVERTIBLE = [
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.int8,
+    torch.uint8,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+]
+
+
+@pytest.mark.parametrize("source", CONVERTIBLE, ids=str)
+def test_dtype_conversions_on_the_device_match_the_cpu(source, device):
+    # Values every type holds (0..100 and halves, so rounding to nearest-even shows), and a few negative ones.
+    values = torch.cat([torch.arange(0, 100, 0.5), torch.tensor([-3.5, -1.0, -0.5, -0.0])])
+    x = values.to(source) if source != torch.bool else values > 10
+    for target in CONVERTIBLE:
+        if target == source:
+            continue
+        narrowing = (
+            not source.is_floating_point
+            and source != torch.bool
+            and not target.is_floating_point
+            and (target != torch.bool and torch.iinfo(target).bits <= torch.iinfo(source).bits)
+        )
+        if source.is_floating_point and target == torch.uint8:
+            x_target = x.abs()  # negative floats to uint8 are undefined in C++, and so on the CPU
+        else:
+            x_target = x
+        with npusim.profile() as report:
+            converted = x_target.to(device).to(target)
+        # Integer narrowing wraps on the CPU where the ISA saturates: it takes the counted fallback instead.
+        assert (report.fallbacks == {}) != narrowing, (source, target, report.fallbacks)
+        assert converted.dtype == target
+        assert torch.equal(converted.cpu(), x_target.to(target)), (source, target)
+
+
+def test_float_to_integer_conversion_saturates_as_the_isa_documents(device):
+    x = torch.tensor([1e10, -1e10, 300.0, -300.0, float("nan"), float("inf")])
+    assert x.to(device).to(torch.int32).cpu().tolist() == [2**31 - 1, -(2**31), 300, -300, 0, 2**31 - 1]
+    assert x.to(device).to(torch.int8).cpu().tolist() == [127, -128, 127, -128, 0, 127]

@@ -67,6 +67,8 @@ const std::vector<OpDefinition>& definitions() {
   using enum ElementwiseOp;
   static const std::vector<OpDefinition> table = {
       {Copy, "copy", 1, {}, 0},
+      // Converted into {b}, then moved back to {a}, the tile that is stored: {to} and {from} are the spec's types.
+      {Convert, "convert", 1, {"vcvt.{to}.{from} {b}, {a}, {n}", "vmov.{to} {a}, {b}, {n}"}, 0},
       // Inputs other, condition (bool), self, loaded into {a}, {b} and {c}: self where the condition holds.
       {WhereB32, "where_b32", 3, {"vsel.i32 {a}, {b}, {c}, {n}"}, 4, {4, 1, 4}},
       {WhereB64, "where_b64", 3, {"vsel.i64 {a}, {b}, {c}, {n}"}, 8, {8, 1, 8}},
@@ -142,13 +144,16 @@ std::vector<int> operand_bytes(const ElementwiseSpec& spec) {
   const OpDefinition& op = definition(spec.op);
   std::vector<int> bytes(1 + op.inputs, spec.element_bytes);
   for (size_t k = 0; k < op.input_bytes.size(); ++k) bytes[1 + k] = op.input_bytes[k];
+  if (spec.op == ElementwiseOp::Convert) bytes[1] = static_cast<int>(isa::element_bytes(spec.convert_from));
   return bytes;
 }
 
 // Drops size-1 dimensions and merges neighbours that are contiguous in every operand. Strides become bytes.
 ElementwiseSpec collapse(const ElementwiseSpec& spec) {
   const std::vector<int> bytes = operand_bytes(spec);
-  ElementwiseSpec out{spec.op, spec.element_bytes, {}, std::vector<std::vector<int64_t>>(spec.strides.size())};
+  ElementwiseSpec out = spec;
+  out.sizes.clear();
+  out.strides.assign(spec.strides.size(), {});
   for (size_t dim = 0; dim < spec.sizes.size(); ++dim) {
     if (spec.sizes[dim] == 1) continue;
     bool mergeable = !out.sizes.empty();
@@ -229,6 +234,9 @@ class ElementwiseEmitter {
     names.push_back(fmt::arg("b", b));
     names.push_back(fmt::arg("c", c));
     names.push_back(fmt::arg("n", n));
+    const std::string to(isa::type_name(spec_.convert_to)), from(isa::type_name(spec_.convert_from));
+    names.push_back(fmt::arg("to", to));
+    names.push_back(fmt::arg("from", from));
     for (size_t k = 0; k < std::size(kConstants); ++k) names.push_back(fmt::arg(kConstants[k].name, constants[k]));
     for (const char* step : definition(spec_.op).steps) writer_.line("{}", fmt::vformat(step, names));
   }
@@ -374,11 +382,15 @@ Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& c
       throw std::invalid_argument("every operand needs one stride per dimension");
   for (int64_t size : spec.sizes)
     if (size < 0) throw std::invalid_argument(fmt::format("negative size {} in an elementwise kernel", size));
+  if (spec.op == ElementwiseOp::Convert && spec.element_bytes != static_cast<int>(isa::element_bytes(spec.convert_to)))
+    throw std::invalid_argument("a conversion's element_bytes must be its result type's");
   if (definition(spec.op).element_bytes != 0 && spec.element_bytes != definition(spec.op).element_bytes)
     throw std::invalid_argument(fmt::format("{} takes {}-byte elements, not {}", op_name(spec.op),
                                             definition(spec.op).element_bytes, spec.element_bytes));
   Kernel kernel;
-  kernel.name = op_name(spec.op);
+  kernel.name = spec.op == ElementwiseOp::Convert
+                    ? fmt::format("convert_{}_{}", isa::type_name(spec.convert_to), isa::type_name(spec.convert_from))
+                    : op_name(spec.op);
   const bool empty = std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end();
   if (empty) {
     kernel.assembly = "; no elements\n    halt\n";

@@ -10,11 +10,13 @@
 #include <vector>
 
 #include "npusim/config/chip_config.h"
+#include "npusim/isa/isa.h"
 
 namespace npusim::emitter {
 
 enum class ElementwiseOp {
   Copy,
+  Convert,  // out = the input converted to another element type (vcvt), the types named by the spec
   // three inputs: other, a bool condition, self; out = condition ? self : other, for any 4- or 8-byte type
   WhereB32,
   WhereB64,
@@ -56,6 +58,8 @@ struct ElementwiseSpec {
   int element_bytes = 4;
   std::vector<int64_t> sizes;                 // the output's shape
   std::vector<std::vector<int64_t>> strides;  // in elements, one list per operand; operand 0 is the output
+  // Convert only: the input's and the output's element types (element_bytes is the output's).
+  isa::ElementType convert_from = isa::ElementType::F32, convert_to = isa::ElementType::F32;
 };
 
 struct Kernel {
