@@ -103,6 +103,8 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
       emitter::emit_rows({emitter::RowOp::SoftmaxF32, 8, 100}, test_config()),
       emitter::emit_rows({emitter::RowOp::SafeSoftmaxF32, 8, 100}, test_config()),
       emitter::emit_zero_triangle({2, 20, 50, 4, 3, true}, test_config()),
+      emitter::emit_elementwise({emitter::ElementwiseOp::GtF32, 1, {30, 50}, {{50, 1}, {50, 1}, {1, 30}}},
+                                test_config()),
       emitter::emit_elementwise({emitter::ElementwiseOp::Convert,
                                  2,
                                  {30, 50},

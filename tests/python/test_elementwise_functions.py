@@ -184,3 +184,31 @@ def test_where_tril_and_triu_run_natively_and_match_cpu(device):
         assert torch.equal(result.cpu(), torch.triu(x, k))
     assert torch.equal(causal.cpu(), torch.ones(6, 6, dtype=torch.bool).tril())
     assert torch.equal(in_place.cpu(), torch.triu(x, 1))
+
+
+@pytest.mark.parametrize("name", ["eq", "ne", "lt", "le", "gt", "ge"])
+def test_comparisons_run_natively_and_match_cpu_including_nan(name, device):
+    compare = getattr(torch, name)
+    a = torch.tensor([[1.0, 2.0, float("nan"), -0.0, float("inf"), 3.0]]).repeat(3, 1)
+    b = torch.tensor([[1.0], [2.5], [float("nan")]])  # broadcast against the rows
+    with npusim.profile() as report:
+        results = [compare(a.to(device), b.to(device)), compare(a.to(device), 2.0), compare(a.to(device), 0.0)]
+        out = torch.empty(0, dtype=torch.bool, device=device)
+        compare(a.to(device), b.to(device), out=out)
+    assert report.fallbacks == {}
+    for result, expected in zip(results, [compare(a, b), compare(a, 2.0), compare(a, 0.0)], strict=True):
+        assert result.dtype == torch.bool and torch.equal(result.cpu(), expected)
+    assert torch.equal(out.cpu(), compare(a, b))
+
+
+def test_clamp_runs_natively_and_matches_cpu(device):
+    x = torch.cat([random((200,), 21) * 5, torch.tensor([float("nan"), float("inf"), float("-inf")])])
+    with npusim.profile() as report:
+        results = [x.to(device).clamp(-1.0, 2.0), x.to(device).clamp(min=0.5), x.to(device).clamp(max=-0.5)]
+        in_place = x.to(device)
+        in_place.clamp_(-3, 3)
+    assert report.fallbacks == {}
+    expected = [x.clamp(-1.0, 2.0), x.clamp(min=0.5), x.clamp(max=-0.5)]
+    for result, reference in zip(results, expected, strict=True):
+        torch.testing.assert_close(result.cpu(), reference, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(in_place.cpu(), x.clamp(-3, 3), rtol=0, atol=0, equal_nan=True)

@@ -72,6 +72,14 @@ const std::vector<OpDefinition>& definitions() {
       // Inputs other, condition (bool), self, loaded into {a}, {b} and {c}: self where the condition holds.
       {WhereB32, "where_b32", 3, {"vsel.i32 {a}, {b}, {c}, {n}"}, 4, {4, 1, 4}},
       {WhereB64, "where_b64", 3, {"vsel.i64 {a}, {b}, {c}, {n}"}, 8, {8, 1, 8}},
+      // Comparisons write bools into {c} (a bool tile in place over {a} would overtake its unread floats), then move
+      // them to {a}; greater-than swaps the operands of less-than.
+      {EqF32, "eq_f32", 2, {"vceq.f32 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {NeF32, "ne_f32", 2, {"vcne.f32 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {LtF32, "lt_f32", 2, {"vclt.f32 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {LeF32, "le_f32", 2, {"vcle.f32 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {GtF32, "gt_f32", 2, {"vclt.f32 {c}, {b}, {a}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {GeF32, "ge_f32", 2, {"vcle.f32 {c}, {b}, {a}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
       {AddI32, "add_i32", 2, {"vadd.i32 {a}, {a}, {b}, {n}"}},
       {SubI32, "sub_i32", 2, {"vsub.i32 {a}, {a}, {b}, {n}"}},
       {AddI64, "add_i64", 2, {"vadd.i64 {a}, {a}, {b}, {n}"}, 8},

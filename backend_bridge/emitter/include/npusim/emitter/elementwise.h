@@ -29,7 +29,14 @@ enum class ElementwiseOp {
   MinF32,
   ReluBackwardF32,  // grad where input > 0, else 0 (threshold_backward with threshold 0)
   GeluBackwardF32,  // grad (cdf(x) + x pdf(x)), the exact gelu's derivative, from grad and x
-  AddI32,           // wrapping, like PyTorch's integer arithmetic
+  // two float32 inputs, a bool output (NaN compares false except for ne, as in IEEE and PyTorch)
+  EqF32,
+  NeF32,
+  LtF32,
+  LeF32,
+  GtF32,
+  GeF32,
+  AddI32,  // wrapping, like PyTorch's integer arithmetic
   SubI32,
   AddI64,
   SubI64,

@@ -1,0 +1,120 @@
+// Native comparisons (eq, ne, lt, le, gt, ge) of float32 tensors and scalars, with broadcasting, into bool tensors,
+// and clamp of float32 tensors composed from maximum and minimum. Other dtypes take the CPU fallback.
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/minimum.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <torch/library.h>
+
+#include "bridge.h"
+#include "kernel_launcher.h"
+
+namespace npusim::bridge {
+namespace {
+
+using emitter::ElementwiseOp;
+
+// A float32 operand on the output's device, or a 0-dim CPU scalar (converted to float32, as the CPU compares it).
+bool float_operand(const at::Tensor& operand, const at::Tensor& out) {
+  if (operand.device() == out.device()) return operand.scalar_type() == at::kFloat;
+  return operand.dim() == 0 && operand.is_cpu() && !operand.is_complex();
+}
+
+template <ElementwiseOp Op>
+at::Tensor& compare_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out, const char* name,
+                        const char* overload) {
+  if (out.scalar_type() == at::kBool && float_operand(self, out) && float_operand(other, out) &&
+      (self.device() == out.device() || other.device() == out.device())) {
+    const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
+    at::native::resize_output(out, shape);
+    if (out.numel() == 0) return out;
+    at::assert_no_internal_overlap(out);
+    const at::Tensor a = self.to(out.device(), at::kFloat).expand(shape);
+    const at::Tensor b = other.to(out.device(), at::kFloat).expand(shape);
+    emitter::ElementwiseSpec spec{
+        Op, 1, out.sizes().vec(), {out.strides().vec(), a.strides().vec(), b.strides().vec()}};
+    const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
+    if (!may_share_memory(out, a) && !may_share_memory(out, b) &&
+        launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); }))
+      return out;
+  }
+  torch::jit::Stack stack{self, other, out};
+  call_cpu_fallback(name, overload, stack);
+  return out;
+}
+
+// Each comparison's Tensor and Scalar forms, functional and out=.
+#define NPUSIM_COMPARISON(name, Op)                                                                         \
+  at::Tensor& name##_tensor_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {         \
+    return compare_out<ElementwiseOp::Op>(self, other, out, "aten::" #name, "Tensor_out");                  \
+  }                                                                                                         \
+  at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other) {                               \
+    at::Tensor out = at::empty({0}, (self.is_cpu() ? other : self).options().dtype(at::kBool));             \
+    return name##_tensor_out(self, other, out);                                                             \
+  }                                                                                                         \
+  at::Tensor& name##_scalar_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) {         \
+    return compare_out<ElementwiseOp::Op>(self, at::scalar_tensor(other, at::kDouble), out, "aten::" #name, \
+                                          "Scalar_out");                                                    \
+  }                                                                                                         \
+  at::Tensor name##_scalar(const at::Tensor& self, const at::Scalar& other) {                               \
+    at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));                                       \
+    return name##_scalar_out(self, other, out);                                                             \
+  }
+NPUSIM_COMPARISON(eq, EqF32)
+NPUSIM_COMPARISON(ne, NeF32)
+NPUSIM_COMPARISON(lt, LtF32)
+NPUSIM_COMPARISON(le, LeF32)
+NPUSIM_COMPARISON(gt, GtF32)
+NPUSIM_COMPARISON(ge, GeF32)
+#undef NPUSIM_COMPARISON
+
+// clamp(self, min, max) = minimum(maximum(self, min), max), NaN propagating like PyTorch's clamp.
+at::Tensor& npusim_clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& min,
+                             const std::optional<at::Scalar>& max, at::Tensor& out) {
+  if (self.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && self.device() == out.device() &&
+      (min || max)) {
+    const auto bound = [&](const at::Scalar& value) { return at::scalar_tensor(value, at::kFloat); };
+    at::Tensor result = self;
+    if (min) result = at::maximum(result, bound(*min));
+    if (max) result = at::minimum(result, bound(*max));
+    at::native::resize_output(out, self.sizes());
+    return out.copy_(result);
+  }
+  torch::jit::Stack stack{self, min, max, out};
+  call_cpu_fallback("aten::clamp", "out", stack);
+  return out;
+}
+at::Tensor npusim_clamp(const at::Tensor& self, const std::optional<at::Scalar>& min,
+                        const std::optional<at::Scalar>& max) {
+  at::Tensor out = at::empty({0}, self.options());
+  return npusim_clamp_out(self, min, max, out);
+}
+at::Tensor& npusim_clamp_(at::Tensor& self, const std::optional<at::Scalar>& min,
+                          const std::optional<at::Scalar>& max) {
+  return npusim_clamp_out(self, min, max, self);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+#define NPUSIM_REGISTER_COMPARISON(name)          \
+  m.impl(#name ".Tensor", name##_tensor);         \
+  m.impl(#name ".Tensor_out", name##_tensor_out); \
+  m.impl(#name ".Scalar", name##_scalar);         \
+  m.impl(#name ".Scalar_out", name##_scalar_out);
+  NPUSIM_REGISTER_COMPARISON(eq)
+  NPUSIM_REGISTER_COMPARISON(ne)
+  NPUSIM_REGISTER_COMPARISON(lt)
+  NPUSIM_REGISTER_COMPARISON(le)
+  NPUSIM_REGISTER_COMPARISON(gt)
+  NPUSIM_REGISTER_COMPARISON(ge)
+#undef NPUSIM_REGISTER_COMPARISON
+  m.impl("clamp", npusim_clamp);
+  m.impl("clamp_", npusim_clamp_);
+  m.impl("clamp.out", npusim_clamp_out);
+}
+
+}  // namespace npusim::bridge
