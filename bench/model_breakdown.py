@@ -1,0 +1,101 @@
+"""Where the simulated time of a training step goes, per kernel, for the models the acceptance tests train.
+
+    python bench/model_breakdown.py              # default config
+    python bench/model_breakdown.py datacenter
+
+For each model (a 3-layer MLP with AdamW, a ResNet-style CNN with SGD, an nn.TransformerEncoderLayer with AdamW, a
+small GPT-2 from transformers with AdamW) it runs one warm-up step, then profiles one training step in timed mode
+and prints the device time, the CPU fallbacks (none expected) and each kernel's share of the simulated time. Not a
+test: a look at the chip for architects; the figures depend only on the config.
+"""
+
+import os
+import sys
+
+os.environ["NPUSIM_MODE"] = "timed"
+os.environ["NPUSIM_CONFIG"] = sys.argv[1] if len(sys.argv) > 1 else "default"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import npusim  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+from resnet_training import make_model as resnet  # noqa: E402
+
+
+def mlp():
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)
+    )
+    return model, torch.optim.AdamW, torch.randn(64, 256), torch.randint(0, 10, (64,)), F.cross_entropy
+
+
+def cnn():
+    return resnet(), torch.optim.SGD, torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,)), F.cross_entropy
+
+
+def encoder():
+    layer = torch.nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True)
+    model = torch.nn.Sequential(layer, torch.nn.Linear(128, 10))
+
+    def loss(output, target):
+        return F.cross_entropy(output.reshape(-1, 10), target)
+
+    return model, torch.optim.AdamW, torch.randn(4, 64, 128), torch.randint(0, 10, (4 * 64,)), loss
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        n_layer=2,
+        n_head=4,
+        n_embd=128,
+        vocab_size=512,
+        n_positions=128,
+        bos_token_id=0,
+        eos_token_id=0,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
+    ids = torch.randint(0, 512, (2, 64))
+    return GPT2LMHeadModel(config), torch.optim.AdamW, ids, ids, None
+
+
+def step(model, optimizer, inputs, targets, loss):
+    optimizer.zero_grad()
+    value = model(inputs, labels=targets).loss if loss is None else loss(model(inputs), targets)
+    value.backward()
+    optimizer.step()
+
+
+def main():
+    for name, build in [
+        ("MLP + AdamW", mlp),
+        ("ResNet-style CNN + SGD", cnn),
+        ("TransformerEncoderLayer + AdamW", encoder),
+        ("GPT-2 (2 layers) + AdamW", gpt2),
+    ]:
+        torch.manual_seed(0)
+        model, optimizer_class, inputs, targets, loss = build()
+        model.to("npusim")
+        optimizer = optimizer_class(model.parameters(), lr=1e-3)
+        inputs, targets = inputs.to("npusim"), targets.to("npusim")
+        step(model, optimizer, inputs, targets, loss)  # warm-up: optimizer state and the kernel cache
+        with npusim.profile() as report:
+            step(model, optimizer, inputs, targets, loss)
+        total = report.total_device_cycles
+        config, fallbacks = os.environ["NPUSIM_CONFIG"], report.fallbacks or "none"
+        print(
+            f"\n{name}: {report.seconds(total) * 1e3:.2f} ms of device time per training step on {config}, "
+            f"{len(report.records)} commands, CPU fallbacks: {fallbacks}"
+        )
+        for kernel, figures in list(report.by_kernel().items())[:8]:
+            print(f"  {kernel:<26}{figures['count']:>6} x {100 * figures['device_cycles'] / total:>6.1f}%")
+
+
+if __name__ == "__main__":
+    main()
