@@ -4,6 +4,7 @@ ResNet-style CNN's training steps: all as emitted kernels, with no CPU fallback.
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import train_side_by_side
 
 import npusim
 
@@ -174,22 +175,13 @@ def test_resnet_style_cnn_trains_natively_and_follows_cpu(device):
     reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
     x = random(4, 3, 12, 12, seed=12)
     y = torch.randint(0, 10, (4,), generator=torch.Generator().manual_seed(13))
-    losses = {True: [], False: []}
-    for _ in range(5):
-        for net, opt, inputs, targets in (
-            (model, optimizer, x.to(device), y.to(device)),
-            (reference, reference_optimizer, x, y),
-        ):
-            with npusim.profile() as report:
-                opt.zero_grad()
-                loss = F.cross_entropy(net(inputs), targets)
-                loss.backward()
-                opt.step()
-            losses[net is model].append(loss.item())
-            if net is model:
-                assert report.fallbacks == {}
-    torch.testing.assert_close(losses[True], losses[False], rtol=1e-4, atol=1e-5)
-    assert losses[True][-1] < losses[True][0]
+
+    def loss(net, inputs, targets):
+        return F.cross_entropy(net(inputs), targets)
+
+    losses, expected, _ = train_side_by_side(model, reference, optimizer, reference_optimizer, loss, x, y)
+    torch.testing.assert_close(losses, expected, rtol=1e-4, atol=1e-5)
+    assert losses[-1] < losses[0]
     model.eval()
     reference.eval()
     torch.testing.assert_close(model(x.to(device)).detach().cpu(), reference(x).detach(), rtol=1e-4, atol=1e-4)

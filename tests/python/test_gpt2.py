@@ -4,8 +4,7 @@ with every operator native, and its losses follow the same steps on the CPU."""
 import os
 
 import torch
-
-import npusim
+from conftest import train_side_by_side
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # configs only: nothing may be fetched
 
@@ -35,17 +34,13 @@ def test_gpt2_causal_lm_training_runs_natively_and_follows_cpu(device):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-3)
     tokens = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(1))
-    losses = {True: [], False: []}
-    for _ in range(5):
-        for net, opt, ids in ((model, optimizer, tokens.to(device)), (reference, reference_optimizer, tokens)):
-            with npusim.profile() as report:
-                opt.zero_grad()
-                loss = net(ids, labels=ids).loss  # the causal LM loss: shifted cross-entropy
-                loss.backward()
-                opt.step()
-            losses[net is model].append(loss.item())
-            if net is model:
-                assert report.fallbacks == {}
-                assert {"matmul_f32", "safe_softmax_f32", "scatter_add_rows_f32"} <= {k.name for k in report.kernels}
-    torch.testing.assert_close(losses[True], losses[False], rtol=1e-4, atol=1e-5)
-    assert losses[True][-1] < losses[True][0]
+
+    def causal_lm_loss(net, ids, labels):  # shifted cross-entropy, inside the model
+        return net(ids, labels=labels).loss
+
+    losses, expected, report = train_side_by_side(
+        model, reference, optimizer, reference_optimizer, causal_lm_loss, tokens, tokens
+    )
+    assert {"matmul_f32", "safe_softmax_f32", "scatter_add_rows_f32"} <= {k.name for k in report.kernels}
+    torch.testing.assert_close(losses, expected, rtol=1e-4, atol=1e-5)
+    assert losses[-1] < losses[0]

@@ -6,6 +6,7 @@ blocks differently) but not always bit-identical: these tests use float32 tolera
 
 import pytest
 import torch
+from conftest import train_side_by_side
 
 import npusim
 
@@ -114,49 +115,38 @@ def test_training_steps_follow_cpu(device):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
     x, y = random(32, 8, seed=10), random(32, 1, seed=11)
-    for _ in range(3):
-        runs = ((model, optimizer, x.to(device), y.to(device)), (reference, reference_optimizer, x, y))
-        for net, opt, inputs, targets in runs:
-            with npusim.profile() as report:
-                opt.zero_grad()
-                torch.nn.functional.mse_loss(net(inputs), targets).backward()
-                opt.step()
-            if net is model:  # forward, loss, backward and SGD all run as emitted kernels
-                assert report.fallbacks == {}
+
+    def mse(net, inputs, targets):  # forward, loss, backward and SGD all run as emitted kernels
+        return torch.nn.functional.mse_loss(net(inputs), targets)
+
+    train_side_by_side(model, reference, optimizer, reference_optimizer, mse, x, y, steps=3)
     for trained, expected in zip(model.parameters(), reference.parameters(), strict=True):
         assert trained.device.type == "npusim"
         torch.testing.assert_close(trained.detach().cpu(), expected.detach(), **TOLERANCE)
 
 
-def test_adamw_training_of_a_three_layer_gelu_classifier_runs_natively_and_follows_cpu(device):
-    torch.manual_seed(0)
+def cross_entropy(net, inputs, targets):
+    return torch.nn.functional.cross_entropy(net(inputs).reshape(targets.numel(), -1), targets)
 
+
+def test_adamw_training_of_a_three_layer_gelu_classifier_runs_natively_and_follows_cpu(device):
     def mlp():
         return torch.nn.Sequential(
             torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)
         )
 
+    torch.manual_seed(0)
     model, reference = mlp(), mlp()
     reference.load_state_dict(model.state_dict())
     model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
     reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-2, weight_decay=0.1)
     x, y = random(24, 12, seed=12), torch.randint(0, 4, (24,), generator=torch.Generator().manual_seed(13))
-    losses = {}
-    for _ in range(5):
-        runs = ((model, optimizer, x.to(device), y.to(device)), (reference, reference_optimizer, x, y))
-        for net, opt, inputs, targets in runs:
-            with npusim.profile() as report:
-                opt.zero_grad()
-                loss = torch.nn.functional.cross_entropy(net(inputs), targets)
-                loss.backward()
-                opt.step()
-            losses.setdefault(net is model, []).append(loss.item())
-            if net is model:  # forward, cross-entropy, gelu's backward and AdamW's lerp, addcmul and addcdiv: kernels
-                assert report.fallbacks == {}
-    torch.testing.assert_close(losses[True], losses[False], rtol=1e-4, atol=1e-5)
-    for trained, expected in zip(model.parameters(), reference.parameters(), strict=True):
-        torch.testing.assert_close(trained.detach().cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
+    # Forward, cross-entropy, gelu's backward and AdamW's lerp, addcmul and addcdiv: all emitted kernels.
+    losses, expected, _ = train_side_by_side(model, reference, optimizer, reference_optimizer, cross_entropy, x, y)
+    torch.testing.assert_close(losses, expected, rtol=1e-4, atol=1e-5)
+    for trained, reference_parameter in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(trained.detach().cpu(), reference_parameter.detach(), rtol=1e-4, atol=1e-5)
 
 
 def test_bmm_and_attention_run_natively_and_match_cpu(device):
@@ -188,21 +178,8 @@ def test_transformer_encoder_layer_trains_natively_and_follows_cpu(device):
     reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-3)
     x = random(2 * 10, 32, seed=30).reshape(2, 10, 32)
     y = torch.randint(0, 5, (20,), generator=torch.Generator().manual_seed(31))
-    losses = {True: [], False: []}
-    for _ in range(5):
-        for net, opt, inputs, targets in (
-            (model, optimizer, x.to(device), y.to(device)),
-            (reference, reference_optimizer, x, y),
-        ):
-            with npusim.profile() as report:
-                opt.zero_grad()
-                loss = torch.nn.functional.cross_entropy(net(inputs).reshape(-1, 5), targets)
-                loss.backward()
-                opt.step()
-            losses[net is model].append(loss.item())
-            if net is model:
-                assert report.fallbacks == {}
-    torch.testing.assert_close(losses[True], losses[False], rtol=1e-4, atol=1e-5)
+    losses, expected, _ = train_side_by_side(model, reference, optimizer, reference_optimizer, cross_entropy, x, y)
+    torch.testing.assert_close(losses, expected, rtol=1e-4, atol=1e-5)
     # Not parameter by parameter: the key projection's bias has a gradient of exactly 0 in exact arithmetic (softmax
     # ignores a constant added to a row), and AdamW scales float noise there up to full-size steps on either side.
     with torch.no_grad():
