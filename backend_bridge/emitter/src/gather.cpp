@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "npusim/emitter/assembly_writer.h"
+#include "npusim/emitter/index_loads.h"
 #include "npusim/isa/assembler.h"
 
 namespace npusim::emitter {
@@ -35,15 +36,7 @@ Kernel emit_gather(const GatherSpec& spec, const config::ChipConfig& config) {
   w.load_constant(12, spec.table_rows);
   w.line("bgeu r5, r11, done");
   w.label("next");
-  w.line("slli r8, r5, {}", spec.index_bytes == 8 ? 3 : 2);
-  w.line("add r9, r4, r8");
-  if (spec.index_bytes == 8) {
-    w.line("ld r7, 0(r9)");
-  } else {  // sign-extend the int32 index
-    w.line("lw r7, 0(r9)");
-    w.line("slli r7, r7, 32");
-    w.line("srai r7, r7, 32");
-  }
+  load_index(w, spec.index_bytes, 4, 5, 7, 9);
   w.line("bltu r7, r12, in_range");
   w.line("trap {}", kIndexOutOfRangeTrap);
   w.label("in_range");

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "npusim/emitter/assembly_writer.h"
+#include "npusim/emitter/index_loads.h"
 #include "npusim/isa/assembler.h"
 
 namespace npusim::emitter {
@@ -107,11 +108,7 @@ class NllEmitter {
   }
 
   // kTarget = target[kRow]; the target vector's address is r5 forward, r4 backward.
-  void load_target() {
-    w_.line("slli r{}, r{}, 3", kScratch, kRow);
-    w_.line("add r{}, r{}, r{}", kScratch, target_register_, kScratch);
-    w_.line("ld r{}, 0(r{})", kTarget, kScratch);
-  }
+  void load_target() { load_index(w_, 8, target_register_, kRow, kTarget, kScratch); }
 
   // kDram = base + (row * classes + target) * 4
   void element_address(int base) {

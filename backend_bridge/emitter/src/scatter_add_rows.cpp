@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "npusim/emitter/assembly_writer.h"
+#include "npusim/emitter/index_loads.h"
 #include "npusim/isa/assembler.h"
 
 namespace npusim::emitter {
@@ -35,15 +36,7 @@ Kernel emit_scatter_add_rows(const ScatterAddRowsSpec& spec, const config::ChipC
   w.load_constant(13, row_bytes);
   w.line("li r5, 0");
   w.label("next");
-  w.line("slli r7, r5, {}", spec.index_bytes == 8 ? 3 : 2);
-  w.line("add r8, r4, r7");
-  if (spec.index_bytes == 8) {
-    w.line("ld r6, 0(r8)");
-  } else {  // sign-extend the int32 index
-    w.line("lw r6, 0(r8)");
-    w.line("slli r6, r6, 32");
-    w.line("srai r6, r6, 32");
-  }
+  load_index(w, spec.index_bytes, 4, 5, 6, 8);
   w.line("beq r6, r12, added");
   w.line("bltu r6, r11, in_range");
   w.line("trap {}", kIndexOutOfRangeTrap);

@@ -1,0 +1,12 @@
+// Emits the scalar code that reads one index of an index tensor, for the kernels that move rows by index.
+#pragma once
+
+#include "npusim/emitter/assembly_writer.h"
+
+namespace npusim::emitter {
+
+// r`out` = indices[r`position`], an int64 or (sign-extended) int32 element of the tensor at r`indices`; clobbers
+// r`scratch`.
+void load_index(AssemblyWriter& w, int index_bytes, int indices, int position, int out, int scratch);
+
+}  // namespace npusim::emitter
