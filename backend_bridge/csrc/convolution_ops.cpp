@@ -76,7 +76,7 @@ at::Tensor padded(const at::Tensor& input, const Geometry& g) {
 }
 
 // The patches of one sample of the padded input as a strided view, [C, KH, KW, OH, OW]: element (c, i, j, y, x) is
-// padded[c][y * sh + i * dh][x * sw + j * dw]. `plane` is shifted by the kernel offset for col2im.
+// padded[c][y * sh + i * dh][x * sw + j * dw]. A view of the gradient's padded input, it is also where col2im adds.
 at::Tensor patch_view(const at::Tensor& sample, const Geometry& g) {
   const int64_t row = g.padded_w(), plane = g.padded_h() * row;
   return sample.as_strided({g.channels, g.kernel_h, g.kernel_w, g.out_h, g.out_w},
