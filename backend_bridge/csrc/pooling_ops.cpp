@@ -1,20 +1,33 @@
-// Native average pooling (nn.AvgPool2d) forward and backward, float32, composed from native kernels: each of the
-// KH x KW window offsets is a strided view of the zero-padded input, summed by elementwise adds and divided once;
-// the backward adds the scaled output gradient into each offset's view of the padded input's gradient. ceil_mode,
-// and padding left out of the count, take the CPU fallback (adaptive average pooling to 1 x 1 is a native mean).
+// Native average and max pooling (nn.AvgPool2d, nn.MaxPool2d) forward and backward, float32, composed from native
+// kernels; each of the KH x KW window offsets is a strided view of the padded input.
+//   average: the offsets' views of the zero-padded input summed by elementwise adds and divided once; the backward
+//            adds the scaled output gradient into each offset's view of the padded input's gradient;
+//   max:     over the offsets in order, an offset's value replaces the best so far where it is greater or NaN (as on
+//            the CPU, so ties keep the first), a comparison and three selects each, the index alongside; padding is
+//            -inf, which never replaces anything. The backward adds each output's gradient at its index with the
+//            row scatter-add kernel.
+// ceil_mode, and average padding left out of the count, take the CPU fallback (adaptive average pooling to 1 x 1 is
+// a native mean).
 #include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "bridge.h"
+#include "kernel_launcher.h"
 
 namespace npusim::bridge {
 namespace {
 
 struct Window {
   int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, divisor;
+  int64_t dilation_h = 1, dilation_w = 1;
 };
 
 // The window, or nothing when this case takes the CPU fallback.
@@ -51,13 +64,13 @@ struct PaddedLayout {
     width = input.size(-1);
     padded_h = height + 2 * w.pad_h;
     padded_w = width + 2 * w.pad_w;
-    out_h = (padded_h - w.kernel_h) / w.stride_h + 1;
-    out_w = (padded_w - w.kernel_w) / w.stride_w + 1;
+    out_h = (padded_h - w.dilation_h * (w.kernel_h - 1) - 1) / w.stride_h + 1;
+    out_w = (padded_w - w.dilation_w * (w.kernel_w - 1) - 1) / w.stride_w + 1;
   }
   at::Tensor offset_view(const at::Tensor& padded, const Window& w, int64_t i, int64_t j) const {
     return padded.as_strided({batch, channels, out_h, out_w},
                              {channels * padded_h * padded_w, padded_h * padded_w, padded_w * w.stride_h, w.stride_w},
-                             padded.storage_offset() + i * padded_w + j);
+                             padded.storage_offset() + i * w.dilation_h * padded_w + j * w.dilation_w);
   }
   at::Tensor inner(const at::Tensor& padded, const Window& w) const {
     return padded.narrow(2, w.pad_h, height).narrow(3, w.pad_w, width);
@@ -127,9 +140,122 @@ at::Tensor npusim_avg_pool2d_backward(const at::Tensor& grad_output, const at::T
                                         divisor_override, grad_input);
 }
 
+// The max pool's window, or nothing when this case takes the CPU fallback.
+std::optional<Window> max_window(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef stride,
+                                 at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+  auto w = native_window(input, kernel, stride, padding, ceil_mode, true, std::nullopt);
+  if (!w) return {};
+  w->dilation_h = dilation.empty() ? 1 : dilation[0];
+  w->dilation_w = dilation.empty() ? 1 : dilation[dilation.size() == 1 ? 0 : 1];
+  return w;
+}
+
+// Flat indices (h * W + w in the unpadded plane) of each output's window corner, and of its first position inside
+// the input, the index PyTorch reports when nothing in the window beats -inf. Shape constants, made on the host.
+std::pair<at::Tensor, at::Tensor> window_indices(const PaddedLayout& layout, const Window& w,
+                                                 const at::Device& device) {
+  const at::Tensor rows = at::arange(layout.out_h, at::kLong) * w.stride_h - w.pad_h;
+  const at::Tensor cols = at::arange(layout.out_w, at::kLong) * w.stride_w - w.pad_w;
+  const auto first_inside = [](const at::Tensor& start, int64_t step) {  // start + the fewest steps to reach 0
+    return start + (start.neg().clamp_min(0) + step - 1).div(step, "floor") * step;
+  };
+  const at::Tensor corner = rows.view({-1, 1}) * layout.width + cols.view({1, -1});
+  const at::Tensor first =
+      first_inside(rows, w.dilation_h).view({-1, 1}) * layout.width + first_inside(cols, w.dilation_w).view({1, -1});
+  return {corner.to(device), first.to(device)};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> npusim_max_pool2d_with_indices_out(const at::Tensor& input, at::IntArrayRef kernel,
+                                                                        at::IntArrayRef stride, at::IntArrayRef padding,
+                                                                        at::IntArrayRef dilation, bool ceil_mode,
+                                                                        at::Tensor& out, at::Tensor& indices) {
+  const auto w = max_window(input, kernel, stride, padding, dilation, ceil_mode);
+  if (w && out.scalar_type() == at::kFloat && indices.scalar_type() == at::kLong) {
+    const PaddedLayout layout(input, *w);
+    if (layout.out_h > 0 && layout.out_w > 0) {
+      const at::Tensor source = input.reshape({layout.batch, layout.channels, layout.height, layout.width});
+      at::Tensor padded = at::full({layout.batch, layout.channels, layout.padded_h, layout.padded_w},
+                                   -std::numeric_limits<double>::infinity(), input.options());
+      layout.inner(padded, *w).copy_(source);
+      const auto [corner, first] = window_indices(layout, *w, input.device());
+      at::Tensor best = at::full({layout.batch, layout.channels, layout.out_h, layout.out_w},
+                                 -std::numeric_limits<double>::infinity(), input.options());
+      at::Tensor best_index = first.expand(best.sizes()).contiguous();
+      for (int64_t i = 0; i < w->kernel_h; ++i)
+        for (int64_t j = 0; j < w->kernel_w; ++j) {
+          const at::Tensor value = layout.offset_view(padded, *w, i, j);
+          const at::Tensor nan = at::ne(value, value);
+          const at::Tensor take = at::where(nan, nan, at::gt(value, best));
+          best = at::where(take, value, best);
+          best_index = at::where(take, corner + (i * w->dilation_h * layout.width + j * w->dilation_w), best_index);
+        }
+      std::vector<int64_t> shape = input.sizes().vec();
+      shape[shape.size() - 2] = layout.out_h;
+      shape[shape.size() - 1] = layout.out_w;
+      at::native::resize_output(out, shape);
+      at::native::resize_output(indices, shape);
+      out.copy_(best.view(shape));
+      indices.copy_(best_index.view(shape));
+      return {out, indices};
+    }
+  }
+  torch::jit::Stack stack{input, kernel, stride, padding, dilation, ceil_mode, out, indices};
+  call_cpu_fallback("aten::max_pool2d_with_indices", "out", stack);
+  return {out, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> npusim_max_pool2d_with_indices(const at::Tensor& input, at::IntArrayRef kernel,
+                                                                  at::IntArrayRef stride, at::IntArrayRef padding,
+                                                                  at::IntArrayRef dilation, bool ceil_mode) {
+  at::Tensor out = at::empty({0}, input.options()), indices = at::empty({0}, input.options().dtype(at::kLong));
+  npusim_max_pool2d_with_indices_out(input, kernel, stride, padding, dilation, ceil_mode, out, indices);
+  return {out, indices};
+}
+
+// Each output's gradient added at its index of its own plane: the row scatter-add kernel with rows of one element.
+at::Tensor& npusim_max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& input,
+                                           at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
+                                           at::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices,
+                                           at::Tensor& grad_input) {
+  const auto w = max_window(input, kernel, stride, padding, dilation, ceil_mode);
+  if (w && grad_output.scalar_type() == at::kFloat && grad_input.scalar_type() == at::kFloat &&
+      indices.scalar_type() == at::kLong && indices.device() == input.device() &&
+      grad_output.numel() == indices.numel()) {
+    const PaddedLayout layout(input, *w);
+    const int64_t planes = layout.batch * layout.channels, plane = layout.height * layout.width;
+    const at::Tensor plane_starts = at::arange(0, planes * plane, plane, indices.options());
+    const at::Tensor flat = (indices.reshape({planes, -1}) + plane_starts.view({planes, 1})).contiguous();
+    at::Tensor sums = at::zeros({planes * plane}, input.options());
+    const at::Tensor grads = grad_output.contiguous();
+    const emitter::ScatterAddRowsSpec spec{planes * plane, 1, flat.numel(), 8, -1};
+    const uint64_t addresses[] = {device_address(sums), device_address(grads), device_address(flat)};
+    if (launched_checking_indices(
+            [&] { launch_scatter_add_rows(input.device().index(), runtime_device(input), spec, addresses); },
+            "max_pool2d's backward: an index outside the input")) {
+      at::native::resize_output(grad_input, input.sizes());
+      return grad_input.copy_(sums.view(input.sizes()));
+    }
+  }
+  torch::jit::Stack stack{grad_output, input, kernel, stride, padding, dilation, ceil_mode, indices, grad_input};
+  call_cpu_fallback("aten::max_pool2d_with_indices_backward", "grad_input", stack);
+  return grad_input;
+}
+
+at::Tensor npusim_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& input, at::IntArrayRef kernel,
+                                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                      bool ceil_mode, const at::Tensor& indices) {
+  at::Tensor grad_input = at::empty({0}, input.options());
+  return npusim_max_pool2d_backward_out(grad_output, input, kernel, stride, padding, dilation, ceil_mode, indices,
+                                        grad_input);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("max_pool2d_with_indices", npusim_max_pool2d_with_indices);
+  m.impl("max_pool2d_with_indices.out", npusim_max_pool2d_with_indices_out);
+  m.impl("max_pool2d_with_indices_backward", npusim_max_pool2d_backward);
+  m.impl("max_pool2d_with_indices_backward.grad_input", npusim_max_pool2d_backward_out);
   m.impl("avg_pool2d", npusim_avg_pool2d);
   m.impl("avg_pool2d.out", npusim_avg_pool2d_out);
   m.impl("avg_pool2d_backward", npusim_avg_pool2d_backward);

@@ -1,5 +1,5 @@
 // Native where(condition, self, other): one elementwise kernel that merges self into other under the bool condition
-// (the vector engine's vsel), with broadcasting, for any 4- or 8-byte dtype; scalars (like attention's -inf) are
+// (the vector engine's vsel), with broadcasting, for any 1-, 4- or 8-byte dtype; scalars (like attention's -inf) are
 // converted on the host and copied over. Other cases take the CPU fallback.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
@@ -23,7 +23,7 @@ bool value_operand(const at::Tensor& value, const at::Tensor& out) {
 
 at::Tensor& npusim_where_out(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
                              at::Tensor& out) {
-  const bool sizes_ok = out.element_size() == 4 || out.element_size() == 8;
+  const bool sizes_ok = out.element_size() == 1 || out.element_size() == 4 || out.element_size() == 8;
   if (sizes_ok && condition.scalar_type() == at::kBool && condition.device() == out.device() &&
       value_operand(self, out) && value_operand(other, out)) {
     const std::vector<int64_t> shape = at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
@@ -34,7 +34,9 @@ at::Tensor& npusim_where_out(const at::Tensor& condition, const at::Tensor& self
     const at::Tensor chosen = self.to(out.device(), out.scalar_type()).expand(shape);
     const at::Tensor otherwise = other.to(out.device(), out.scalar_type()).expand(shape);
     for (const at::Tensor* operand : {&mask, &chosen, &otherwise}) at::assert_no_partial_overlap(out, *operand);
-    const ElementwiseOp op = out.element_size() == 4 ? ElementwiseOp::WhereB32 : ElementwiseOp::WhereB64;
+    const ElementwiseOp op = out.element_size() == 1   ? ElementwiseOp::WhereB8
+                             : out.element_size() == 4 ? ElementwiseOp::WhereB32
+                                                       : ElementwiseOp::WhereB64;
     emitter::ElementwiseSpec spec{
         op,
         static_cast<int>(out.element_size()),

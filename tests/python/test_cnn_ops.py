@@ -1,5 +1,5 @@
-"""Convolution, batch normalisation, average pooling and multi-dimension reductions on npusim against the CPU, and a
-ResNet-style CNN's training steps: all as emitted kernels, with no CPU fallback."""
+"""Convolution, batch normalisation, average and max pooling and multi-dimension reductions on npusim against the CPU,
+and a ResNet-style CNN's training steps: all as emitted kernels, with no CPU fallback."""
 
 import pytest
 import torch
@@ -112,6 +112,38 @@ def test_average_pooling_and_its_gradient_run_natively_and_match_cpu(name, shape
     torch.testing.assert_close(grads[0], expected_grads[0], **TOLERANCE)
 
 
+MAX_POOLS = [
+    ("2x2", (2, 3, 8, 8), {"kernel_size": 2}),
+    ("3x3 stride 2 padded", (1, 2, 9, 7), {"kernel_size": 3, "stride": 2, "padding": 1}),
+    ("dilated", (2, 2, 10, 10), {"kernel_size": 3, "stride": 1, "padding": 1, "dilation": 2}),
+    ("3-D input", (3, 6, 6), {"kernel_size": (2, 3), "stride": (1, 2)}),
+]
+
+
+@pytest.mark.parametrize("name, shape, options", MAX_POOLS, ids=[p[0] for p in MAX_POOLS])
+def test_max_pooling_values_indices_and_gradient_match_cpu_with_ties_and_nan(name, shape, options, device):
+    x = random(*shape, seed=22)
+    x.view(-1)[::7] = 0.0
+    x.view(-1)[5] = float("nan")  # NaN wins its windows, as on the CPU
+    for data in (x, torch.relu(x)):  # after relu, windows of equal zeros: the first one wins
+        on_cpu, on_device = data.clone().requires_grad_(), data.to(device).requires_grad_()
+        with npusim.profile() as report:
+            out, indices = F.max_pool2d(on_device, return_indices=True, **options)
+            out.backward(torch.ones_like(out))
+        expected, expected_indices = F.max_pool2d(on_cpu, return_indices=True, **options)
+        expected.backward(torch.ones_like(expected))
+        assert report.fallbacks == {}
+        assert torch.equal(indices.cpu(), expected_indices)
+        torch.testing.assert_close(out.detach().cpu(), expected.detach(), rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad, rtol=0, atol=0)
+
+
+def test_max_pooling_of_a_window_of_only_minus_infinity_reports_its_first_position(device):
+    x = torch.full((1, 1, 3, 3), float("-inf"))
+    _, indices = F.max_pool2d(x.to(device), 2, 1, 1, return_indices=True)
+    assert torch.equal(indices.cpu(), F.max_pool2d(x, 2, 1, 1, return_indices=True)[1])
+
+
 def test_reductions_over_several_or_all_dimensions_run_natively(device):
     x = random(3, 4, 5, 6, seed=11)
     d = x.to(device)
@@ -158,7 +190,7 @@ def resnet_style_cnn():
         torch.nn.Conv2d(3, 8, 3, padding=1),
         torch.nn.BatchNorm2d(8),
         torch.nn.ReLU(),
-        torch.nn.AvgPool2d(2),
+        torch.nn.MaxPool2d(2),
         ResidualBlock(8),
         torch.nn.AdaptiveAvgPool2d(1),
         torch.nn.Flatten(),

@@ -70,6 +70,7 @@ const std::vector<OpDefinition>& definitions() {
       // Converted into {b}, then moved back to {a}, the tile that is stored: {to} and {from} are the spec's types.
       {Convert, "convert", 1, {"vcvt.{to}.{from} {b}, {a}, {n}", "vmov.{to} {a}, {b}, {n}"}, 0},
       // Inputs other, condition (bool), self, loaded into {a}, {b} and {c}: self where the condition holds.
+      {WhereB8, "where_b8", 3, {"vsel.u8 {a}, {b}, {c}, {n}"}, 1, {1, 1, 1}},
       {WhereB32, "where_b32", 3, {"vsel.i32 {a}, {b}, {c}, {n}"}, 4, {4, 1, 4}},
       {WhereB64, "where_b64", 3, {"vsel.i64 {a}, {b}, {c}, {n}"}, 8, {8, 1, 8}},
       // Comparisons write bools into {c} (a bool tile in place over {a} would overtake its unread floats), then move

@@ -17,7 +17,8 @@ namespace npusim::emitter {
 enum class ElementwiseOp {
   Copy,
   Convert,  // out = the input converted to another element type (vcvt), the types named by the spec
-  // three inputs: other, a bool condition, self; out = condition ? self : other, for any 4- or 8-byte type
+  // three inputs: other, a bool condition, self; out = condition ? self : other, for any 1-, 4- or 8-byte type
+  WhereB8,
   WhereB32,
   WhereB64,
   // two inputs
