@@ -100,10 +100,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm_backward
   }
   const at::Tensor mean = training ? save_mean : running_mean;
   const at::Tensor invstd = training ? save_invstd : at::rsqrt(running_var + eps);
-  const at::Tensor normalized = (input - per_channel(mean, input)) * per_channel(invstd, input);
-  const at::Tensor grad_bias = channel_sum(grad_output);
-  const at::Tensor grad_weight = channel_sum(grad_output * normalized);
-  at::Tensor grad_input;
+  // The channel sums are wanted for themselves, or by the training input gradient; eval's needs neither.
+  const bool sums = output_mask[1] || output_mask[2] || (training && output_mask[0]);
+  at::Tensor normalized, grad_bias, grad_weight, grad_input;
+  if (sums) {
+    normalized = (input - per_channel(mean, input)) * per_channel(invstd, input);
+    grad_bias = channel_sum(grad_output);
+    grad_weight = channel_sum(grad_output * normalized);
+  }
   if (output_mask[0]) {
     const at::Tensor scale = weight.defined() ? invstd * weight : invstd;
     if (training) {
