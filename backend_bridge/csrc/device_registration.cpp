@@ -1,12 +1,12 @@
 // Registers npusim with PyTorch's PrivateUse1 slot: the allocator of device memory, the device guard, and the
 // runtime hooks.
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include "bridge.h"
+#include "device_generator.h"
 #include "device_pointers.h"
 #include "npusim/runtime/session.h"
 #include "npusim_torch.h"
@@ -95,11 +95,8 @@ class Hooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return true; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
-  // npusim draws random numbers on the CPU (random ops take the fallback), so its generator is the CPU's: seeding
-  // either seeds both, and results match a CPU run with the same seed.
-  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
-    return at::detail::getDefaultCPUGenerator();
-  }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override { return default_generator(device); }
+  at::Generator getNewGenerator(c10::DeviceIndex device) const override { return new_generator(device); }
   c10::Device getDeviceFromPtr(void* data) const override {
     return {c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(std::max(0, device_of_pointer(data)))};
   }

@@ -56,6 +56,10 @@ std::string cache_key(int device_index, const emitter::TriangleSpec& s) {
                      s.diagonal, s.keep_lower);
 }
 
+std::string cache_key(int device_index, const emitter::RandomSpec& s) {
+  return fmt::format("random|{}|{}|{}|{}", device_index, static_cast<int>(s.op), s.elements, static_cast<int>(s.type));
+}
+
 void dump(const emitter::Kernel& kernel, const std::string& key) {
   const char* directory = std::getenv("NPUSIM_DUMP_KERNELS");
   if (!directory || !*directory) return;
@@ -131,6 +135,13 @@ void launch_zero_triangle(int device_index, runtime::Device& device, const emitt
                           std::span<const uint64_t> operand_addresses) {
   launch_cached(
       device, cache_key(device_index, spec), [&] { return emitter::emit_zero_triangle(spec, device.config()); },
+      operand_addresses);
+}
+
+void launch_random(int device_index, runtime::Device& device, const emitter::RandomSpec& spec,
+                   std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, cache_key(device_index, spec), [&] { return emitter::emit_random(spec, device.config()); },
       operand_addresses);
 }
 

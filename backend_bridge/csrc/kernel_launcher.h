@@ -9,6 +9,7 @@
 #include "npusim/emitter/gather.h"
 #include "npusim/emitter/matmul.h"
 #include "npusim/emitter/nll_loss.h"
+#include "npusim/emitter/random.h"
 #include "npusim/emitter/rows.h"
 #include "npusim/emitter/scatter_add_rows.h"
 #include "npusim/emitter/triangle.h"
@@ -30,6 +31,8 @@ void launch_scatter_add_rows(int device_index, runtime::Device& device, const em
                              std::span<const uint64_t> operand_addresses);
 void launch_zero_triangle(int device_index, runtime::Device& device, const emitter::TriangleSpec& spec,
                           std::span<const uint64_t> operand_addresses);
+void launch_random(int device_index, runtime::Device& device, const emitter::RandomSpec& spec,
+                   std::span<const uint64_t> operand_addresses);
 void launch_rows(int device_index, runtime::Device& device, const emitter::RowSpec& spec,
                  std::span<const uint64_t> operand_addresses);
 

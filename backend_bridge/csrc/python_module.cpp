@@ -2,6 +2,7 @@
 // per-command records that performance reports are built from.
 #include <torch/extension.h>
 
+#include "device_generator.h"
 #include "fallback_counts.h"
 #include "npusim/runtime/session.h"
 
@@ -123,6 +124,13 @@ PYBIND11_MODULE(_C, m) {
     runtime::Session::instance().set_default_config_dirs({dirs.begin(), dirs.end()});
   });
   m.def("device_count", [] { return runtime::Session::instance().device_count(); });
+  m.def(
+      "default_generator",
+      [](int index) {
+        return py::reinterpret_steal<py::object>(
+            THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(index))));
+      },
+      py::arg("device"));
   m.def("properties", &properties, py::arg("device") = 0);
   m.def("take_records", &take_records, py::arg("device") = 0);
   m.def("memory_stats", &memory_stats, py::arg("device") = 0);

@@ -1,10 +1,11 @@
 // Native row kernels on float32 tensors: softmax and log_softmax over the last dimension, and their backward; sum and
 // mean over any dimensions (each moved last by a device copy when needed and summed as rows, one dimension at a
-// time; mean is the sum, then a native division);
+// time, a row too long for the scratchpad in chunks; mean is the sum, then a native division);
 // layer_norm's forward; mse_loss and its backward, composed from native kernels. Other dims, dtypes and cases take the
 // CPU fallback.
 #include <ATen/core/Reduction.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mul.h>
@@ -110,6 +111,20 @@ bool sums_natively(const at::Tensor& self, std::optional<at::ScalarType> dtype, 
          self.dim() > 0;
 }
 
+// A row too long for the scratchpad: the sums of its chunks of kSumChunk elements, summed in turn, plus the sum of
+// the shorter tail.
+constexpr int64_t kSumChunk = 4096;
+at::Tensor sum_in_chunks(const at::Tensor& rows_last) {
+  const int64_t length = rows_last.size(-1), chunks = length / kSumChunk;
+  std::vector<int64_t> shape = rows_last.sizes().vec();
+  shape.back() = chunks;
+  shape.push_back(kSumChunk);
+  at::Tensor total = at::sum(at::sum(rows_last.narrow(-1, 0, chunks * kSumChunk).reshape(shape), {-1}), {-1});
+  if (length % kSumChunk != 0)
+    total = at::add(total, at::sum(rows_last.narrow(-1, chunks * kSumChunk, length % kSumChunk), {-1}));
+  return total;
+}
+
 // sum over one dimension, in float32: that dimension is moved last (a device copy when it is not already last),
 // and each row summed in order. Over several dimensions (or all), one at a time, the largest first.
 at::Tensor& npusim_sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
@@ -136,6 +151,10 @@ at::Tensor& npusim_sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims,
       at::Tensor rows_last = self.movedim(dim, -1);
       at::Tensor sums = out.view(rows_last.sizes().slice(0, rows_last.dim() - 1));
       if (out.numel() == 0 || launch_row_op(RowOp::SumF32, rows_last, sums)) return out;
+      if (rows_last.size(-1) > kSumChunk) {
+        sums.copy_(sum_in_chunks(rows_last));
+        return out;
+      }
     }
   }
   torch::jit::Stack stack{self, dims, keepdim, dtype, out};
@@ -179,13 +198,16 @@ at::Tensor npusim_mean(const at::Tensor& self, at::OptionalIntArrayRef dims, boo
 // A 0-dim CPU tensor, the form in which native kernels take a scalar operand.
 at::Tensor cpu_scalar(double value) { return at::scalar_tensor(value, at::TensorOptions().dtype(at::kFloat)); }
 
-// The sum of every element into a 0-dim tensor: one row, so it must fit the scratchpad (else false).
+// The sum of every element into a 0-dim tensor: one row, or its chunks when it does not fit the scratchpad.
 bool sum_all(const at::Tensor& self, at::Tensor& out) {
   if (self.scalar_type() != at::kFloat || self.numel() == 0) return false;
   at::native::resize_output(out, {});
   at::Tensor one_row = self.contiguous().view({1, self.numel()});
   at::Tensor sums = out.view({1});
-  return launch_row_op(RowOp::SumF32, one_row, sums);
+  if (launch_row_op(RowOp::SumF32, one_row, sums)) return true;
+  if (self.numel() <= kSumChunk) return false;
+  sums.copy_(sum_in_chunks(one_row));
+  return true;
 }
 
 // mse_loss from native pieces: the difference, its square, and (for sum and mean) the one-row sum.

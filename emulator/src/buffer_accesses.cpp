@@ -126,6 +126,8 @@ std::vector<BufferAccess> buffer_accesses(const isa::Instruction& i, const std::
     case Opcode::Vrecip:
     case Opcode::Vsqrt:
       return {span(spad, r[i.rs1], r[i.rs3], type_bytes, false), span(spad, r[i.rd], r[i.rs3], type_bytes, true)};
+    case Opcode::Vrand:
+    case Opcode::Vrandn: return {span(spad, r[i.rd], r[i.rs3], type_bytes, true)};
     case Opcode::Vrsum:
     case Opcode::Vrmax:
     case Opcode::Vrmin:

@@ -105,6 +105,12 @@ std::string render_manual_markdown() {
       "Binary vector instructions (and `vsel`) read their second operand b through the mode in `imm`: `imm & 3` = 0\n"
       "elementwise `rs2[k]`, 1 scalar `rs2[0]`, 2 repeating row `rs2[k mod L]`, 3 one value per row `rs2[k / L]`,\n"
       "with L = `imm >> 2`. Modes 2 and 3 with L = 0, and modes 0 and 1 with L other than 0, trap.\n\n"
+      "### Random numbers\n\n"
+      "`vrand` and `vrandn` draw from a counter-based stream: element k takes stream position p = rs2 + k under the\n"
+      "64-bit key rs1, and its value is a pure function of (key, p), so the same numbers come out however a kernel\n"
+      "splits the stream across tiles and cores. The words x0..x3 are Philox4x32-10 (Salmon et al., SC 2011) of\n"
+      "counter (p mod 2^32, p div 2^32, 0, 0) and key (rs1 mod 2^32, rs1 div 2^32), matching Random123's known\n"
+      "answers.\n\n"
       "## Instructions\n\n| opcode | syntax | types | engine | semantics |\n|---|---|---|---|---|\n";
   for (const auto& row : kInstructionTable)
     text += fmt::format("| 0x{:02x} | `{}` | {} | {} | {} |\n", static_cast<int>(row.opcode), syntax(row),

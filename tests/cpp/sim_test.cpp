@@ -11,6 +11,7 @@
 #include "npusim/emitter/gather.h"
 #include "npusim/emitter/matmul.h"
 #include "npusim/emitter/nll_loss.h"
+#include "npusim/emitter/random.h"
 #include "npusim/emitter/rows.h"
 #include "npusim/emitter/triangle.h"
 #include "npusim/isa/assembler.h"
@@ -285,7 +286,7 @@ std::string random_tile_program(uint32_t seed, int count) {
   for (int k = 0; k < count; ++k) {
     text += fmt::format(" li r10, {}\n li r11, {}\n li r12, {}\n li r13, {}\n li r14, {}\n", address(), address(),
                         address(), 1 + pick(64), 1 + pick(8));
-    switch (pick(6)) {
+    switch (pick(7)) {
       case 0: {  // binary, compare or select with a random broadcast mode
         const char* const ops[] = {"vadd", "vsub", "vmul", "vmax", "vmin", "vceq", "vcne", "vclt", "vcle", "vsel"};
         const std::string op = ops[pick(10)];
@@ -318,6 +319,10 @@ std::string random_tile_program(uint32_t seed, int count) {
             1 + pick(8), 1 + pick(8), pick(2) ? "mx.ldw" : "mx.ldwt", type, type, out);
         break;
       }
+      case 5:  // random numbers, keyed by a random key and stream position
+        text += fmt::format(" li r15, {}\n li r16, {}\n {}.{} r10, r15, r16, r13\n", pick(1u << 30), pick(1u << 30),
+                            pick(2) ? "vrand" : "vrandn", isa::type_name(type_of(isa::TypeForm::Float)));
+        break;
       default:
         text += fmt::format(" vneg.{0} r10, r11, r13\n fence\n vabs.{0} r12, r10, r13\n",
                             isa::type_name(type_of(isa::TypeForm::Numeric)));
@@ -488,6 +493,22 @@ std::vector<float> run_with_buffers(runtime::Device& device, const emitter::Kern
   for (int k = 0; k < count; ++k) device.copy_device_to_host(contents.data() + 2048 * k, buffers[k], 8192);
   for (uint64_t buffer : buffers) device.free(buffer);
   return contents;
+}
+
+TEST(TimedModel, RandomKernelsLeaveTheSameMemoryAsTheEmulator) {
+  config::ChipConfig config = test_config();
+  config.chip_cores = 2;
+  runtime::Device functional(config, runtime::Mode::Functional);
+  runtime::Device timed(config, runtime::Mode::Timed);
+  for (emitter::RandomOp op : {emitter::RandomOp::Uniform, emitter::RandomOp::Normal, emitter::RandomOp::Bernoulli,
+                               emitter::RandomOp::Dropout}) {
+    // 1000 elements of output in buffer 0, the dropout input in buffer 1 and its mask in buffer 2; the remaining
+    // argument words (key, position, parameters) are the addresses of buffers 3 to 6, arbitrary but the same.
+    const emitter::Kernel kernel = emitter::emit_random({op, 1000}, config);
+    EXPECT_EQ(run_with_buffers(functional, kernel, 7), run_with_buffers(timed, kernel, 7)) << kernel.name;
+    for (const runtime::CommandRecord& record : timed.take_records())
+      EXPECT_EQ(record.stats.hazards, 0u) << kernel.name << ": " << record.first_hazard;
+  }
 }
 
 TEST(TimedModel, LayerNormKernelLeavesTheSameMemoryAsTheEmulator) {

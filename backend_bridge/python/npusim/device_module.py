@@ -63,30 +63,66 @@ def _is_in_bad_fork():
     return False
 
 
+# Random numbers: each device has a default torch.Generator (a Philox key and stream offset, see docs/random.md),
+# which torch.manual_seed seeds through manual_seed_all, as it does CUDA's.
+_default_generators = {}
+
+
+def _index(device):
+    if device is None or device == "npusim":
+        return current_device()
+    if isinstance(device, int):
+        return device
+    return torch.device(device).index or 0
+
+
+def default_generator(device=None):
+    """The default torch.Generator of an npusim device (the current one by default)."""
+    index = _index(device)
+    if index not in _default_generators:
+        _default_generators[index] = _C.default_generator(index)
+    return _default_generators[index]
+
+
 def manual_seed(seed):
-    """Random numbers for npusim tensors are drawn on the CPU (through the fallback) from the CPU generator, which
-    torch.manual_seed already seeds; there is no separate device generator yet."""
+    default_generator().manual_seed(int(seed))
 
 
 def manual_seed_all(seed):
-    manual_seed(seed)
+    for index in range(device_count()):
+        default_generator(index).manual_seed(int(seed))
+
+
+def seed():
+    default_generator().seed()
+
+
+def seed_all():
+    """Seeds every device from one fresh non-deterministic seed."""
+    fresh = default_generator(0).seed()
+    manual_seed_all(fresh)
+
+
+def initial_seed():
+    return default_generator().initial_seed()
 
 
 def get_rng_state(device="npusim"):
-    """The state of the generator npusim's random numbers come from: the CPU's, for now (see manual_seed)."""
-    return torch.get_rng_state()
+    """The generator's state as a CPU uint8 tensor: its seed and stream offset."""
+    return default_generator(device).get_state()
 
 
 def set_rng_state(new_state, device="npusim"):
-    torch.set_rng_state(new_state)
+    default_generator(device).set_state(new_state)
 
 
 def get_rng_state_all():
-    return [get_rng_state()]
+    return [get_rng_state(index) for index in range(device_count())]
 
 
 def set_rng_state_all(new_states):
-    set_rng_state(new_states[0])
+    for index, state in enumerate(new_states):
+        set_rng_state(state, index)
 
 
 class device:

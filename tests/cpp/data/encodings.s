@@ -98,6 +98,8 @@ vrmax.f32 r12, r27, r14, r31                    # encoding: 0x000000000fbb6cb1
 vrmin.bf16 r6, r2, r26, r4                      # encoding: 0x00000000226846b2
 vargmax.i64 r12, r10, r25, r31                  # encoding: 0x000000006fe54cb3
 vargmin.i8 r4, r27, r13, r31                    # encoding: 0x000000003fb764b4
+vrand.bf16 r3, r7, r21, r9                      # encoding: 0x0000000024d4e3b8
+vrandn.f16 r30, r2, r11, r17                    # encoding: 0x0000000018ac5eb9
 mx.ldw.bf16 r1, r29, r29                        # encoding: 0x000000002ef42068
 mx.ldwt.i8 r28, r11, r29                        # encoding: 0x000000003eaf806b
 mx.mac.f32 r16, r23, r23, 52                    # encoding: 0x00000034005ef069

@@ -1,5 +1,7 @@
 // Vector engine: arithmetic with broadcast operands, compares, select, fill, move, conversions, unary and special
-// functions, row reductions.
+// functions, random numbers, row reductions.
+#include <numbers>
+
 #include "semantics_fixture.h"
 
 namespace npusim::emulator::semantics_test {
@@ -239,6 +241,63 @@ TEST_F(Vrecip, MatchesReferenceWithinOneUlp) {
 TEST_F(Vsqrt, MatchesReferenceWithinOneUlp) {
   EXPECT_SPECIAL_WITHIN_ONE_ULP("vsqrt.f32", 0.0f, 1e30f, std::sqrt(x));
   EXPECT_TRUE(std::isnan(vector_op<float>("vsqrt.f32 r13, r10, r14", {-1.0f})[0]));
+}
+
+// ---- random numbers: r16 = key, r17 = the first element's stream position
+// Philox4x32-10 of counter 0 under key 0 is (0x6627e8d5, 0xe169c58d, ...), Random123's first known-answer vector.
+constexpr uint32_t kPhiloxZero0 = 0x6627e8d5, kPhiloxZero1 = 0xe169c58d;
+
+TEST_F(Vrand, GivesRandom123sKnownAnswerOnTheTypesGrid) {
+  const auto f32 = values_of<float>(tile("vrand.f32 r13, r0, r0, r14", 1, 4, {}));
+  EXPECT_EQ(f32[0], std::ldexp(static_cast<float>(kPhiloxZero0 >> 8), -24));  // the top 24 bits over 2^24
+  const auto bf16 = values_of<BFloat16>(tile("vrand.bf16 r13, r0, r0, r14", 1, 2, {}));
+  EXPECT_EQ(static_cast<float>(bf16[0]), std::ldexp(static_cast<float>(kPhiloxZero0 >> 24), -8));
+  const auto f16 = values_of<Half>(tile("vrand.f16 r13, r0, r0, r14", 1, 2, {}));
+  EXPECT_EQ(static_cast<float>(f16[0]), std::ldexp(static_cast<float>(kPhiloxZero0 >> 21), -11));
+}
+TEST_F(Vrand, DependsOnlyOnKeyAndPosition) {
+  // Drawn as one run of 64 from position 2^32 - 8 (across the counter's word boundary) or element by element:
+  // the same numbers, so a kernel's tiling and core count do not change them.
+  const std::string key = "li r16, 12345\n lhi r16, 7\n li r17, -8\n lhi r17, 0\n";
+  const auto whole = values_of<float>(tile(key + "vrand.f32 r13, r16, r17, r14", 64, 256, {}));
+  for (int k = 0; k < 64; k += 13) {
+    const auto one =
+        values_of<float>(tile(key + fmt::format("addi r17, r17, {}\n vrand.f32 r13, r16, r17, r14", k), 1, 4, {}));
+    EXPECT_EQ(one[0], whole[k]) << k;
+  }
+  const auto other_key = values_of<float>(
+      tile("li r16, 12346\n lhi r16, 7\n li r17, -8\n lhi r17, 0\n vrand.f32 r13, r16, r17, r14", 64, 256, {}));
+  EXPECT_NE(other_key, whole);
+}
+TEST_F(Vrand, IsUniformInTheHalfOpenUnitInterval) {
+  const auto values = values_of<float>(tile("li r16, 99\n vrand.f32 r13, r16, r0, r14", 1024, 4096, {}));
+  double sum = 0;
+  for (float value : values) {
+    EXPECT_GE(value, 0.0f);
+    EXPECT_LT(value, 1.0f);
+    sum += value;
+  }
+  // 1024 uniforms: the mean's standard deviation is 1 / sqrt(12 * 1024) = 0.009; allow 5 of them.
+  EXPECT_NEAR(sum / 1024, 0.5, 0.045);
+}
+TEST_F(Vrandn, IsBoxMullerOfTheFirstTwoWords) {
+  const auto out = values_of<float>(tile("vrandn.f32 r13, r0, r0, r14", 1, 4, {}));
+  const double u1 = std::ldexp(static_cast<double>((kPhiloxZero0 >> 8) + 1), -24);
+  const double u2 = std::ldexp(static_cast<double>(kPhiloxZero1 >> 8), -24);
+  EXPECT_EQ(out[0], static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2)));
+}
+TEST_F(Vrandn, HasZeroMeanAndUnitVariance) {
+  const auto values =
+      values_of<float>(tile("li r16, 7\n li r17, 1000\n vrandn.f32 r13, r16, r17, r14", 1024, 4096, {}));
+  double sum = 0, squares = 0;
+  for (float value : values) {
+    EXPECT_TRUE(std::isfinite(value));
+    sum += value;
+    squares += static_cast<double>(value) * value;
+  }
+  // Over 1024 samples the mean's standard deviation is 1/32 and the variance's sqrt(2/1024) = 0.044: 5 of each.
+  EXPECT_NEAR(sum / 1024, 0.0, 0.16);
+  EXPECT_NEAR(squares / 1024 - (sum / 1024) * (sum / 1024), 1.0, 0.22);
 }
 
 // ---- row reductions: r15 rows of r14 columns
