@@ -4,9 +4,10 @@
     python bench/model_breakdown.py datacenter
 
 For each model (a 3-layer MLP with AdamW, a ResNet-style CNN with SGD, an nn.TransformerEncoderLayer with AdamW, a
-small GPT-2 from transformers with AdamW) it runs one warm-up step, then profiles one training step in timed mode
-and prints the device time, the CPU fallbacks (none expected) and each kernel's share of the simulated time. Not a
-test: a look at the chip for architects; the figures depend only on the config.
+small GPT-2 from transformers with AdamW, both with dropout 0.1, and a 2-layer LSTM with Adam) it runs one warm-up
+step, then profiles one training step in timed mode and prints the device time, the CPU fallbacks (none expected)
+and each kernel's share of the simulated time. Not a test: a look at the chip for architects; the figures depend
+only on the config.
 """
 
 import os
@@ -37,7 +38,7 @@ def cnn():
 
 
 def encoder():
-    layer = torch.nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True)
+    layer = torch.nn.TransformerEncoderLayer(128, 4, 512, dropout=0.1, batch_first=True)
     model = torch.nn.Sequential(layer, torch.nn.Linear(128, 10))
 
     def loss(output, target):
@@ -57,12 +58,26 @@ def gpt2():
         n_positions=128,
         bos_token_id=0,
         eos_token_id=0,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
+        resid_pdrop=0.1,
+        embd_pdrop=0.1,
+        attn_pdrop=0.1,
     )
     ids = torch.randint(0, 512, (2, 64))
     return GPT2LMHeadModel(config), torch.optim.AdamW, ids, ids, None
+
+
+class SequenceRegressor(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(64, 128, num_layers=2, batch_first=True)
+        self.head = torch.nn.Linear(128, 10)
+
+    def forward(self, x):
+        return self.head(self.lstm(x)[0][:, -1])
+
+
+def lstm():
+    return SequenceRegressor(), torch.optim.Adam, torch.randn(16, 32, 64), torch.randn(16, 10), F.mse_loss
 
 
 def step(model, optimizer, inputs, targets, loss):
@@ -78,6 +93,7 @@ def main():
         ("ResNet-style CNN + SGD", cnn),
         ("TransformerEncoderLayer + AdamW", encoder),
         ("GPT-2 (2 layers) + AdamW", gpt2),
+        ("LSTM (2 layers, 32 steps) + Adam", lstm),
     ]:
         torch.manual_seed(0)
         model, optimizer_class, inputs, targets, loss = build()

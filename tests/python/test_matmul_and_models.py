@@ -4,6 +4,8 @@ The matrix engine accumulates each output in k order by fused multiply-adds, so 
 blocks differently) but not always bit-identical: these tests use float32 tolerances.
 """
 
+import math
+
 import pytest
 import torch
 from conftest import train_side_by_side
@@ -164,8 +166,8 @@ def test_bmm_and_attention_run_natively_and_match_cpu(device):
 
 def test_transformer_encoder_layer_trains_natively_and_follows_cpu(device):
     """nn.TransformerEncoderLayer (attention through scaled_dot_product_attention's math path, layer norm, GELU
-    feed-forward) with a classification head, 5 AdamW steps. Dropout is 0: a device random generator is still to
-    come, so dropout with p > 0 takes the CPU fallback."""
+    feed-forward) with a classification head, 5 AdamW steps. Dropout is 0 so that the CPU can follow; with dropout,
+    see the next test."""
 
     def encoder():
         torch.manual_seed(0)
@@ -184,3 +186,63 @@ def test_transformer_encoder_layer_trains_natively_and_follows_cpu(device):
     # ignores a constant added to a row), and AdamW scales float noise there up to full-size steps on either side.
     with torch.no_grad():
         torch.testing.assert_close(model(x.to(device)).cpu(), reference(x), rtol=1e-3, atol=1e-3)
+
+
+def test_transformer_encoder_layer_with_dropout_trains_natively_and_reproducibly(device):
+    """The same layer with dropout 0.1 in training mode: the masks come from the device generator, so the run cannot
+    follow the CPU's, but it runs without fallback and the same seed gives the same losses."""
+
+    def train():
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.1, batch_first=True)
+        model = torch.nn.Sequential(layer, torch.nn.Linear(32, 5)).to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x = random(2 * 10, 32, seed=30).reshape(2, 10, 32).to(device)
+        y = torch.randint(0, 5, (20,), generator=torch.Generator().manual_seed(31)).to(device)
+        losses = []
+        for _ in range(3):
+            with npusim.profile() as report:
+                optimizer.zero_grad()
+                loss = cross_entropy(model, x, y)
+                loss.backward()
+                optimizer.step()
+            assert report.fallbacks == {}
+            assert any(kernel.startswith("dropout") for kernel in report.by_kernel())
+            losses.append(loss.item())
+        return losses
+
+    first = train()
+    assert first == train() and all(math.isfinite(value) for value in first)
+
+
+class SequenceRegressor(torch.nn.Module):
+    """A 2-layer LSTM over the sequence, a linear head on its last step."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(8, 16, num_layers=2, batch_first=True)
+        self.head = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        out, _ = self.lstm(x)
+        return self.head(out[:, -1])
+
+
+def test_lstm_trains_natively_and_follows_cpu(device):
+    """nn.LSTM runs PyTorch's fused LSTM cell on accelerators (a CUDA-only op, with no CPU kernel to fall back to):
+    npusim composes it, and its backward, from native kernels. 5 Adam steps follow the CPU's."""
+    torch.manual_seed(0)
+    model, reference = SequenceRegressor(), SequenceRegressor()
+    reference.load_state_dict(model.state_dict())
+    model.to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    reference_optimizer = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    x, y = random(4 * 6, 8, seed=40).reshape(4, 6, 8), random(4, 3, seed=41)
+
+    def mse(net, inputs, targets):
+        return torch.nn.functional.mse_loss(net(inputs), targets)
+
+    losses, expected, _ = train_side_by_side(model, reference, optimizer, reference_optimizer, mse, x, y)
+    torch.testing.assert_close(losses, expected, rtol=1e-4, atol=1e-5)
+    for trained, reference_parameter in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(trained.detach().cpu(), reference_parameter.detach(), rtol=1e-4, atol=1e-5)
