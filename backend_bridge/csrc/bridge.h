@@ -9,6 +9,7 @@
 
 #include "npusim/emitter/elementwise.h"
 #include "npusim/emitter/gather.h"
+#include "npusim/emitter/rows.h"
 #include "npusim/runtime/device.h"
 
 namespace npusim::bridge {
@@ -57,6 +58,11 @@ bool launched_checking_indices(Launch&& launch, const char* message) {
   }
   return true;
 }
+
+// Runs a row kernel over `self` (and, for the backward ops, `forward`, of the same shape; both made contiguous on the
+// device first) into `out`, already of the result's shape. Returns false, having changed nothing, when the emitter
+// cannot express it (a row too long for the scratchpad).
+bool launch_row_op(emitter::RowOp op, const at::Tensor& self, at::Tensor& out, const at::Tensor& forward = {});
 
 // Counts and warns once per operator that runs on the CPU instead of the NPU (see cpu_fallback.cpp).
 void note_cpu_fallback(const std::string& operator_name);

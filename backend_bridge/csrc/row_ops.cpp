@@ -20,14 +20,10 @@
 #include "kernel_launcher.h"
 
 namespace npusim::bridge {
-namespace {
 
 using emitter::RowOp;
 
-// Runs a row kernel over `self` (and, for the backward ops, `forward`, of the same shape; both made contiguous on the
-// device first) into `out`, already of the result's shape. Returns false, having changed nothing, when the emitter
-// cannot express it.
-bool launch_row_op(RowOp op, const at::Tensor& self, at::Tensor& out, const at::Tensor& forward = {}) {
+bool launch_row_op(RowOp op, const at::Tensor& self, at::Tensor& out, const at::Tensor& forward) {
   const at::Tensor input = self.contiguous();
   const at::Tensor second = forward.defined() ? forward.contiguous() : input;
   const int64_t cols = input.dim() == 0 ? 1 : input.size(-1);
@@ -40,6 +36,8 @@ bool launch_row_op(RowOp op, const at::Tensor& self, at::Tensor& out, const at::
   if (!result.is_same(out)) out.copy_(result);
   return true;
 }
+
+namespace {
 
 bool is_last_dim(const at::Tensor& self, int64_t dim) {
   return self.dim() > 0 && at::maybe_wrap_dim(dim, self.dim()) == self.dim() - 1;

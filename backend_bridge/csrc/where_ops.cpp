@@ -5,6 +5,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <torch/library.h>
 
 #include "bridge.h"
@@ -58,9 +59,28 @@ at::Tensor npusim_where(const at::Tensor& condition, const at::Tensor& self, con
   return npusim_where_out(condition, self, other, out);
 }
 
+// masked_fill_: value where the (broadcast) mask holds, a where into a temporary and a copy back. A value tensor
+// must be 0-dim, as PyTorch requires.
+at::Tensor& npusim_masked_fill_tensor_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  const at::Tensor filled = npusim_where(mask, value.to(self.scalar_type()), self);
+  TORCH_CHECK(filled.sizes() == self.sizes(), "masked_fill_: the mask of shape ", mask.sizes(),
+              " does not broadcast to the tensor's ", self.sizes());
+  return self.copy_(filled);
+}
+at::Tensor& npusim_masked_fill_(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  return npusim_masked_fill_tensor_(self, mask,
+                                    at::scalar_tensor(value, at::TensorOptions().dtype(self.scalar_type())));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("masked_fill_.Scalar", npusim_masked_fill_);
+  m.impl("masked_fill_.Tensor", npusim_masked_fill_tensor_);
   m.impl("where.self", npusim_where);
   m.impl("where.self_out", npusim_where_out);
 }

@@ -2,7 +2,7 @@
 //   softmax      m = rowmax(x); x -= m (per row); x = exp(x); s = rowsum(x); x /= s (per row)
 //   safe softmax the same with m = 0 and s = 1 for rows whose max is -inf, so those rows give 0, not NaN
 //   log_softmax  m = rowmax(x); x -= m; e = exp(x); s = rowsum(e); s = log(s); x -= s
-//   sum          s = rowsum(x)
+//   sum          s = rowsum(x)    (max, min, argmax, argmin likewise with vrmax, vrmin, vargmax, vargmin)
 //   softmax backward      e = g * y; s = rowsum(e); g -= s (per row); g *= y
 //   log_softmax backward  s = rowsum(g); e = exp(y); e *= s (per row); g -= e
 //   layer_norm   m = rowsum(x) / cols; x -= m; v = rowsum(x * x) / cols; r = rsqrt(v + eps); x *= r (per row);
@@ -42,6 +42,10 @@ const char* name_of(RowOp op) {
     case RowOp::SafeSoftmaxF32: return "safe_softmax_f32";
     case RowOp::SoftmaxBackwardF32: return "softmax_backward_f32";
     case RowOp::LogSoftmaxBackwardF32: return "log_softmax_backward_f32";
+    case RowOp::MaxF32: return "row_max_f32";
+    case RowOp::MinF32: return "row_min_f32";
+    case RowOp::ArgMaxF32: return "row_argmax_f32";
+    case RowOp::ArgMinF32: return "row_argmin_f32";
   }
   return "?";
 }
@@ -53,9 +57,10 @@ class RowEmitter {
     // rows and two constants).
     const int64_t floats = static_cast<int64_t>(config.scratchpad_bytes()) / kFloat;
     const bool norm = spec.op == RowOp::LayerNormF32;
-    const int64_t tiles = backward() ? 3 : 2;  // the backward ops also hold the forward output's tile
+    // The backward ops also hold the forward output's tile; reductions need no scratch tile.
+    const int64_t tiles = backward() ? 3 : reduction() ? 1 : 2;
     const int64_t fixed = norm ? 2 * spec.cols + 2 : spec.op == RowOp::SafeSoftmaxF32 ? 3 : 0;
-    tile_rows_ = std::min(spec.rows, (floats - fixed) / (tiles * spec.cols + (norm ? 2 : 1)));
+    tile_rows_ = std::min(spec.rows, (floats - fixed) / (tiles * spec.cols + (norm || arg() ? 2 : 1)));
     if (tile_rows_ < 1)
       throw Unsupported(
           fmt::format("a row of {} floats does not fit the scratchpad with its working tiles", spec.cols));
@@ -65,6 +70,11 @@ class RowEmitter {
 
   int64_t cores() const { return cores_; }
   bool backward() const { return spec_.op == RowOp::SoftmaxBackwardF32 || spec_.op == RowOp::LogSoftmaxBackwardF32; }
+  // Row to one value: no scratch tile, the per-row values right after the input tile.
+  bool reduction() const {
+    return spec_.op == RowOp::SumF32 || spec_.op == RowOp::MaxF32 || spec_.op == RowOp::MinF32 || arg();
+  }
+  bool arg() const { return spec_.op == RowOp::ArgMaxF32 || spec_.op == RowOp::ArgMinF32; }
 
   std::string emit() {
     w_.comment(
@@ -74,7 +84,7 @@ class RowEmitter {
     w_.load_constant(kCols, spec_.cols);
     w_.line("li r{}, 0", kTile);
     w_.load_constant(kTemp, tile_rows_ * spec_.cols * kFloat);
-    w_.load_constant(kPerRow, 2 * tile_rows_ * spec_.cols * kFloat);
+    w_.load_constant(kPerRow, (reduction() ? 1 : 2) * tile_rows_ * spec_.cols * kFloat);
     if (spec_.op == RowOp::LayerNormF32) emit_norm_setup();
     if (spec_.op == RowOp::SafeSoftmaxF32) emit_safe_softmax_constants();
     if (backward()) {  // the forward output's tile after the per-row values
@@ -108,6 +118,16 @@ class RowEmitter {
   }
 
  private:
+  const char* reduction_mnemonic() const {
+    switch (spec_.op) {
+      case RowOp::MaxF32: return "vrmax";
+      case RowOp::MinF32: return "vrmin";
+      case RowOp::ArgMaxF32: return "vargmax";
+      case RowOp::ArgMinF32: return "vargmin";
+      default: return "vrsum";
+    }
+  }
+
   // kDram = base + row * bytes_per_row.
   void point_at(int base, int64_t bytes_per_row) {
     w_.load_constant(kScratch, bytes_per_row);
@@ -200,7 +220,13 @@ class RowEmitter {
         w_.line("vlog.f32 r{0}, r{0}, r{1}", kPerRow, kRowsInTile);
         w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
         break;
-      case RowOp::SumF32: w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols); break;
+      case RowOp::SumF32:
+      case RowOp::MaxF32:
+      case RowOp::MinF32:
+      case RowOp::ArgMaxF32:
+      case RowOp::ArgMinF32:
+        w_.line("{}.f32 r{}, r{}, r{}, r{}", reduction_mnemonic(), kPerRow, kTile, kRowsInTile, kCols);
+        break;
       case RowOp::LayerNormF32: emit_norm(per_row); break;
       case RowOp::SoftmaxBackwardF32:
         w_.line("vmul.f32 r{}, r{}, r{}, r{}", kTemp, kTile, kForwardTile, kElements);
@@ -216,9 +242,10 @@ class RowEmitter {
         break;
     }
     w_.line("fence");
-    if (spec_.op == RowOp::SumF32) {
-      point_at(kOut, kFloat);
-      w_.line("dma.st.b32 r{}, r{}, r{}, 4", kDram, kPerRow, kRowsInTile);
+    if (reduction()) {
+      const int64_t bytes = arg() ? 8 : kFloat;
+      point_at(kOut, bytes);
+      w_.line("dma.st.b{} r{}, r{}, r{}, {}", 8 * bytes, kDram, kPerRow, kRowsInTile, bytes);
     } else {
       point_at(kOut, spec_.cols * kFloat);
       w_.line("dma.st.b32 r{}, r{}, r{}, 4", kDram, kTile, kElements);

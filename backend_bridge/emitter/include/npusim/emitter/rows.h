@@ -1,7 +1,8 @@
 // Emits ISA programs for operations along the last dimension of a contiguous float32 tensor viewed as rows x cols:
-// softmax and log_softmax (row to row), the row sum (row to one value) and layer normalisation (row to row, plus
-// each row's mean and 1/std). A tile of whole rows is loaded, reduced with the vector engine's row reductions and
-// broadcast operands, and stored; the cores share the tiles.
+// softmax and log_softmax (row to row), the row sum, maximum and minimum (row to one value) and the index of the
+// maximum or minimum (row to one int64), and layer normalisation (row to row, plus each row's mean and 1/std). A tile
+// of whole rows is loaded, reduced with the vector engine's row reductions and broadcast operands, and stored; the
+// cores share the tiles.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,10 @@ enum class RowOp {
   SafeSoftmaxF32,         // softmax, but 0 for a row whose every element is -inf (attention's fully masked rows)
   SoftmaxBackwardF32,     // from the gradient and softmax's output: y * (g - rowsum(g * y))
   LogSoftmaxBackwardF32,  // from the gradient and log_softmax's output: g - exp(y) * rowsum(g)
+  MaxF32,                 // NaN if the row has one
+  MinF32,
+  ArgMaxF32,  // int64: the first index of the maximum, a NaN counting as the maximum (as PyTorch's CPU kernels)
+  ArgMinF32,
 };
 
 struct RowSpec {

@@ -1,0 +1,107 @@
+"""Maxima, minima, their indices, variance and standard deviation, logsumexp and masked_fill on npusim against the
+same ops on the CPU, bit for bit where the CPU's result is exact (extrema and indices), to float32 tolerance where
+it is computed (variance)."""
+
+import pytest
+import torch
+
+import npusim
+
+
+def same(actual, expected):
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+
+
+def as_tuple(result):
+    return result if isinstance(result, tuple) else (result,)
+
+
+@pytest.fixture
+def no_fallback():
+    npusim._C.reset_fallback_counts()
+    yield
+    assert npusim._C.fallback_counts() == {}
+
+
+def with_nan_and_ties():
+    x = torch.randn(7, 33, 5, generator=torch.Generator().manual_seed(0))
+    x[2, 3, 1] = float("nan")  # NaN is the extremum, and its index the first NaN's
+    x[4, :, 0] = 1.0  # ties: the first index
+    x[5, 7, :] = float("-inf")
+    return x
+
+
+EXTREMA = {
+    "max over a middle dim": lambda t: t.max(1),
+    "min over the last dim, kept": lambda t: t.min(-1, keepdim=True),
+    "max of a transposed view": lambda t: t.transpose(0, 2).max(1),
+    "amax over two dims": lambda t: t.amax((0, 2)),
+    "amin over all, kept": lambda t: t.amin(dim=(), keepdim=True),
+    "max of everything": lambda t: t.max(),
+    "min of everything": lambda t: t.min(),
+    "argmax flattened": lambda t: t.argmax(),
+    "argmin along dim 1": lambda t: t.argmin(1),
+    "argmax along dim 0, kept": lambda t: t.argmax(0, keepdim=True),
+    "argmax flattened, kept": lambda t: t.argmax(keepdim=True),
+}
+
+
+@pytest.mark.parametrize("name", EXTREMA)
+def test_extrema_and_their_indices_match_cpu_exactly(name, no_fallback):
+    x = with_nan_and_ties()
+    actual, expected = EXTREMA[name](x.to("npusim")), EXTREMA[name](x)
+    for got, want in zip(as_tuple(actual), as_tuple(expected), strict=True):
+        same(got, want)
+
+
+def test_extrema_of_rows_longer_than_the_scratchpad_reduce_in_chunks(no_fallback):
+    x = torch.randn(3, 100_003, generator=torch.Generator().manual_seed(1))  # 400 KB rows, a partial last chunk
+    x[1, 100_001] = 50.0  # in the tail
+    same(x.to("npusim").amax(-1), x.amax(-1))
+    same(x.to("npusim").min(), x.min())
+
+
+def test_max_with_indices_and_argmax_of_integers_take_the_fallback_and_stay_correct():
+    x = torch.randint(-100, 100, (6, 9), generator=torch.Generator().manual_seed(2))
+    values, indices = x.to("npusim").max(1)
+    same(values, x.max(1).values)
+    same(indices, x.max(1).indices)
+    same(x.to("npusim").argmax(), x.argmax())
+
+
+VARIANCES = {
+    "var of everything": lambda t: t.var(),
+    "std along a dim": lambda t: t.std(1),
+    "var_mean over two dims, kept": lambda t: torch.var_mean(t, (0, 2), keepdim=True),
+    "std_mean without correction": lambda t: torch.std_mean(t, 1, correction=0),
+    "var with a correction past the count": lambda t: t.var(2, correction=5),  # inf and NaN, as on the CPU
+    "logsumexp": lambda t: torch.logsumexp(t, 1),
+}
+
+
+@pytest.mark.parametrize("name", VARIANCES)
+def test_variance_and_logsumexp_match_cpu(name, no_fallback):
+    x = torch.randn(4, 10, 3, generator=torch.Generator().manual_seed(3)) * 3 + 1
+    actual, expected = VARIANCES[name](x.to("npusim")), VARIANCES[name](x)
+    for got, want in zip(as_tuple(actual), as_tuple(expected), strict=True):
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+        assert got.shape == want.shape
+
+
+def test_std_backward_runs_natively_and_matches_cpu(no_fallback):
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(4), requires_grad=True)
+    on_device = x.detach().to("npusim").requires_grad_()
+    x.std(1).sum().backward()
+    on_device.std(1).sum().backward()
+    torch.testing.assert_close(on_device.grad.cpu(), x.grad)
+
+
+def test_masked_fill_with_scalars_tensors_and_broadcast_masks(no_fallback):
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(5))
+    same(x.to("npusim").masked_fill(x.to("npusim") > 0, -1.5), x.masked_fill(x > 0, -1.5))
+    row_mask = torch.tensor([True, False, True])
+    filled = x.to("npusim").masked_fill_(row_mask.to("npusim"), torch.tensor(2.0))
+    same(filled, x.clone().masked_fill_(row_mask, torch.tensor(2.0)))
+    with pytest.raises(RuntimeError, match="0-dimensional value tensor"):
+        x.to("npusim").masked_fill_(row_mask.to("npusim"), torch.ones(3).to("npusim"))
