@@ -59,6 +59,15 @@ bool launched_checking_indices(Launch&& launch, const char* message) {
   return true;
 }
 
+// Elementwise kernels over float32 tensors on one device, with the op's parameters (ElementwiseSpec::parameters).
+// Each returns false, having changed nothing, when it cannot run natively (the caller then takes the CPU fallback).
+// out = f(self), resized to self's shape unless it is self:
+bool launch_unary(emitter::ElementwiseOp op, const at::Tensor& self, at::Tensor& out,
+                  const std::array<float, 3>& parameters = {});
+// out = f(self, other), broadcast, resized to the broadcast shape; either operand may be a 0-dim scalar:
+bool launch_binary(emitter::ElementwiseOp op, const at::Tensor& self, const at::Tensor& other, at::Tensor& out,
+                   const std::array<float, 3>& parameters = {});
+
 // Runs a row kernel over `self` (and, for the backward ops, `forward`, of the same shape; both made contiguous on the
 // device first) into `out`, already of the result's shape. Returns false, having changed nothing, when the emitter
 // cannot express it (a row too long for the scratchpad).

@@ -36,9 +36,10 @@ bool runs_natively(const at::Tensor& self, const at::Tensor& other, const at::Te
   return out.scalar_type() == at::kFloat && is_native_operand(self, out) && is_native_operand(other, out);
 }
 
-// Runs `op` as an emitted kernel. Returns false, having changed nothing, when the emitter cannot express the layout;
-// the caller then takes the CPU fallback.
-bool launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+}  // namespace
+
+bool launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& other, at::Tensor& out,
+                   const std::array<float, 3>& parameters) {
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
   if (out.is_same(self) || out.is_same(other))  // in place: the operand cannot grow into the broadcast shape
     TORCH_CHECK(out.sizes() == shape, "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
@@ -53,9 +54,12 @@ bool launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& o
                                 static_cast<int>(out.element_size()),
                                 out.sizes().vec(),
                                 {out.strides().vec(), a.strides().vec(), b.strides().vec()}};
+  spec.parameters = parameters;
   const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
   return launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); });
 }
+
+namespace {
 
 // int64 or int32 results of integer operands (a scalar, like the 1 of `steps += 1` or a bool, included): exact in
 // the result type, so the kernel can take them converted.
@@ -150,8 +154,9 @@ at::Tensor npusim_div(const at::Tensor& self, const at::Tensor& other) {
   return binary_out<ElementwiseOp::DivF32>(self, other, out);
 }
 
-// One-input functions: out = f(self), float32 in and out; anything else takes the CPU fallback.
-bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out) {
+}  // namespace
+
+bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out, const std::array<float, 3>& parameters) {
   if (self.scalar_type() != at::kFloat || out.scalar_type() != at::kFloat || self.device() != out.device())
     return false;
   if (!out.is_same(self)) at::native::resize_output(out, self.sizes());
@@ -159,9 +164,12 @@ bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out) {
   at::assert_no_internal_overlap(out);
   at::assert_no_partial_overlap(out, self);
   emitter::ElementwiseSpec spec{op, 4, out.sizes().vec(), {out.strides().vec(), self.strides().vec()}};
+  spec.parameters = parameters;
   const uint64_t addresses[] = {device_address(out), device_address(self)};
   return launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); });
 }
+
+namespace {
 template <ElementwiseOp Op>
 at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
   if (launch_unary(Op, self, out)) return out;

@@ -22,9 +22,9 @@ struct LoadedKernel {
 };
 
 std::string cache_key(int device_index, const emitter::ElementwiseSpec& spec) {
-  return fmt::format("elementwise|{}|{}|{}|{}|{}|{}|{}", device_index, static_cast<int>(spec.op), spec.element_bytes,
+  return fmt::format("elementwise|{}|{}|{}|{}|{}|{}|{}|{}", device_index, static_cast<int>(spec.op), spec.element_bytes,
                      fmt::join(spec.sizes, ","), fmt::join(spec.strides, ";"), static_cast<int>(spec.convert_from),
-                     static_cast<int>(spec.convert_to));
+                     static_cast<int>(spec.convert_to), fmt::join(spec.parameters, ","));
 }
 
 std::string cache_key(int device_index, const emitter::MatmulSpec& s) {

@@ -116,6 +116,8 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
       emitter::emit_rows({emitter::RowOp::LogSoftmaxF32, 30, 50}, test_config()),
       emitter::emit_rows({emitter::RowOp::SumF32, 16, 64}, test_config()),
       emitter::emit_rows({emitter::RowOp::MinF32, 16, 64}, test_config()),
+      emitter::emit_elementwise(
+          {emitter::ElementwiseOp::HardswishBackwardF32, 4, {40, 50}, {{50, 1}, {50, 1}, {50, 1}}}, test_config()),
       emitter::emit_rows({emitter::RowOp::ArgMaxF32, 16, 64}, test_config()),
       emitter::emit_rows({emitter::RowOp::SoftmaxBackwardF32, 12, 70}, test_config()),
       emitter::emit_rows({emitter::RowOp::LogSoftmaxBackwardF32, 9, 100}, test_config()),

@@ -2,8 +2,9 @@
 //
 // Register use: r1 argument block, r2..r5 operand pointers (one per operand), r6..r9 outer loop counters,
 // r10 tile index, r11 elements in the current tile, r12 scratch, r13/r14 row length and rows of a 2-D tile,
-// r15 core id, r16..r18 scratchpad buffers (the third for a third input or for scratch), r20..r23 saved operand
-// pointers, r25..r31 addresses of the scratchpad constants (one f32 each, after the buffers). Operands may have
+// r15 core id, r16..r18 scratchpad buffers (the third for a third input or for scratch), r19 a fourth (scratch),
+// r20..r23 saved operand pointers, r25..r31 addresses of the scratchpad constants the op uses (one f32 each, after
+// the buffers). Operands may have
 // different element sizes (where's bool condition); every buffer holds a tile of the widest. Each of the kernel's
 // cores (Kernel::cores, which the launch must match) takes its share of the tiles.
 #include "npusim/emitter/elementwise.h"
@@ -13,6 +14,7 @@
 #include <fmt/args.h>
 #include <fmt/ranges.h>
 #include <algorithm>
+#include <bit>
 
 #include "npusim/emitter/assembly_writer.h"
 #include "npusim/isa/assembler.h"
@@ -32,16 +34,17 @@ constexpr int kCore = 15;
 constexpr int kBufferA = 16;
 constexpr int kBufferB = 17;
 constexpr int kBufferC = 18;
+constexpr int kBufferD = 19;
 constexpr int kFirstSavedPointer = 20;
 
 constexpr int kFirstConstant = 25;
 
 // Scalar constants the compositions use; each lives in one f32 of the scratchpad, filled at kernel start.
 struct Constant {
-  const char* name;
+  std::string name;
   uint32_t bits;  // f32 bit pattern
 };
-constexpr Constant kConstants[] = {
+const Constant kConstants[] = {
     {"one", 0x3f800000},             // 1.0
     {"half", 0x3f000000},            // 0.5
     {"inv_sqrt2", 0x3f3504f3},       // 1 / sqrt(2)
@@ -49,12 +52,16 @@ constexpr Constant kConstants[] = {
     {"gelu_cubic", 0x3d372713},      // 0.044715
     {"zero", 0x00000000},            // 0.0
     {"inv_sqrt_2pi", 0x3ecc422a},    // 1 / sqrt(2 pi)
+    {"three", 0x40400000},           // 3.0
+    {"neg_three", 0xc0400000},       // -3.0
+    {"six", 0x40c00000},             // 6.0
 };
-static_assert(25 + std::size(kConstants) <= 32, "each constant's address takes a register, r25 upward");
+constexpr int kMaxConstants = 32 - kFirstConstant;  // each constant's address takes a register, r25 upward
+constexpr int kParameters = 3;                      // {p0}, {p1}, {p2}: ElementwiseSpec::parameters
 
 // Each operation: its name, inputs, and its vector instructions over the tile in {a} (the first input, and the
-// result), {b} (the second input, or scratch) and {c} (scratch, allocated only for ops that use it) with {n}
-// elements; {one}, {half}, ... are constants, broadcast as scalars (mode 1).
+// result), {b} (the second input, or scratch), {c} and {d} (scratch, allocated only for ops that use them) with {n}
+// elements; {one}, {half}, ... are constants and {p0}.. the spec's parameters, broadcast as scalars (mode 1).
 struct OpDefinition {
   ElementwiseOp op;
   const char* name;
@@ -125,6 +132,71 @@ const std::vector<OpDefinition>& definitions() {
         "vadd.f32 {b}, {b}, {a}, {n}", "vmul.f32 {b}, {b}, {sqrt_2_over_pi}, {n}, 1", "vtanh.f32 {b}, {b}, {n}",
         "vadd.f32 {b}, {b}, {one}, {n}, 1", "vmul.f32 {a}, {a}, {half}, {n}, 1", "vmul.f32 {a}, {a}, {b}, {n}"}},
       {SiluF32, "silu_f32", 1, {"vsigmoid.f32 {b}, {a}, {n}", "vmul.f32 {a}, {a}, {b}, {n}"}},
+      {MishF32,
+       "mish_f32",
+       1,
+       {"vexp.f32 {b}, {a}, {n}", "vadd.f32 {b}, {b}, {one}, {n}, 1", "vlog.f32 {b}, {b}, {n}",
+        "vtanh.f32 {b}, {b}, {n}", "vmul.f32 {a}, {a}, {b}, {n}"}},
+      {HardswishF32,
+       "hardswish_f32",
+       1,
+       {"vadd.f32 {b}, {a}, {three}, {n}, 1", "vmax.f32 {b}, {b}, {zero}, {n}, 1", "vmin.f32 {b}, {b}, {six}, {n}, 1",
+        "vmul.f32 {a}, {a}, {b}, {n}", "vdiv.f32 {a}, {a}, {six}, {n}, 1"}},
+      // Masked merges: a bool mask in {c} (or in place over an input tile it was computed from) picks the branch.
+      {LeakyReluF32,
+       "leaky_relu_f32",
+       1,
+       {"vmul.f32 {b}, {a}, {p0}, {n}, 1", "vcle.f32 {c}, {a}, {zero}, {n}, 1", "vsel.f32 {a}, {c}, {b}, {n}"}},
+      {EluF32,
+       "elu_f32",
+       1,
+       {"vmul.f32 {b}, {a}, {p2}, {n}, 1", "vexp.f32 {b}, {b}, {n}", "vsub.f32 {b}, {b}, {one}, {n}, 1",
+        "vmul.f32 {b}, {b}, {p0}, {n}, 1", "vcle.f32 {c}, {a}, {zero}, {n}, 1", "vmul.f32 {a}, {a}, {p1}, {n}, 1",
+        "vsel.f32 {a}, {c}, {b}, {n}"}},
+      // The mask is the computed branch's (x p0 <= p1), so that a NaN keeps x, as the CPU's x p0 > p1 does.
+      {SoftplusF32,
+       "softplus_f32",
+       1,
+       {"vmul.f32 {b}, {a}, {p0}, {n}, 1", "vcle.f32 {c}, {b}, {p1}, {n}, 1", "vexp.f32 {b}, {b}, {n}",
+        "vadd.f32 {b}, {b}, {one}, {n}, 1", "vlog.f32 {b}, {b}, {n}", "vdiv.f32 {b}, {b}, {p0}, {n}, 1",
+        "vsel.f32 {a}, {c}, {b}, {n}"}},
+      // x > 0 as -x < 0, which is false for NaN as on the CPU: then the gradient times the slope.
+      {LeakyReluBackwardF32,
+       "leaky_relu_backward_f32",
+       2,
+       {"vmul.f32 {c}, {a}, {p0}, {n}, 1", "vneg.f32 {b}, {b}, {n}", "vclt.f32 {b}, {b}, {zero}, {n}, 1",
+        "vsel.f32 {c}, {b}, {a}, {n}", "vmov.f32 {a}, {c}, {n}"}},
+      {HardswishBackwardF32,
+       "hardswish_backward_f32",
+       2,
+       {"vdiv.f32 {c}, {b}, {three}, {n}, 1", "vadd.f32 {c}, {c}, {half}, {n}, 1", "vmul.f32 {c}, {a}, {c}, {n}",
+        "vclt.f32 {d}, {b}, {three}, {n}, 1", "vsel.f32 {a}, {d}, {c}, {n}", "vcle.f32 {d}, {b}, {neg_three}, {n}, 1",
+        "vsel.f32 {a}, {d}, {zero}, {n}, 1"}},
+      // x >= max as -x <= -max, which is false for NaN as on the CPU.
+      {HardtanhBackwardF32,
+       "hardtanh_backward_f32",
+       2,
+       {"vcle.f32 {c}, {b}, {p0}, {n}, 1", "vsel.f32 {a}, {c}, {zero}, {n}, 1", "vneg.f32 {b}, {b}, {n}",
+        "vcle.f32 {c}, {b}, {p1}, {n}, 1", "vsel.f32 {a}, {c}, {zero}, {n}, 1"}},
+      {EluBackwardFromInputF32,
+       "elu_backward_f32",
+       2,
+       {"vmul.f32 {c}, {b}, {p2}, {n}, 1", "vexp.f32 {c}, {c}, {n}", "vmul.f32 {c}, {c}, {p0}, {n}, 1",
+        "vcle.f32 {b}, {b}, {zero}, {n}, 1", "vmul.f32 {d}, {a}, {p1}, {n}, 1", "vmul.f32 {a}, {a}, {c}, {n}",
+        "vsel.f32 {d}, {b}, {a}, {n}", "vmov.f32 {a}, {d}, {n}"}},
+      {EluBackwardFromResultF32,
+       "elu_backward_from_result_f32",
+       2,
+       {"vadd.f32 {c}, {b}, {p0}, {n}, 1", "vmul.f32 {c}, {c}, {p2}, {n}, 1", "vcle.f32 {b}, {b}, {zero}, {n}, 1",
+        "vmul.f32 {d}, {a}, {p1}, {n}, 1", "vmul.f32 {a}, {a}, {c}, {n}", "vsel.f32 {d}, {b}, {a}, {n}",
+        "vmov.f32 {a}, {d}, {n}"}},
+      // The pass-through mask x p0 > p1 as -x p0 < -p1 ({p2}), false for NaN, which takes the computed branch.
+      {SoftplusBackwardF32,
+       "softplus_backward_f32",
+       2,
+       {"vmul.f32 {c}, {b}, {p0}, {n}, 1", "vneg.f32 {d}, {c}, {n}", "vclt.f32 {d}, {d}, {p2}, {n}, 1",
+        "vexp.f32 {c}, {c}, {n}", "vadd.f32 {b}, {c}, {one}, {n}, 1", "vmul.f32 {c}, {a}, {c}, {n}",
+        "vdiv.f32 {c}, {c}, {b}, {n}", "vsel.f32 {c}, {d}, {a}, {n}", "vmov.f32 {a}, {c}, {n}"}},
   };
   return table;
 }
@@ -141,12 +213,21 @@ bool uses(ElementwiseOp op, std::string_view name) {
     if (std::string_view(step).find(fmt::format("{{{}}}", name)) != std::string_view::npos) return true;
   return false;
 }
-bool uses_constants(ElementwiseOp op) {
-  return std::any_of(std::begin(kConstants), std::end(kConstants),
-                     [&](const Constant& constant) { return uses(op, constant.name); });
+// The constants the op's steps name, the spec's parameters among them, in the order their registers take.
+std::vector<Constant> constants_of(const ElementwiseSpec& spec) {
+  std::vector<Constant> used;
+  for (const Constant& constant : kConstants)
+    if (uses(spec.op, constant.name)) used.push_back(constant);
+  for (int k = 0; k < kParameters; ++k)
+    if (const std::string name = fmt::format("p{}", k); uses(spec.op, name))
+      used.push_back({name, std::bit_cast<uint32_t>(spec.parameters[k])});
+  if (static_cast<int>(used.size()) > kMaxConstants)
+    throw std::logic_error(fmt::format("{} names more than {} constants", definition(spec.op).name, kMaxConstants));
+  return used;
 }
-// Scratchpad tiles: the copy's one, the inputs' two, and a third for a third input or the scratch tile {c}.
-int buffer_count(ElementwiseOp op) { return op == ElementwiseOp::Copy ? 1 : uses(op, "c") ? 3 : 2; }
+// Scratchpad tiles: the copy's one, the inputs' two, a third for a third input or the scratch tile {c}, and a
+// fourth for the scratch tile {d}.
+int buffer_count(ElementwiseOp op) { return op == ElementwiseOp::Copy ? 1 : uses(op, "d") ? 4 : uses(op, "c") ? 3 : 2; }
 
 // Bytes per element of each operand, output first.
 std::vector<int> operand_bytes(const ElementwiseSpec& spec) {
@@ -186,10 +267,13 @@ ElementwiseSpec collapse(const ElementwiseSpec& spec) {
 class ElementwiseEmitter {
  public:
   ElementwiseEmitter(const ElementwiseSpec& spec, const config::ChipConfig& config)
-      : spec_(collapse(spec)), operands_(operand_count(spec.op)), bytes_(operand_bytes(spec)) {
+      : spec_(collapse(spec)),
+        operands_(operand_count(spec.op)),
+        bytes_(operand_bytes(spec)),
+        constants_(constants_of(spec)) {
     widest_ = *std::max_element(bytes_.begin(), bytes_.end());
     const int buffers = buffer_count(spec_.op);
-    const int64_t constant_bytes = uses_constants(spec_.op) ? static_cast<int64_t>(std::size(kConstants)) * 4 : 0;
+    const int64_t constant_bytes = static_cast<int64_t>(constants_.size()) * 4;
     const int64_t elements = (static_cast<int64_t>(config.scratchpad_bytes()) - constant_bytes) / buffers / widest_;
     tile_elements_ = std::max<int64_t>(1, elements / 64 * 64);
     // More cores than tiles would only add idle cores to the launch.
@@ -213,8 +297,9 @@ class ElementwiseEmitter {
     for (int k = 0; k < operands_; ++k) writer_.line("ld r{}, {}(r1)", kFirstPointer + k, 8 * k);
     writer_.line("li r{}, 0", kBufferA);
     writer_.line("li r{}, {}", kBufferB, tile_elements_ * widest_);
-    if (buffer_count(spec_.op) == 3) writer_.line("li r{}, {}", kBufferC, 2 * tile_elements_ * widest_);
-    if (uses_constants(spec_.op)) emit_constants();
+    if (buffer_count(spec_.op) >= 3) writer_.line("li r{}, {}", kBufferC, 2 * tile_elements_ * widest_);
+    if (buffer_count(spec_.op) >= 4) writer_.line("li r{}, {}", kBufferD, 3 * tile_elements_ * widest_);
+    if (!constants_.empty()) emit_constants();
     emit_dimension(0);
     writer_.line("halt");
     return writer_.text();
@@ -226,27 +311,30 @@ class ElementwiseEmitter {
   // The constants sit after the buffers; the vector engine fills them before any tile reaches it (one queue).
   void emit_constants() {
     writer_.line("li r{}, 1", kScratch);
-    for (size_t k = 0; k < std::size(kConstants); ++k) {
+    for (size_t k = 0; k < constants_.size(); ++k) {
       const int reg = kFirstConstant + static_cast<int>(k);
       writer_.load_constant(reg, buffer_count(spec_.op) * tile_elements_ * widest_ + 4 * static_cast<int64_t>(k));
-      writer_.line("vfill.f32 r{}, r{}, 0x{:08x}", reg, kScratch, kConstants[k].bits);
+      // The immediate is signed: a pattern with the top bit set is written as the negative number with its bits.
+      writer_.line("vfill.f32 r{}, r{}, {}", reg, kScratch, static_cast<int32_t>(constants_[k].bits));
     }
   }
 
   void emit_compute() {
     const std::string a = fmt::format("r{}", kBufferA), b = fmt::format("r{}", kBufferB),
-                      c = fmt::format("r{}", kBufferC), n = fmt::format("r{}", kTileElements);
+                      c = fmt::format("r{}", kBufferC), d = fmt::format("r{}", kBufferD),
+                      n = fmt::format("r{}", kTileElements);
     std::vector<std::string> constants;
-    for (size_t k = 0; k < std::size(kConstants); ++k) constants.push_back(fmt::format("r{}", kFirstConstant + k));
+    for (size_t k = 0; k < constants_.size(); ++k) constants.push_back(fmt::format("r{}", kFirstConstant + k));
     fmt::dynamic_format_arg_store<fmt::format_context> names;
     names.push_back(fmt::arg("a", a));
     names.push_back(fmt::arg("b", b));
     names.push_back(fmt::arg("c", c));
+    names.push_back(fmt::arg("d", d));
     names.push_back(fmt::arg("n", n));
     const std::string to(isa::type_name(spec_.convert_to)), from(isa::type_name(spec_.convert_from));
     names.push_back(fmt::arg("to", to));
     names.push_back(fmt::arg("from", from));
-    for (size_t k = 0; k < std::size(kConstants); ++k) names.push_back(fmt::arg(kConstants[k].name, constants[k]));
+    for (size_t k = 0; k < constants_.size(); ++k) names.push_back(fmt::arg(constants_[k].name.c_str(), constants[k]));
     for (const char* step : definition(spec_.op).steps) writer_.line("{}", fmt::vformat(step, names));
   }
 
@@ -370,6 +458,7 @@ class ElementwiseEmitter {
   ElementwiseSpec spec_;
   int operands_;
   std::vector<int> bytes_;  // per operand, output first
+  std::vector<Constant> constants_;
   int widest_ = 4;
   int64_t cores_ = 1;
   int64_t tile_elements_ = 0;

@@ -4,6 +4,7 @@
 // operand, loops over the outer ones in scalar code, and tiles the innermost one to fit the scratchpad.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -51,9 +52,23 @@ enum class ElementwiseOp {
   SqrtF32,
   RsqrtF32,
   ReciprocalF32,
-  GeluF32,      // x/2 (1 + erf(x / sqrt 2))
-  GeluTanhF32,  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-  SiluF32,      // x sigmoid(x)
+  GeluF32,       // x/2 (1 + erf(x / sqrt 2))
+  GeluTanhF32,   // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  SiluF32,       // x sigmoid(x)
+  MishF32,       // x tanh(log(1 + exp(x)))
+  HardswishF32,  // x min(max(x + 3, 0), 6) / 6
+  // one input and parameters p0.. (ElementwiseSpec::parameters), with PyTorch's CPU formulas
+  LeakyReluF32,  // x > 0 ? x : x p0
+  EluF32,        // x <= 0 ? (exp(x p2) - 1) p0 : x p1  (p0 = alpha scale, p1 = scale, p2 = input_scale)
+  SoftplusF32,   // x p0 > p1 ? x : log(1 + exp(x p0)) / p0  (p0 = beta, p1 = threshold)
+  // two inputs, the gradient and the forward input (or result), and parameters
+  LeakyReluBackwardF32,      // x > 0 ? g : g p0
+  HardswishBackwardF32,      // x <= -3 ? 0 : x < 3 ? g (x / 3 + 1/2) : g
+  HardtanhBackwardF32,       // x <= p0 || x >= -p1 ? 0 : g  (p0 = min, p1 = -max)
+  EluBackwardFromInputF32,   // g (x <= 0 ? p0 exp(x p2) : p1)  (p0 = input_scale alpha scale, p1 = scale, p2 =
+                             // input_scale)
+  EluBackwardFromResultF32,  // g (y <= 0 ? p2 (y + p0) : p1)  (p0 = alpha scale, p1 = scale, p2 = input_scale)
+  SoftplusBackwardF32,       // x p0 > p1 ? g : g z / (z + 1), z = exp(x p0)  (p2 = -p1)
 };
 
 // Inputs the operation reads (0 for a copy's single source counts as 1).
@@ -68,6 +83,8 @@ struct ElementwiseSpec {
   std::vector<std::vector<int64_t>> strides;  // in elements, one list per operand; operand 0 is the output
   // Convert only: the input's and the output's element types (element_bytes is the output's).
   isa::ElementType convert_from = isa::ElementType::F32, convert_to = isa::ElementType::F32;
+  // The op's scalar parameters ({p0}, {p1}, {p2} in its steps), baked into the program as constants.
+  std::array<float, 3> parameters{};
 };
 
 struct Kernel {
