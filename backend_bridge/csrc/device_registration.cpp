@@ -1,9 +1,12 @@
-// Registers npusim with PyTorch's PrivateUse1 slot: the allocator of device memory, the device guard, and the
-// runtime hooks.
+// Registers npusim with PyTorch's PrivateUse1 slot: the allocator of device memory, the device guard (devices,
+// streams, events), and the runtime hooks.
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
+
+#include <atomic>
+#include <map>
 
 #include "bridge.h"
 #include "device_generator.h"
@@ -60,7 +63,18 @@ class DeviceMemoryAllocator final : public c10::Allocator {
 DeviceMemoryAllocator allocator;
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocator)
 
-// One device, one in-order default stream: launches complete before they return for now.
+// Streams and events. Launches complete before they return, so every stream is already in order with every other
+// and nothing is ever pending: streams are ids (0 the default), each thread has a current one per device, and an
+// event records the device's simulated clock, so elapsed_time is simulated time.
+thread_local std::map<c10::DeviceIndex, c10::StreamId> current_streams;
+std::atomic<c10::StreamId> next_stream_id{1};
+
+struct DeviceEvent {
+  c10::DeviceIndex device;
+  c10::EventFlag flag;  // BACKEND_DEFAULT: created with enable_timing=True
+  uint64_t cycle = 0;
+};
+
 class DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
  public:
   c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
@@ -76,9 +90,47 @@ class DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
     current_device = device.index();
   }
   void uncheckedSetDevice(c10::Device device) const noexcept override { current_device = device.index(); }
-  c10::Stream getStream(c10::Device device) const override { return c10::Stream(c10::Stream::DEFAULT, device); }
+  c10::Stream getStream(c10::Device device) const override {
+    const auto current = current_streams.find(device.index());
+    return c10::Stream(c10::Stream::UNSAFE, device, current == current_streams.end() ? 0 : current->second);
+  }
+  c10::Stream getDefaultStream(c10::Device device) const override { return c10::Stream(c10::Stream::DEFAULT, device); }
+  c10::Stream getNewStream(c10::Device device, int) const override {
+    return c10::Stream(c10::Stream::UNSAFE, device, next_stream_id++);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool) const override { return getNewStream(device, 0); }
   c10::Stream exchangeStream(c10::Stream stream) const override {
-    return c10::Stream(c10::Stream::DEFAULT, stream.device());
+    const c10::Stream previous = getStream(stream.device());
+    current_streams[stream.device_index()] = stream.id();
+    return previous;
+  }
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "npusim: event device index ",
+                static_cast<int>(device_index), " does not match the recording stream's ",
+                static_cast<int>(stream.device_index()));
+    if (*event == nullptr) *event = new DeviceEvent{stream.device_index(), flag};
+    auto* recorded = static_cast<DeviceEvent*>(*event);
+    recorded->cycle = runtime_device(stream.device_index()).elapsed_cycles();
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<DeviceEvent*>(event);
+  }
+  void block(void*, const c10::Stream&) const override {}  // what the event marks has completed
+  bool queryEvent(void*) const override { return true; }
+  void synchronizeEvent(void*) const override {}
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex device_index) const override {
+    TORCH_CHECK(start != nullptr && end != nullptr,
+                "npusim: both events must be recorded before calculating elapsed time");
+    const auto *from = static_cast<DeviceEvent*>(start), *to = static_cast<DeviceEvent*>(end);
+    TORCH_CHECK(from->flag == c10::EventFlag::BACKEND_DEFAULT && to->flag == c10::EventFlag::BACKEND_DEFAULT,
+                "npusim: elapsed_time needs both events created with enable_timing=True");
+    const runtime::Device& device = runtime_device(device_index < 0 ? from->device : device_index);
+    TORCH_CHECK(device.mode() == runtime::Mode::Timed,
+                "npusim: Event.elapsed_time is simulated time, which needs timed mode (NPUSIM_MODE=timed or "
+                "npusim.init(mode=\"timed\")); functional mode has no clock");
+    const double cycles = static_cast<double>(to->cycle) - static_cast<double>(from->cycle);
+    return cycles / (device.config().chip_clock_ghz * 1e6);  // milliseconds
   }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(runtime::Session::instance().device_count());

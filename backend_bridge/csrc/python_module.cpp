@@ -125,6 +125,13 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("device_count", [] { return runtime::Session::instance().device_count(); });
   m.def(
+      "default_stream",
+      [](int index) {
+        return c10::Stream(c10::Stream::DEFAULT,
+                           c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));
+      },
+      py::arg("device"));
+  m.def(
       "default_generator",
       [](int index) {
         return py::reinterpret_steal<py::object>(

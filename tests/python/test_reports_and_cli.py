@@ -108,9 +108,15 @@ device = torch.device("cuda")
 model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).cuda()
 torch.save(model.state_dict(), sys.argv[2])
 model.load_state_dict(torch.load(sys.argv[2], map_location="cuda"))
-with torch.random.fork_rng():
-    x = torch.randn(4, 16).to(device)  # random numbers are drawn on the CPU until npusim has a device generator
+torch.cuda.manual_seed(0)
+with torch.random.fork_rng(device_type="cuda"):
+    x = torch.randn(4, 16, device="cuda")  # drawn on the chip, from npusim's generator
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+start.record()
 y = model(x) * scale
+end.record()
+torch.cuda.synchronize()
+assert start.elapsed_time(end) > 0  # simulated milliseconds
 assert y.is_cuda and y.device.type == "npusim", y.device
 print("script result", tuple(y.shape), sys.argv[1])
 """

@@ -53,19 +53,16 @@ def map_device(source):
         return load(*args, map_location=map_location, **kwargs)
 
     with contextlib.ExitStack() as stack:
-        # torch.cuda's queries answer for npusim; random state is the CPU generator's, which npusim draws from.
-        for name, replacement in {
-            "is_available": lambda: True,
-            "device_count": torch.npusim.device_count,
-            "current_device": torch.npusim.current_device,
-            "set_device": torch.npusim.set_device,
-            "synchronize": torch.npusim.synchronize,
-            "get_device_name": torch.npusim.get_device_name,
-            "get_rng_state": lambda device="cuda": torch.get_rng_state(),
-            "set_rng_state": lambda state, device="cuda": torch.set_rng_state(state),
-            "manual_seed": torch.npusim.manual_seed,
-            "manual_seed_all": torch.npusim.manual_seed_all,
-        }.items():
+        # torch.cuda's queries, random state, streams, events and memory statistics answer for npusim.
+        replacements = {"is_available": lambda: True}
+        for name in (
+            "device_count current_device set_device synchronize get_device_name get_device_properties "
+            "get_rng_state set_rng_state manual_seed manual_seed_all seed seed_all initial_seed "
+            "Stream Event current_stream default_stream set_stream stream "
+            "memory_allocated max_memory_allocated memory_reserved memory_stats reset_peak_memory_stats empty_cache"
+        ).split():
+            replacements[name] = getattr(torch.npusim, name)
+        for name, replacement in replacements.items():
             stack.enter_context(unittest.mock.patch.object(torch.cuda, name, replacement))
         stack.enter_context(unittest.mock.patch.object(torch, "load", load_onto_npusim))
         stack.enter_context(_CudaToNpusim())

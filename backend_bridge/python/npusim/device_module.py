@@ -27,6 +27,56 @@ def synchronize(device=None):
     """Wait for the device; launches complete before they return, so there is never work in flight yet."""
 
 
+# Streams and events, as torch.cuda's: launches complete before they return, so streams are always in order with
+# each other and events are always complete; an event records the simulated clock, so Event.elapsed_time gives
+# simulated milliseconds (timed mode).
+class Stream(torch.Stream):
+    """An npusim stream (``torch.Stream`` on the npusim device); usable as a context manager."""
+
+    def __new__(cls, device=None, priority=0):
+        return super().__new__(cls, device=torch.device("npusim", _index(device)), priority=priority)
+
+
+def Event(enable_timing=False, blocking=False, interprocess=False):  # noqa: N802  torch.cuda.Event's name
+    """An npusim event: a ``torch.Event`` on the npusim device (a plain one, which torch.Event's methods require of
+    the other event they are given)."""
+    return torch.Event(device="npusim", enable_timing=enable_timing, blocking=blocking)
+
+
+def current_stream(device=None):
+    return torch.accelerator.current_stream(torch.device("npusim", _index(device)))
+
+
+def default_stream(device=None):
+    return _C.default_stream(_index(device))
+
+
+def set_stream(stream):
+    torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """Makes ``stream`` current within a ``with`` block, as ``torch.cuda.stream`` does (None: no change)."""
+
+    def __init__(self, stream):
+        self.stream, self.previous = stream, None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.previous = current_stream()
+            set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            set_stream(self.previous)
+        return False
+
+
+def stream(stream):
+    return StreamContext(stream)
+
+
 def get_device_name(device=None):
     return _C.properties(0)["name"]
 

@@ -1,0 +1,81 @@
+"""Streams and events on npusim, with torch.cuda's interface: streams become current in `with` blocks and order work,
+events mark points in it, and Event.elapsed_time is the simulated time between them (timed mode)."""
+
+import pytest
+import torch
+from conftest import run_python
+
+import npusim  # noqa: F401
+
+
+def test_streams_become_current_within_with_blocks_and_run_work():
+    default = torch.npusim.default_stream()
+    assert torch.npusim.current_stream() == default and default.device.type == "npusim"
+    side, other = torch.npusim.Stream(), torch.npusim.Stream()
+    assert side != other != default
+    a = torch.randn(8, 8)
+    with torch.npusim.stream(side):
+        assert torch.npusim.current_stream() == side
+        with other:  # a torch.Stream is a context manager too
+            assert torch.npusim.current_stream() == other
+        assert torch.npusim.current_stream() == side
+        product = a.to("npusim") @ a.to("npusim")
+    assert torch.npusim.current_stream() == default
+    torch.testing.assert_close(product.cpu(), a @ a)
+    assert side.query()
+    side.synchronize()
+
+
+def test_events_mark_completed_work_and_streams_wait_on_them():
+    side = torch.npusim.Stream()
+    event = torch.npusim.Event()
+    x = torch.ones(1000, device="npusim") * 3
+    event.record()
+    assert event.query()
+    side.wait_event(event)
+    side.wait_stream(torch.npusim.current_stream())
+    event.synchronize()
+    recorded = side.record_event()
+    assert recorded.query() and x.sum().item() == 3000
+
+
+def test_the_accelerator_api_sees_npusim():
+    assert torch.accelerator.current_accelerator().type == "npusim"
+    assert torch.accelerator.device_count() == 1
+    torch.accelerator.synchronize()
+
+
+def test_elapsed_time_is_the_simulated_time_of_the_work_between_the_events():
+    result = run_python(
+        """
+        import torch, npusim
+        a, b = torch.randn(256, 256, device="npusim"), torch.randn(256, 256, device="npusim")
+        start, end = torch.npusim.Event(enable_timing=True), torch.npusim.Event(enable_timing=True)
+        with npusim.profile() as report:
+            start.record()
+            for _ in range(3):
+                a = a @ b
+            end.record()
+        simulated_ms = report.seconds(report.total_device_cycles) * 1e3
+        print(start.elapsed_time(end), simulated_ms)
+        """,
+        NPUSIM_MODE="timed",
+    )
+    assert result.returncode == 0, result.stderr
+    elapsed, simulated = map(float, result.stdout.split())
+    assert elapsed > 0
+    assert elapsed == pytest.approx(simulated, rel=1e-9)
+
+
+def test_elapsed_time_explains_what_it_needs():
+    with pytest.raises(RuntimeError, match="timed mode"):
+        start, end = torch.npusim.Event(enable_timing=True), torch.npusim.Event(enable_timing=True)
+        start.record()
+        end.record()
+        start.elapsed_time(end)  # this suite runs in functional mode: no clock
+    untimed = torch.npusim.Event()
+    untimed.record()
+    with pytest.raises(ValueError, match="enable_timing=True"):  # PyTorch's own check
+        untimed.elapsed_time(untimed)
+    with pytest.raises(ValueError, match="must be recorded"):
+        torch.npusim.Event(enable_timing=True).elapsed_time(torch.npusim.Event(enable_timing=True))
