@@ -125,9 +125,12 @@ def test_generated_methods_and_device_module(device):
     y = torch.empty(1024, device=device)
     assert torch.npusim.memory_allocated() >= before + 4096
     assert torch.npusim.max_memory_allocated() >= torch.npusim.memory_allocated()
+    summary = torch.npusim.memory_summary()
+    assert "peak allocated" in summary and f"{torch.npusim.memory_allocated() / 2**20:12.3f} MiB" in summary
     del y
     assert torch.npusim.memory_allocated() == before
     assert torch.npusim.get_device_properties()["total_memory"] > 0
+    assert torch.npusim.max_memory_reserved() == torch.npusim.memory_reserved() > 0
 
 
 def test_host_access_to_device_memory_is_refused(device):

@@ -101,6 +101,25 @@ def memory_reserved(device=None):
     return _C.memory_stats(0)["reserved_bytes.all.current"]
 
 
+def max_memory_reserved(device=None):
+    """The device heap is reserved whole from the start, so its peak is its size."""
+    return memory_reserved(device)
+
+
+def memory_summary(device=None, abbreviated=False):
+    """A readable table of memory_stats(), like torch.cuda.memory_summary()."""
+    stats = memory_stats(device)
+    mib = 1024 * 1024
+    lines = [
+        f"npusim memory summary, device {_index(device)} ({get_device_name(device)})",
+        f"  allocated      {stats['allocated_bytes.all.current'] / mib:12.3f} MiB",
+        f"  peak allocated {stats['allocated_bytes.all.peak'] / mib:12.3f} MiB",
+        f"  reserved       {stats['reserved_bytes.all.current'] / mib:12.3f} MiB",
+        f"  live allocations {stats['allocation.all.current']}, allocations in all {stats['allocation.all.allocated']}",
+    ]
+    return "\n".join(lines)
+
+
 def reset_peak_memory_stats(device=None):
     _C.reset_peak_memory_stats(0)
 
