@@ -1,5 +1,5 @@
-// Matrix multiplication on the matrix engine: mm, addmm (and so nn.Linear, which PyTorch lowers to them) and bmm
-// (and so batched matmul, attention's products) on float32 tensors of any strides. Other dtypes take the CPU
+// Matrix multiplication on the matrix engine: mm, addmm (and so nn.Linear, which PyTorch lowers to them), bmm and
+// baddbmm (and so batched matmul, attention's products) on float32 tensors of any strides. Other dtypes take the CPU
 // fallback.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
@@ -76,17 +76,20 @@ at::Tensor npusim_bmm(const at::Tensor& a, const at::Tensor& b) {
   return npusim_bmm_out(a, b, out);
 }
 
-// beta * bias + alpha * (a @ b): the product on the matrix engine, scaling and the bias on the vector engine.
-at::Tensor& npusim_addmm_out(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
-                             const at::Scalar& alpha, at::Tensor& out) {
+// beta * bias + alpha * (a @ b), of matrices (addmm) or batches of them (baddbmm): the product on the matrix
+// engine, scaling and the bias on the vector engine.
+template <bool Batched>
+at::Tensor& add_product_out(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                            const at::Scalar& alpha, at::Tensor& out) {
+  const char* name = Batched ? "aten::baddbmm" : "aten::addmm";
   if (!all_float_on(out, {&bias, &a, &b})) {
     torch::jit::Stack stack{bias, a, b, beta, alpha, out};
-    call_cpu_fallback("aten::addmm", "out", stack);
+    call_cpu_fallback(name, "out", stack);
     return out;
   }
-  at::Tensor product = at::mm(a, b);
+  at::Tensor product = Batched ? at::bmm(a, b) : at::mm(a, b);
   if (out.is_same(bias))  // in place: bias cannot grow into the product's shape
-    TORCH_CHECK(out.sizes() == product.sizes(), "addmm_: self of shape ", out.sizes(), " does not match the product ",
+    TORCH_CHECK(out.sizes() == product.sizes(), name, "_: self of shape ", out.sizes(), " does not match the product ",
                 product.sizes());
   if (alpha.toDouble() != 1.0) product.mul_(alpha);
   at::native::resize_output(out, product.sizes());
@@ -94,15 +97,17 @@ at::Tensor& npusim_addmm_out(const at::Tensor& bias, const at::Tensor& a, const 
   return at::add_out(out, product, bias.expand_as(product), beta);
 }
 
-at::Tensor npusim_addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
-                        const at::Scalar& alpha) {
+template <bool Batched>
+at::Tensor add_product(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                       const at::Scalar& alpha) {
   at::Tensor out = at::empty({0}, a.options());
-  return npusim_addmm_out(bias, a, b, beta, alpha, out);
+  return add_product_out<Batched>(bias, a, b, beta, alpha, out);
 }
 
-at::Tensor& npusim_addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
-                          const at::Scalar& alpha) {
-  return npusim_addmm_out(self, a, b, beta, alpha, self);
+template <bool Batched>
+at::Tensor& add_product_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                         const at::Scalar& alpha) {
+  return add_product_out<Batched>(self, a, b, beta, alpha, self);
 }
 
 }  // namespace
@@ -112,9 +117,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mm.out", npusim_mm_out);
   m.impl("bmm", npusim_bmm);
   m.impl("bmm.out", npusim_bmm_out);
-  m.impl("addmm", npusim_addmm);
-  m.impl("addmm.out", npusim_addmm_out);
-  m.impl("addmm_", npusim_addmm_);
+  m.impl("addmm", add_product<false>);
+  m.impl("addmm.out", add_product_out<false>);
+  m.impl("addmm_", add_product_<false>);
+  m.impl("baddbmm", add_product<true>);
+  m.impl("baddbmm.out", add_product_out<true>);
+  m.impl("baddbmm_", add_product_<true>);
 }
 
 }  // namespace npusim::bridge

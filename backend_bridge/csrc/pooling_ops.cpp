@@ -1,5 +1,6 @@
-// Native average and max pooling (nn.AvgPool2d, nn.MaxPool2d) forward and backward, float32, composed from native
-// kernels; each of the KH x KW window offsets is a strided view of the padded input.
+// Native average, max and adaptive average pooling (nn.AvgPool2d, nn.MaxPool2d, nn.AdaptiveAvgPool2d) forward and
+// backward, float32, composed from native kernels; each of the KH x KW window offsets is a strided view of the
+// padded input.
 //   average: the offsets' views of the zero-padded input summed by elementwise adds and divided once; the backward
 //            adds the scaled output gradient into each offset's view of the padded input's gradient;
 //   max:     over the offsets in order, an offset's value replaces the best so far where it is greater or NaN (as on
@@ -14,6 +15,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/gt.h>
+#include <ATen/ops/matmul.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
@@ -249,9 +251,50 @@ at::Tensor npusim_max_pool2d_backward(const at::Tensor& grad_output, const at::T
                                         grad_input);
 }
 
+// Adaptive average pooling as two products with averaging matrices, on the matrix engine: out = R x C^T, where row o
+// of R [out_h x in_h] averages PyTorch's window of input rows floor(o in / out) .. ceil((o + 1) in / out), and C
+// likewise for columns. Any sizes, overlapping windows included; the backward is R^T g C.
+at::Tensor window_means(int64_t in, int64_t out, const at::Tensor& like) {
+  at::Tensor means = at::zeros({out, in}, at::TensorOptions().dtype(at::kFloat));
+  auto entries = means.accessor<float, 2>();
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t start = o * in / out, end = ((o + 1) * in + out - 1) / out;
+    for (int64_t i = start; i < end; ++i) entries[o][i] = 1.0f / static_cast<float>(end - start);
+  }
+  return means.to(like.device());
+}
+
+bool pools_adaptively(const at::Tensor& input) {
+  return input.scalar_type() == at::kFloat && (input.dim() == 3 || input.dim() == 4) && input.numel() > 0;
+}
+
+at::Tensor npusim_adaptive_avg_pool2d(const at::Tensor& input, at::IntArrayRef output_size) {
+  if (pools_adaptively(input) && output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0) {
+    const at::Tensor rows = window_means(input.size(-2), output_size[0], input);
+    const at::Tensor cols = window_means(input.size(-1), output_size[1], input);
+    return at::matmul(at::matmul(rows, input), cols.t());
+  }
+  torch::jit::Stack stack{input, output_size};
+  call_cpu_fallback("aten::_adaptive_avg_pool2d", "", stack);
+  return stack[0].toTensor();
+}
+
+at::Tensor npusim_adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& input) {
+  if (pools_adaptively(input) && grad_output.scalar_type() == at::kFloat && grad_output.dim() == input.dim()) {
+    const at::Tensor rows = window_means(input.size(-2), grad_output.size(-2), input);
+    const at::Tensor cols = window_means(input.size(-1), grad_output.size(-1), input);
+    return at::matmul(at::matmul(rows.t(), grad_output), cols);
+  }
+  torch::jit::Stack stack{grad_output, input};
+  call_cpu_fallback("aten::_adaptive_avg_pool2d_backward", "", stack);
+  return stack[0].toTensor();
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_adaptive_avg_pool2d", npusim_adaptive_avg_pool2d);
+  m.impl("_adaptive_avg_pool2d_backward", npusim_adaptive_avg_pool2d_backward);
   m.impl("max_pool2d_with_indices", npusim_max_pool2d_with_indices);
   m.impl("max_pool2d_with_indices.out", npusim_max_pool2d_with_indices_out);
   m.impl("max_pool2d_with_indices_backward", npusim_max_pool2d_backward);

@@ -138,6 +138,25 @@ def test_max_pooling_values_indices_and_gradient_match_cpu_with_ties_and_nan(nam
         torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize(
+    "shape, output_size",
+    [((2, 8, 6, 6), 1), ((2, 8, 6, 6), (3, 2)), ((2, 8, 7, 5), (4, 3)), ((3, 9, 10), (4, 7)), ((1, 2, 3, 3), (5, 4))],
+    ids=["global", "dividing", "overlapping windows", "unbatched", "upsampling"],
+)
+def test_adaptive_average_pooling_and_its_gradient_run_natively_and_match_cpu(shape, output_size, device):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(5), requires_grad=True)
+    on_device = x.detach().to(device).requires_grad_()
+    with npusim.profile() as report:
+        actual = F.adaptive_avg_pool2d(on_device, output_size)
+        gradient = torch.randn(actual.shape, generator=torch.Generator().manual_seed(6))
+        actual.backward(gradient.to(device))
+    assert report.fallbacks == {}
+    expected = F.adaptive_avg_pool2d(x, output_size)
+    expected.backward(gradient)
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach())
+    torch.testing.assert_close(on_device.grad.cpu(), x.grad)
+
+
 def test_max_pooling_of_a_window_of_only_minus_infinity_reports_its_first_position(device):
     x = torch.full((1, 1, 3, 3), float("-inf"))
     _, indices = F.max_pool2d(x.to(device), 2, 1, 1, return_indices=True)

@@ -151,6 +151,21 @@ def test_adamw_training_of_a_three_layer_gelu_classifier_runs_natively_and_follo
         torch.testing.assert_close(trained.detach().cpu(), reference_parameter.detach(), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("beta, alpha", [(1, 1), (0.5, 2.0), (0, 1)])
+def test_baddbmm_matches_cpu(beta, alpha, device):
+    bias, a, b = random(3 * 4, 6, seed=50).reshape(3, 4, 6), random(3 * 4, 5, seed=51), random(3 * 5, 6, seed=52)
+    a, b = a.reshape(3, 4, 5), b.reshape(3, 5, 6)
+    if beta == 0:
+        bias[0, 0, 0] = float("nan")  # ignored when beta is 0, as on the CPU
+    with npusim.profile() as report:
+        actual = torch.baddbmm(bias.to(device), a.to(device), b.to(device), beta=beta, alpha=alpha)
+        in_place = bias.to(device).baddbmm_(a.to(device), b.to(device), beta=beta, alpha=alpha)
+    assert report.fallbacks == {}
+    expected = torch.baddbmm(bias, a, b, beta=beta, alpha=alpha)
+    torch.testing.assert_close(actual.cpu(), expected, **TOLERANCE)
+    torch.testing.assert_close(in_place.cpu(), expected, **TOLERANCE)
+
+
 def test_bmm_and_attention_run_natively_and_match_cpu(device):
     q, k, v = (random(2 * 3 * 16, 8, seed=s).reshape(2, 3, 16, 8) for s in (20, 21, 22))
     a, b = random(4 * 5, 7, seed=23).reshape(4, 5, 7), random(4 * 7, 6, seed=24).reshape(4, 7, 6)
