@@ -23,9 +23,10 @@ bool float_operand(const at::Tensor& operand, const at::Tensor& out) {
   return operand.dim() == 0 && operand.is_cpu() && !operand.is_complex();
 }
 
+// `other_argument` is what the CPU fallback gets for `other`: the tensor, or the Scalar of the Scalar overloads.
 template <ElementwiseOp Op>
 at::Tensor& compare_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out, const char* name,
-                        const char* overload) {
+                        const char* overload, const c10::IValue& other_argument) {
   if (out.scalar_type() == at::kBool && float_operand(self, out) && float_operand(other, out) &&
       (self.device() == out.device() || other.device() == out.device())) {
     const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
@@ -41,7 +42,7 @@ at::Tensor& compare_out(const at::Tensor& self, const at::Tensor& other, at::Ten
         launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); }))
       return out;
   }
-  torch::jit::Stack stack{self, other, out};
+  torch::jit::Stack stack{self, other_argument, out};
   call_cpu_fallback(name, overload, stack);
   return out;
 }
@@ -49,7 +50,7 @@ at::Tensor& compare_out(const at::Tensor& self, const at::Tensor& other, at::Ten
 // Each comparison's Tensor and Scalar forms, functional and out=.
 #define NPUSIM_COMPARISON(name, Op)                                                                         \
   at::Tensor& name##_tensor_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {         \
-    return compare_out<ElementwiseOp::Op>(self, other, out, "aten::" #name, "Tensor_out");                  \
+    return compare_out<ElementwiseOp::Op>(self, other, out, "aten::" #name, "Tensor_out", other);           \
   }                                                                                                         \
   at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other) {                               \
     at::Tensor out = at::empty({0}, (self.is_cpu() ? other : self).options().dtype(at::kBool));             \
@@ -57,7 +58,7 @@ at::Tensor& compare_out(const at::Tensor& self, const at::Tensor& other, at::Ten
   }                                                                                                         \
   at::Tensor& name##_scalar_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) {         \
     return compare_out<ElementwiseOp::Op>(self, at::scalar_tensor(other, at::kDouble), out, "aten::" #name, \
-                                          "Scalar_out");                                                    \
+                                          "Scalar_out", other);                                             \
   }                                                                                                         \
   at::Tensor name##_scalar(const at::Tensor& self, const at::Scalar& other) {                               \
     at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));                                       \

@@ -146,9 +146,10 @@ class RowEmitter {
     w_.line("ld r{}, 32(r1)", kMeanOut);
     w_.line("ld r{}, 40(r1)", kRstdOut);
     w_.line("li r{}, 1", kScratch);
-    w_.line("vfill.f32 r{}, r{}, 0x{:08x}", kInvCols, kScratch,
-            std::bit_cast<uint32_t>(1.0f / static_cast<float>(spec_.cols)));
-    w_.line("vfill.f32 r{}, r{}, 0x{:08x}", kEps, kScratch, std::bit_cast<uint32_t>(spec_.eps));
+    // The immediate is signed: a bit pattern with the top bit set (a negative eps) is written as a negative number.
+    w_.line("vfill.f32 r{}, r{}, {}", kInvCols, kScratch,
+            std::bit_cast<int32_t>(1.0f / static_cast<float>(spec_.cols)));
+    w_.line("vfill.f32 r{}, r{}, {}", kEps, kScratch, std::bit_cast<int32_t>(spec_.eps));
     if (spec_.weight) load_row(kWeight, 16);
     if (spec_.bias) load_row(kBias, 24);
     w_.line("fence");
