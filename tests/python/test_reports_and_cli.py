@@ -237,3 +237,30 @@ def test_the_readme_demo_trains_the_cnn_natively_in_timed_mode(tmp_path):
     report = json.loads(report_path.read_text())
     assert report["fallbacks"] == {}
     assert {"matmul_f32", "nll_loss_f32", "nll_loss_backward_f32"} <= {r["name"] for r in report["records"]}
+
+
+def test_the_autograd_profiler_shows_each_operators_simulated_time():
+    result = run_python(
+        """
+        import torch, npusim
+        model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).to("npusim")
+        x = torch.randn(32, 64, device="npusim")
+        with npusim.profile() as report, torch.autograd.profiler.profile(use_device="npusim") as profiler:
+            model(x).sum().backward()
+        averages = {e.key: e for e in profiler.key_averages()}
+        print(averages["aten::mm"].self_device_time_total, averages["aten::relu"].self_device_time_total)
+        print(sum(e.self_device_time_total for e in averages.values()), report.seconds(report.total_device_cycles) * 1e6)
+        print(len(averages))
+        print("Self NPUSIM" in profiler.key_averages().table(sort_by="self_device_time_total"))
+        """,
+        NPUSIM_MODE="timed",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("\n")
+    matmul_us, relu_us = map(float, lines[0].split())
+    profiled_us, reported_us = map(float, lines[1].split())
+    assert matmul_us > 0 and relu_us > 0
+    # Every operator's device time is the simulated clock between its start and end; the profiler keeps whole
+    # microseconds, so the sum may lose up to 1 us per operator.
+    assert reported_us - int(lines[2]) <= profiled_us <= reported_us + 1
+    assert lines[3] == "True"
