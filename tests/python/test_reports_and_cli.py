@@ -249,7 +249,8 @@ def test_the_autograd_profiler_shows_each_operators_simulated_time():
             model(x).sum().backward()
         averages = {e.key: e for e in profiler.key_averages()}
         print(averages["aten::mm"].self_device_time_total, averages["aten::relu"].self_device_time_total)
-        print(sum(e.self_device_time_total for e in averages.values()), report.seconds(report.total_device_cycles) * 1e6)
+        profiled_us = sum(e.self_device_time_total for e in averages.values())
+        print(profiled_us, report.seconds(report.total_device_cycles) * 1e6)
         print(len(averages))
         print("Self NPUSIM" in profiler.key_averages().table(sort_by="self_device_time_total"))
         """,
