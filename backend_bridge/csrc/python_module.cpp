@@ -140,6 +140,16 @@ PYBIND11_MODULE(_C, m) {
       py::arg("device"));
   m.def("properties", &properties, py::arg("device") = 0);
   m.def("take_records", &take_records, py::arg("device") = 0);
+  m.def(
+      "progress",
+      [](int index) {
+        const runtime::Device::Progress now = device(index).progress();
+        py::dict result;
+        result["commands"] = now.commands;
+        result["cycles"] = now.cycles;
+        return result;
+      },
+      py::arg("device") = 0);
   m.def("memory_stats", &memory_stats, py::arg("device") = 0);
   m.def(
       "reset_peak_memory_stats", [](int index) { device(index).reset_peak_memory(); }, py::arg("device") = 0);

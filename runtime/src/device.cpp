@@ -91,6 +91,8 @@ Device::Submitted Device::submit(uint64_t kind, uint64_t arg0, uint64_t arg1, ui
   if (completed != slot.sequence)
     throw DeviceError(
         fmt::format("npusim firmware completed command {} while {} was expected", completed, slot.sequence));
+  ++completed_commands_;
+  completed_cycles_ = chip_->elapsed_cycles();
   return {status, cycles_before, chip_->elapsed_cycles() - cycles_before};
 }
 

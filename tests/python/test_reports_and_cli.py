@@ -265,3 +265,24 @@ def test_the_autograd_profiler_shows_each_operators_simulated_time():
     # microseconds, so the sum may lose up to 1 us per operator.
     assert reported_us - int(lines[2]) <= profiled_us <= reported_us + 1
     assert lines[3] == "True"
+
+
+def test_npusim_run_shows_progress_on_long_runs(tmp_path):
+    script = tmp_path / "long.py"
+    script.write_text(
+        "import time, torch\n"
+        "x = torch.ones(64, 64, device='npusim')\n"
+        "for _ in range(12):\n"
+        "    x = x @ x / 64\n"
+        "    time.sleep(0.1)\n"
+    )
+    command = ["npusim", "run", "--mode", "timed", "--progress", "0.25", str(script)]
+    process = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert process.returncode == 0, process.stderr
+    lines = [line for line in process.stderr.splitlines() if line.startswith("npusim: ") and "commands" in line]
+    assert len(lines) >= 2, process.stderr
+    counts = [int(line.split(", ")[1].split()[0]) for line in lines]
+    assert counts == sorted(counts) and counts[-1] > counts[0]
+    assert all(line.endswith("ms simulated") for line in lines)
+    quiet = subprocess.run([*command[:4], "0", str(script)], capture_output=True, text=True, check=False)
+    assert "commands" not in quiet.stderr

@@ -1,6 +1,7 @@
 """The ``npusim`` command: run an unchanged PyTorch script on the simulated NPU, or list the chip presets.
 
-npusim run [--config C] [--mode M] [--map-device cuda] [--trace T.json] [--report R.json] SCRIPT.py [ARGS...]
+npusim run [--config C] [--mode M] [--map-device cuda] [--trace T.json] [--report R.json] [--progress S]
+           SCRIPT.py [ARGS...]
 npusim configs
 """
 
@@ -12,6 +13,7 @@ import sys
 import npusim
 
 from .device_map import map_device
+from .progress import Progress
 
 
 def list_configs():
@@ -48,8 +50,10 @@ def run_script(args):
     sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))  # as `python SCRIPT` does
     exit_code = 0
     try:
+        clock_ghz = npusim.properties()["clock_ghz"]
         with map_device(args.map_device), npusim.profile(trace=bool(args.trace)) as report:
-            runpy.run_path(args.script, run_name="__main__")
+            with Progress(args.progress, clock_ghz):
+                runpy.run_path(args.script, run_name="__main__")
     except SystemExit as stop:
         exit_code = exit_code_of(stop)
     finally:  # the report of what ran, even when the script failed
@@ -81,6 +85,13 @@ def main(argv=None):
     )
     run.add_argument("--trace", metavar="PATH", help="write a Perfetto trace with every engine's activity")
     run.add_argument("--report", metavar="PATH", help="write the report as JSON (schema: docs/reports.md)")
+    run.add_argument(
+        "--progress",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="print the device's progress to stderr every SECONDS on long runs (default 10; 0: never)",
+    )
     run.add_argument("script", help="the PyTorch script to run")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
     commands.add_parser("configs", help="list the chip presets with their key figures")

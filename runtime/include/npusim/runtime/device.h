@@ -2,6 +2,7 @@
 // out by the chip's own command-processor firmware through the command ring. Launches are synchronous for now.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -74,6 +75,13 @@ class Device {
   // A label stamped on the records of the commands that follow (the profiler sets the PyTorch module path).
   void set_scope(std::string scope);
   uint64_t elapsed_cycles() const { return chip_->elapsed_cycles(); }
+
+  // Commands completed so far and the simulated clock after the last one: safe to read from any thread while the
+  // device runs (a progress display's).
+  struct Progress {
+    uint64_t commands, cycles;
+  };
+  Progress progress() const { return {completed_commands_.load(), completed_cycles_.load()}; }
   // A core's scalar registers as its last kernel left them; std::out_of_range for a core the chip lacks.
   std::array<uint64_t, isa::kRegisterCount> core_registers(int core) const {
     if (core < 0 || core >= config().chip_cores)
@@ -99,6 +107,7 @@ class Device {
   DeviceAllocator allocator_;       // tensors and argument blocks
   std::mutex submit_mutex_;
   uint64_t next_sequence_ = 1;
+  std::atomic<uint64_t> completed_commands_{0}, completed_cycles_{0};
   bool recording_ = true;
   std::string scope_;
   std::vector<CommandRecord> records_;
