@@ -1,7 +1,7 @@
-// Native activations beyond the elementwise basics, float32, forward and backward, each one emitted kernel with its
-// scalar arguments baked in as constants: leaky_relu, hardswish, hardtanh (relu6), elu (selu and celu are elu with
-// other coefficients), softplus and mish's forward. PyTorch's CPU formulas, branch for branch, so NaNs and the
-// boundaries go the same way. Other dtypes take the CPU fallback.
+// Native activations beyond the elementwise basics, float32, float16 and bfloat16, forward and backward, each one
+// emitted kernel with its scalar arguments baked in as constants: leaky_relu, hardswish, hardtanh (relu6), elu (selu
+// and celu are elu with other coefficients), softplus, silu's backward and mish's forward. PyTorch's CPU formulas,
+// branch for branch, so NaNs and the boundaries go the same way. Other dtypes take the CPU fallback.
 #include <ATen/ops/clamp.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
@@ -17,7 +17,7 @@ using Parameters = std::array<float, 3>;
 at::Tensor like(const at::Tensor& self) { return at::empty({0}, self.options()); }
 
 bool float_operands(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
-  return a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat &&
+  return is_float_kind(a.scalar_type()) && is_float_kind(b.scalar_type()) && is_float_kind(out.scalar_type()) &&
          a.device() == out.device() && b.device() == out.device();
 }
 
@@ -161,6 +161,16 @@ at::Tensor softplus_backward(const at::Tensor& grad_output, const at::Tensor& se
   return softplus_backward_out(grad_output, self, beta, threshold, grad_input);
 }
 
+// ---- silu's backward: grad s (1 + x (1 - s)), s = sigmoid(x) (the forward is an elementwise op)
+at::Tensor& silu_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::Tensor& grad_input) {
+  return backward_out(ElementwiseOp::SiluBackwardF32, {}, grad_output, self, grad_input, "aten::silu_backward",
+                      {grad_output, self, grad_input});
+}
+at::Tensor silu_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  at::Tensor grad_input = like(grad_output);
+  return silu_backward_out(grad_output, self, grad_input);
+}
+
 // ---- mish: x tanh(log(1 + exp(x))); its backward takes the CPU fallback
 at::Tensor& mish_out(const at::Tensor& self, at::Tensor& out) {
   return forward_out(ElementwiseOp::MishF32, {}, self, out, "aten::mish", "out", {});
@@ -197,6 +207,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("softplus.out", softplus_out);
   m.impl("softplus_backward", softplus_backward);
   m.impl("softplus_backward.grad_input", softplus_backward_out);
+  m.impl("silu_backward", silu_backward);
+  m.impl("silu_backward.grad_input", silu_backward_out);
   m.impl("mish", mish);
   m.impl("mish_", mish_);
   m.impl("mish.out", mish_out);

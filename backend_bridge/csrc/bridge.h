@@ -59,9 +59,14 @@ bool launched_checking_indices(Launch&& launch, const char* message) {
   return true;
 }
 
-// Elementwise kernels over float32 tensors on one device, with the op's parameters (ElementwiseSpec::parameters).
-// Each returns false, having changed nothing, when it cannot run natively (the caller then takes the CPU fallback).
-// out = f(self), resized to self's shape unless it is self:
+// The float types elementwise kernels take (computing in float32, as PyTorch computes half precision).
+inline bool is_float_kind(at::ScalarType type) {
+  return type == at::kFloat || type == at::kHalf || type == at::kBFloat16;
+}
+
+// Elementwise kernels over float32, float16 and bfloat16 tensors on one device, with the op's parameters
+// (ElementwiseSpec::parameters). Each returns false, having changed nothing, when it cannot run natively (the caller
+// then takes the CPU fallback). out = f(self), resized to self's shape unless it is self:
 bool launch_unary(emitter::ElementwiseOp op, const at::Tensor& self, at::Tensor& out,
                   const std::array<float, 3>& parameters = {});
 // out = f(self, other), broadcast, resized to the broadcast shape; either operand may be a 0-dim scalar:

@@ -1,6 +1,7 @@
-// Native elementwise kernels on float32 tensors — add, sub, mul, div, maximum, minimum, relu and the unary
-// functions and activations of the emitter's ElementwiseOp, and the backward of relu and gelu — and fill_/zero_ on any
-// dtype, run as emitted ISA programs. Other dtypes and variants take the CPU fallback (counted and reported).
+// Native elementwise kernels on float32, float16 and bfloat16 tensors (computing in float32) — add, sub, mul, div,
+// maximum, minimum, relu and the unary functions and activations of the emitter's ElementwiseOp, and the backward of
+// relu and gelu — and fill_/zero_ on any dtype, run as emitted ISA programs. Other dtypes and variants take the CPU
+// fallback (counted and reported).
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
@@ -20,20 +21,34 @@ namespace {
 
 using emitter::ElementwiseOp;
 
-// An operand as the kernel sees it: on the output's device, broadcast to the output's shape.
-at::Tensor as_device_operand(const at::Tensor& operand, const at::Tensor& out, c10::IntArrayRef shape) {
-  return operand.to(out.device(), out.scalar_type()).expand(shape);
+// The element type a float tensor holds, for ElementwiseSpec::float_types (others: f32, which the emitter ignores).
+isa::ElementType float_type(const at::Tensor& tensor) {
+  switch (tensor.scalar_type()) {
+    case at::kHalf: return isa::ElementType::F16;
+    case at::kBFloat16: return isa::ElementType::BF16;
+    default: return isa::ElementType::F32;
+  }
 }
 
-// float32 tensors on the output's device. Either operand may be a scalar (like the 2 in `x * 2`, which PyTorch wraps
-// as a 0-dim tensor on the CPU or the device, often as float64); it is converted to float32 for the kernel.
+// An operand as the kernel sees it: on the output's device, broadcast to the output's shape. For a float result, a
+// float tensor on the device keeps its precision (the kernel widens f16 and bf16 to f32) and anything else, a
+// scalar like the 2 of `x * 2` above all, becomes float32, the precision PyTorch computes half-precision ops in;
+// for other results, the result's type.
+at::Tensor as_device_operand(const at::Tensor& operand, const at::Tensor& out, c10::IntArrayRef shape) {
+  if (!is_float_kind(out.scalar_type())) return operand.to(out.device(), out.scalar_type()).expand(shape);
+  if (operand.device() == out.device() && is_float_kind(operand.scalar_type())) return operand.expand(shape);
+  return operand.to(out.device(), at::kFloat).expand(shape);
+}
+
+// float32, float16 and bfloat16 tensors on the output's device. Either operand may be a scalar (which PyTorch wraps
+// as a 0-dim tensor on the CPU or the device, often as float64).
 bool is_native_operand(const at::Tensor& operand, const at::Tensor& out) {
   const bool scalar =
       operand.dim() == 0 && !operand.is_complex() && (operand.is_cpu() || operand.device() == out.device());
-  return scalar || (operand.device() == out.device() && operand.scalar_type() == at::kFloat);
+  return scalar || (operand.device() == out.device() && is_float_kind(operand.scalar_type()));
 }
 bool runs_natively(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
-  return out.scalar_type() == at::kFloat && is_native_operand(self, out) && is_native_operand(other, out);
+  return is_float_kind(out.scalar_type()) && is_native_operand(self, out) && is_native_operand(other, out);
 }
 
 }  // namespace
@@ -55,6 +70,7 @@ bool launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& o
                                 out.sizes().vec(),
                                 {out.strides().vec(), a.strides().vec(), b.strides().vec()}};
   spec.parameters = parameters;
+  spec.float_types = {float_type(out), float_type(a), float_type(b)};
   const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
   return launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); });
 }
@@ -157,14 +173,16 @@ at::Tensor npusim_div(const at::Tensor& self, const at::Tensor& other) {
 }  // namespace
 
 bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out, const std::array<float, 3>& parameters) {
-  if (self.scalar_type() != at::kFloat || out.scalar_type() != at::kFloat || self.device() != out.device())
+  if (!is_float_kind(self.scalar_type()) || !is_float_kind(out.scalar_type()) || self.device() != out.device())
     return false;
   if (!out.is_same(self)) at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return true;
   at::assert_no_internal_overlap(out);
   at::assert_no_partial_overlap(out, self);
-  emitter::ElementwiseSpec spec{op, 4, out.sizes().vec(), {out.strides().vec(), self.strides().vec()}};
+  emitter::ElementwiseSpec spec{
+      op, static_cast<int>(out.element_size()), out.sizes().vec(), {out.strides().vec(), self.strides().vec()}};
   spec.parameters = parameters;
+  spec.float_types = {float_type(out), float_type(self)};
   const uint64_t addresses[] = {device_address(out), device_address(self)};
   return launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); });
 }
@@ -239,7 +257,7 @@ at::Tensor npusim_threshold_backward(const at::Tensor& grad_output, const at::Te
 
 // relu(x) = maximum(x, 0): NaN stays NaN, as on the CPU.
 at::Tensor npusim_relu(const at::Tensor& self) {
-  if (self.scalar_type() != at::kFloat) {
+  if (!is_float_kind(self.scalar_type())) {
     torch::jit::Stack stack{self};
     call_cpu_fallback("aten::relu", "", stack);
     return stack.back().toTensor();
@@ -247,7 +265,7 @@ at::Tensor npusim_relu(const at::Tensor& self) {
   return binary<ElementwiseOp::MaxF32>(self, at::scalar_tensor(0, self.options().device(c10::kCPU)));
 }
 at::Tensor& npusim_relu_(at::Tensor& self) {
-  if (self.scalar_type() != at::kFloat) {
+  if (!is_float_kind(self.scalar_type())) {
     torch::jit::Stack stack{self};
     call_cpu_fallback("aten::relu_", "", stack);
     return self;

@@ -118,6 +118,16 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
       emitter::emit_rows({emitter::RowOp::MinF32, 16, 64}, test_config()),
       emitter::emit_elementwise(
           {emitter::ElementwiseOp::HardswishBackwardF32, 4, {40, 50}, {{50, 1}, {50, 1}, {50, 1}}}, test_config()),
+      // bf16 tensors widened into f32 tiles and the result rounded back, through staging tiles
+      emitter::emit_elementwise({emitter::ElementwiseOp::MulF32,
+                                 2,
+                                 {30, 50},
+                                 {{50, 1}, {50, 1}, {1, 30}},
+                                 isa::ElementType::F32,
+                                 isa::ElementType::F32,
+                                 {},
+                                 {isa::ElementType::BF16, isa::ElementType::BF16, isa::ElementType::F16}},
+                                test_config()),
       emitter::emit_rows({emitter::RowOp::ArgMaxF32, 16, 64}, test_config()),
       emitter::emit_rows({emitter::RowOp::SoftmaxBackwardF32, 12, 70}, test_config()),
       emitter::emit_rows({emitter::RowOp::LogSoftmaxBackwardF32, 9, 100}, test_config()),

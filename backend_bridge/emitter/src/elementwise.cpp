@@ -111,6 +111,13 @@ const std::vector<OpDefinition>& definitions() {
         "vexp.f32 {c}, {c}, {n}", "vmul.f32 {c}, {c}, {inv_sqrt_2pi}, {n}, 1", "vmul.f32 {c}, {c}, {b}, {n}",
         "vmul.f32 {b}, {b}, {inv_sqrt2}, {n}, 1", "verf.f32 {b}, {b}, {n}", "vadd.f32 {b}, {b}, {one}, {n}, 1",
         "vmul.f32 {b}, {b}, {half}, {n}, 1", "vadd.f32 {b}, {b}, {c}, {n}", "vmul.f32 {a}, {a}, {b}, {n}"}},
+      // PyTorch's grad s (1 + x (1 - s)), with 1 - s as -(s - 1) and 1 + y as 1 - -y, which round the same.
+      {SiluBackwardF32,
+       "silu_backward_f32",
+       2,
+       {"vsigmoid.f32 {c}, {b}, {n}", "vmul.f32 {a}, {a}, {c}, {n}", "vsub.f32 {c}, {c}, {one}, {n}, 1",
+        "vmul.f32 {c}, {b}, {c}, {n}", "vneg.f32 {c}, {c}, {n}", "vadd.f32 {c}, {c}, {one}, {n}, 1",
+        "vmul.f32 {a}, {a}, {c}, {n}"}},
       {NegF32, "neg_f32", 1, {"vneg.f32 {a}, {a}, {n}"}},
       {AbsF32, "abs_f32", 1, {"vabs.f32 {a}, {a}, {n}"}},
       {ExpF32, "exp_f32", 1, {"vexp.f32 {a}, {a}, {n}"}},
@@ -229,12 +236,44 @@ std::vector<Constant> constants_of(const ElementwiseSpec& spec) {
 // fourth for the scratch tile {d}.
 int buffer_count(ElementwiseOp op) { return op == ElementwiseOp::Copy ? 1 : uses(op, "d") ? 4 : uses(op, "c") ? 3 : 2; }
 
-// Bytes per element of each operand, output first.
+// Whether the op computes in f32 (so its 4-byte operands may hold f16 or bf16, see ElementwiseSpec::float_types):
+// all but the copy, the conversion, the byte-moving where and integer arithmetic.
+bool computes_in_f32(ElementwiseOp op) {
+  using enum ElementwiseOp;
+  switch (op) {
+    case Copy:
+    case Convert:
+    case WhereB8:
+    case WhereB32:
+    case WhereB64:
+    case AddI32:
+    case SubI32:
+    case AddI64:
+    case SubI64: return false;
+    default: return true;
+  }
+}
+
+// The type operand k holds in memory when it is a float operand held narrower than f32; F32 otherwise.
+isa::ElementType narrow_type(const ElementwiseSpec& spec, size_t k) {
+  const OpDefinition& op = definition(spec.op);
+  const int defined_bytes = k == 0 || k > op.input_bytes.size() ? op.element_bytes : op.input_bytes[k - 1];
+  if (!computes_in_f32(spec.op) || defined_bytes != 4 || k >= spec.float_types.size()) return isa::ElementType::F32;
+  return spec.float_types[k];
+}
+
+// Bytes per element of each operand in memory, output first.
 std::vector<int> operand_bytes(const ElementwiseSpec& spec) {
   const OpDefinition& op = definition(spec.op);
-  std::vector<int> bytes(1 + op.inputs, spec.element_bytes);
+  std::vector<int> bytes(1 + op.inputs, op.element_bytes == 0 ? spec.element_bytes : op.element_bytes);
   for (size_t k = 0; k < op.input_bytes.size(); ++k) bytes[1 + k] = op.input_bytes[k];
-  if (spec.op == ElementwiseOp::Convert) bytes[1] = static_cast<int>(isa::element_bytes(spec.convert_from));
+  if (spec.op == ElementwiseOp::Convert) {
+    bytes[0] = spec.element_bytes;
+    bytes[1] = static_cast<int>(isa::element_bytes(spec.convert_from));
+  }
+  for (size_t k = 0; k < bytes.size(); ++k)
+    if (narrow_type(spec, k) != isa::ElementType::F32)
+      bytes[k] = static_cast<int>(isa::element_bytes(narrow_type(spec, k)));
   return bytes;
 }
 
@@ -271,11 +310,24 @@ class ElementwiseEmitter {
         operands_(operand_count(spec.op)),
         bytes_(operand_bytes(spec)),
         constants_(constants_of(spec)) {
+    // Buffers hold f32 for narrow operands, which arrive in (and leave from) staging tiles after the constants.
     widest_ = *std::max_element(bytes_.begin(), bytes_.end());
+    int64_t staging_bytes_per_element = 0;
+    for (int k = 0; k < operands_; ++k)
+      if (narrow_type(spec_, k) != isa::ElementType::F32) {
+        widest_ = std::max(widest_, 4);
+        staging_bytes_per_element += bytes_[k];
+      }
     const int buffers = buffer_count(spec_.op);
     const int64_t constant_bytes = static_cast<int64_t>(constants_.size()) * 4;
-    const int64_t elements = (static_cast<int64_t>(config.scratchpad_bytes()) - constant_bytes) / buffers / widest_;
+    const int64_t elements = (static_cast<int64_t>(config.scratchpad_bytes()) - constant_bytes) /
+                             (buffers * widest_ + staging_bytes_per_element);
     tile_elements_ = std::max<int64_t>(1, elements / 64 * 64);
+    int64_t staging = buffers * tile_elements_ * widest_ + constant_bytes;
+    for (int k = 0; k < operands_; ++k) {
+      staging_.push_back(staging);
+      if (narrow_type(spec_, k) != isa::ElementType::F32) staging += tile_elements_ * bytes_[k];
+    }
     // More cores than tiles would only add idle cores to the launch.
     int64_t total = 1;
     for (int64_t size : spec_.sizes) total *= size;
@@ -441,17 +493,35 @@ class ElementwiseEmitter {
       writer_.line("dma.st.b{} r{}, r{}, r{}, {}", bits, pointer, buffer, kTileElements, stride);
   }
 
-  // One tile: load the inputs, compute, store; fences order the engines because each step reads the previous one's
+  bool narrow(int operand) const { return narrow_type(spec_, operand) != isa::ElementType::F32; }
+  std::string_view narrow_name(int operand) const { return isa::type_name(narrow_type(spec_, operand)); }
+
+  // One tile: load the inputs (narrow ones into their staging tiles, then widened), compute, store (a narrow result
+  // rounded into its staging tile first); fences order the engines because each step reads the previous one's
   // scratchpad results.
   void emit_tile(int dim, bool rows = false) {
     const int buffers[] = {kBufferA, kBufferB, kBufferC};
-    for (int input = 1; input < operands_; ++input) move(true, input, buffers[input - 1], dim, rows);
+    for (int input = 1; input < operands_; ++input) {
+      if (narrow(input)) writer_.load_constant(kScratch, staging_[input]);
+      move(true, input, narrow(input) ? kScratch : buffers[input - 1], dim, rows);
+    }
     if (!definition(spec_.op).steps.empty()) {
       writer_.line("fence");
+      for (int input = 1; input < operands_; ++input)
+        if (narrow(input)) {
+          writer_.load_constant(kScratch, staging_[input]);
+          writer_.line("vcvt.f32.{} r{}, r{}, r{}", narrow_name(input), buffers[input - 1], kScratch, kTileElements);
+        }
       emit_compute();
     }
+    int result = kBufferA;
+    if (narrow(0)) {
+      writer_.load_constant(kScratch, staging_[0]);
+      writer_.line("vcvt.{}.f32 r{}, r{}, r{}", narrow_name(0), kScratch, kBufferA, kTileElements);
+      result = kScratch;
+    }
     writer_.line("fence");
-    move(false, 0, kBufferA, dim, rows);
+    move(false, 0, result, dim, rows);
     writer_.line("fence");
   }
 
@@ -459,6 +529,7 @@ class ElementwiseEmitter {
   int operands_;
   std::vector<int> bytes_;  // per operand, output first
   std::vector<Constant> constants_;
+  std::vector<int64_t> staging_;  // per operand, the scratchpad address of its staging tile (narrow operands)
   int widest_ = 4;
   int64_t cores_ = 1;
   int64_t tile_elements_ = 0;
@@ -482,13 +553,24 @@ Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& c
     if (size < 0) throw std::invalid_argument(fmt::format("negative size {} in an elementwise kernel", size));
   if (spec.op == ElementwiseOp::Convert && spec.element_bytes != static_cast<int>(isa::element_bytes(spec.convert_to)))
     throw std::invalid_argument("a conversion's element_bytes must be its result type's");
-  if (definition(spec.op).element_bytes != 0 && spec.element_bytes != definition(spec.op).element_bytes)
-    throw std::invalid_argument(fmt::format("{} takes {}-byte elements, not {}", op_name(spec.op),
-                                            definition(spec.op).element_bytes, spec.element_bytes));
+  if (definition(spec.op).element_bytes != 0 && spec.element_bytes != operand_bytes(spec)[0])
+    throw std::invalid_argument(
+        fmt::format("{} takes {}-byte elements, not {}", op_name(spec.op), operand_bytes(spec)[0], spec.element_bytes));
+  for (isa::ElementType type : spec.float_types)
+    if (!isa::is_float(type))
+      throw std::invalid_argument(
+          fmt::format("{} holds float operands as f32, f16 or bf16, not {}", op_name(spec.op), isa::type_name(type)));
   Kernel kernel;
   kernel.name = spec.op == ElementwiseOp::Convert
                     ? fmt::format("convert_{}_{}", isa::type_name(spec.convert_to), isa::type_name(spec.convert_from))
                     : op_name(spec.op);
+  // A half-precision kernel is named for its tensors' type: add_bf16, not add_f32.
+  for (size_t k = 0; k < operand_bytes(spec).size(); ++k)
+    if (narrow_type(spec, k) != isa::ElementType::F32 && kernel.name.ends_with("_f32")) {
+      kernel.name =
+          fmt::format("{}_{}", kernel.name.substr(0, kernel.name.size() - 4), isa::type_name(narrow_type(spec, k)));
+      break;
+    }
   const bool empty = std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end();
   if (empty) {
     kernel.assembly = "; no elements\n    halt\n";

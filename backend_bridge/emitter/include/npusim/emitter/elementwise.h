@@ -1,5 +1,6 @@
-// Emits ISA programs for elementwise kernels over strided tensors: a copy, or an fp32 operation of one or two inputs
-// (arithmetic, activations, special functions) composed from vector instructions. Programs are
+// Emits ISA programs for elementwise kernels over strided tensors: a copy, or an operation of one to three inputs
+// (arithmetic, activations, special functions) composed from vector instructions, computing in f32 over f32, f16
+// or bf16 tensors. Programs are
 // specialised to the shape, the strides and the chip: the emitter collapses dimensions that are contiguous in every
 // operand, loops over the outer ones in scalar code, and tiles the innermost one to fit the scratchpad.
 #pragma once
@@ -31,6 +32,7 @@ enum class ElementwiseOp {
   MinF32,
   ReluBackwardF32,  // grad where input > 0, else 0 (threshold_backward with threshold 0)
   GeluBackwardF32,  // grad (cdf(x) + x pdf(x)), the exact gelu's derivative, from grad and x
+  SiluBackwardF32,  // grad s (1 + x (1 - s)), s = sigmoid(x)
   // two float32 inputs, a bool output (NaN compares false except for ne, as in IEEE and PyTorch)
   EqF32,
   NeF32,
@@ -85,6 +87,10 @@ struct ElementwiseSpec {
   isa::ElementType convert_from = isa::ElementType::F32, convert_to = isa::ElementType::F32;
   // The op's scalar parameters ({p0}, {p1}, {p2} in its steps), baked into the program as constants.
   std::array<float, 3> parameters{};
+  // Ops that compute in f32: the type each float operand holds in memory, output first (empty: all f32; entries
+  // for non-float operands, like a comparison's bool output, are ignored). f16 and bf16 operands are widened to f32
+  // after loading and a result rounded once before storing, as PyTorch computes half-precision ops in float.
+  std::vector<isa::ElementType> float_types;
 };
 
 struct Kernel {

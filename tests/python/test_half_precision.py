@@ -1,0 +1,88 @@
+"""float16 and bfloat16 elementwise kernels on npusim: loaded in half precision, widened to float32 in the
+scratchpad, computed in float32 and rounded once on the way out, as PyTorch computes half-precision ops on the CPU;
+so arithmetic matches the CPU's bit for bit, and special functions (which the chip evaluates in binary64, the CPU
+in float32 approximations) to within one unit in the last place of the half-precision result."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import npusim
+
+DTYPES = [torch.bfloat16, torch.float16]
+
+OPS = {
+    "add": lambda a, b: a + b,
+    "sub with alpha": lambda a, b: torch.sub(a, b, alpha=1),
+    "mul by a python scalar": lambda a, b: a * 0.1,
+    "div": lambda a, b: a / b,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "mixed with float32": lambda a, b: a.float() * b,
+    "relu": lambda a, b: F.relu(a),
+    "leaky_relu": lambda a, b: F.leaky_relu(a, 0.1),
+    "hardswish": lambda a, b: F.hardswish(a),
+    "on a transposed view": lambda a, b: a.t() * 2,
+    "in place": lambda a, b: a.clone().add_(b),
+}
+
+
+SPECIAL_FUNCTIONS = {
+    "exact gelu": lambda a: F.gelu(a),
+    "gelu tanh": lambda a: F.gelu(a, approximate="tanh"),
+    "silu": F.silu,
+    "exp": torch.exp,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "rsqrt of abs": lambda a: a.abs().rsqrt(),
+    "elu": F.elu,
+}
+
+# One unit in the last place, relative: 2^-7 for bfloat16's 8-bit significand, 2^-10 for float16's 11 bits.
+ULP = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10}
+
+
+def operands(dtype):
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(37, 65, generator=generator).to(dtype), torch.randn(65, generator=generator).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", OPS)
+def test_half_precision_arithmetic_matches_cpu_bit_for_bit(name, dtype):
+    a, b = operands(dtype)
+    npusim._C.reset_fallback_counts()
+    actual = OPS[name](a.to("npusim"), b.to("npusim"))
+    expected = OPS[name](a, b)
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+    assert npusim._C.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", SPECIAL_FUNCTIONS)
+def test_half_precision_special_functions_are_within_one_unit_of_cpu(name, dtype):
+    a, _ = operands(dtype)
+    npusim._C.reset_fallback_counts()
+    actual = SPECIAL_FUNCTIONS[name](a.to("npusim"))
+    assert actual.dtype == dtype
+    torch.testing.assert_close(actual.cpu(), SPECIAL_FUNCTIONS[name](a), rtol=ULP[dtype], atol=1e-5)
+    assert npusim._C.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_gradients_of_half_precision_activations_match_cpu(dtype):
+    x = torch.randn(500, generator=torch.Generator().manual_seed(1)).to(dtype)
+    npusim._C.reset_fallback_counts()
+    for activation in (F.gelu, F.relu, F.silu, lambda t: F.leaky_relu(t, 0.2), F.hardswish):
+        on_device, on_cpu = x.to("npusim").requires_grad_(), x.clone().requires_grad_()
+        activation(on_device).sum().backward()
+        activation(on_cpu).sum().backward()
+        torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad, rtol=ULP[dtype], atol=1e-5)
+
+
+def test_half_precision_kernels_are_named_for_their_type():
+    x = torch.ones(16, dtype=torch.bfloat16, device="npusim")
+    with npusim.profile() as report:
+        (x + x).exp()
+    assert list(report.by_kernel()) == ["add_bf16", "exp_bf16"]
