@@ -64,6 +64,15 @@ inline bool is_float_kind(at::ScalarType type) {
   return type == at::kFloat || type == at::kHalf || type == at::kBFloat16;
 }
 
+// The ISA element type of a float32, float16 or bfloat16 tensor (f32 for any other).
+inline isa::ElementType float_element_type(const at::Tensor& tensor) {
+  switch (tensor.scalar_type()) {
+    case at::kHalf: return isa::ElementType::F16;
+    case at::kBFloat16: return isa::ElementType::BF16;
+    default: return isa::ElementType::F32;
+  }
+}
+
 // Elementwise kernels over float32, float16 and bfloat16 tensors on one device, with the op's parameters
 // (ElementwiseSpec::parameters). Each returns false, having changed nothing, when it cannot run natively (the caller
 // then takes the CPU fallback). out = f(self), resized to self's shape unless it is self:

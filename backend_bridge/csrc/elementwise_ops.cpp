@@ -21,15 +21,6 @@ namespace {
 
 using emitter::ElementwiseOp;
 
-// The element type a float tensor holds, for ElementwiseSpec::float_types (others: f32, which the emitter ignores).
-isa::ElementType float_type(const at::Tensor& tensor) {
-  switch (tensor.scalar_type()) {
-    case at::kHalf: return isa::ElementType::F16;
-    case at::kBFloat16: return isa::ElementType::BF16;
-    default: return isa::ElementType::F32;
-  }
-}
-
 // An operand as the kernel sees it: on the output's device, broadcast to the output's shape. For a float result, a
 // float tensor on the device keeps its precision (the kernel widens f16 and bf16 to f32) and anything else, a
 // scalar like the 2 of `x * 2` above all, becomes float32, the precision PyTorch computes half-precision ops in;
@@ -70,7 +61,7 @@ bool launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& o
                                 out.sizes().vec(),
                                 {out.strides().vec(), a.strides().vec(), b.strides().vec()}};
   spec.parameters = parameters;
-  spec.float_types = {float_type(out), float_type(a), float_type(b)};
+  spec.float_types = {float_element_type(out), float_element_type(a), float_element_type(b)};
   const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
   return launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); });
 }
@@ -182,7 +173,7 @@ bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out, con
   emitter::ElementwiseSpec spec{
       op, static_cast<int>(out.element_size()), out.sizes().vec(), {out.strides().vec(), self.strides().vec()}};
   spec.parameters = parameters;
-  spec.float_types = {float_type(out), float_type(self)};
+  spec.float_types = {float_element_type(out), float_element_type(self)};
   const uint64_t addresses[] = {device_address(out), device_address(self)};
   return launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); });
 }

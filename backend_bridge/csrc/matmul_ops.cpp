@@ -1,5 +1,6 @@
 // Matrix multiplication on the matrix engine: mm, addmm (and so nn.Linear, which PyTorch lowers to them), bmm and
-// baddbmm (and so batched matmul, attention's products) on float32 tensors of any strides. Other dtypes take the CPU
+// baddbmm (and so batched matmul, attention's products) on float32, float16 or bfloat16 tensors of any strides,
+// accumulating in float32. Other dtypes take the CPU
 // fallback.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
@@ -14,10 +15,11 @@
 namespace npusim::bridge {
 namespace {
 
+// Every operand float32, float16 or bfloat16 (the same one) on the output's device.
 bool all_float_on(const at::Tensor& out, std::initializer_list<const at::Tensor*> inputs) {
   for (const at::Tensor* input : inputs)
-    if (input->scalar_type() != at::kFloat || input->device() != out.device()) return false;
-  return out.scalar_type() == at::kFloat;
+    if (input->scalar_type() != out.scalar_type() || input->device() != out.device()) return false;
+  return is_float_kind(out.scalar_type());
 }
 
 at::Tensor& npusim_mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
@@ -36,8 +38,8 @@ at::Tensor& npusim_mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& 
   // The kernel reads its inputs tile by tile after storing earlier output tiles: an output sharing memory with an
   // input gets the product through a temporary.
   if (may_share_memory(out, a) || may_share_memory(out, b)) return out.copy_(at::mm(a, b));
-  const emitter::MatmulSpec spec{a.size(0),   a.size(1),   b.size(1),     a.stride(0),  a.stride(1),
-                                 b.stride(0), b.stride(1), out.stride(0), out.stride(1)};
+  const emitter::MatmulSpec spec{a.size(0),   a.size(1),   b.size(1),     a.stride(0),   a.stride(1),
+                                 b.stride(0), b.stride(1), out.stride(0), out.stride(1), float_element_type(out)};
   const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
   if (!launched_natively([&] { launch_matmul(out.device().index(), runtime_device(out), spec, addresses); }))
     return on_cpu();

@@ -26,14 +26,6 @@ bool drawable(const at::Tensor& tensor) {
   return type == at::kFloat || type == at::kHalf || type == at::kBFloat16;
 }
 
-isa::ElementType element_type(const at::Tensor& tensor) {
-  switch (tensor.scalar_type()) {
-    case at::kHalf: return isa::ElementType::F16;
-    case at::kBFloat16: return isa::ElementType::BF16;
-    default: return isa::ElementType::F32;
-  }
-}
-
 uint64_t f32_bits(double value) { return std::bit_cast<uint32_t>(static_cast<float>(value)); }
 
 // Runs the random kernel into `out`, a contiguous drawable tensor on the device (dropout: float32, reading `input` of
@@ -48,7 +40,7 @@ void draw(const at::Tensor& out, RandomOp op, double first, double second,
                                 position,
                                 f32_bits(first),
                                 f32_bits(second)};
-  const emitter::RandomSpec spec{op, out.numel(), element_type(out)};
+  const emitter::RandomSpec spec{op, out.numel(), float_element_type(out)};
   TORCH_CHECK(launched_natively([&] { launch_random(out.device().index(), runtime_device(out), spec, addresses); }),
               "npusim: the random kernel cannot express ", out.numel(), " elements");
 }

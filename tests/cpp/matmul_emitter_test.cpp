@@ -2,6 +2,7 @@
 // accumulates its products in k order by fused multiply-adds, across K tiles as within one.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 
@@ -81,6 +82,49 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmittedMatmul,
                                            MatmulCase{"TransposedWeightsAcrossBlocks",
                                                       {40, 12, 30, 12, 1, 1, 12, 30, 1}}),
                          [](const ::testing::TestParamInfo<MatmulCase>& info) { return std::string(info.param.name); });
+
+// bfloat16 as the upper half of a float32, rounded to nearest-even (no NaNs here).
+uint16_t to_bfloat16(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+}
+float from_bfloat16(uint16_t value) { return std::bit_cast<float>(static_cast<uint32_t>(value) << 16); }
+
+// bf16 operands, on three cores with ragged edges and transposed weights: each output is the products, exact in
+// f32, summed by fused multiply-adds in k order and rounded once to bf16.
+TEST(EmittedMatmulInBFloat16, AccumulatesInFloat32AndRoundsOnce) {
+  config::ChipConfig config = small_config();
+  config.chip_cores = 3;
+  for (emitter::MatmulSpec s : {emitter::MatmulSpec{37, 21, 11, 21, 1, 11, 1, 11, 1, isa::ElementType::BF16},
+                                emitter::MatmulSpec{9, 19, 7, 19, 1, 1, 19, 7, 1, isa::ElementType::BF16}}) {
+    runtime::Device device(config, runtime::Mode::Functional);
+    std::mt19937 random(12);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    const size_t span = 1 << 12;
+    std::vector<uint16_t> a(span), b(span), c(span, 0);
+    for (auto& x : a) x = to_bfloat16(value(random));
+    for (auto& x : b) x = to_bfloat16(value(random));
+    const uint64_t da = device.allocate(span * 2), db = device.allocate(span * 2), dc = device.allocate(span * 2);
+    device.copy_host_to_device(da, a.data(), span * 2);
+    device.copy_host_to_device(db, b.data(), span * 2);
+    device.copy_host_to_device(dc, c.data(), span * 2);
+    const emitter::Kernel kernel = emitter::emit_matmul(s, config);
+    EXPECT_EQ(kernel.name, "matmul_bf16");
+    const uint64_t arguments[] = {dc, da, db};
+    device.launch(kernel.name, device.load_program(kernel.words), arguments, (uint64_t{1} << config.chip_cores) - 1);
+    std::vector<uint16_t> actual(span);
+    device.copy_device_to_host(actual.data(), dc, span * 2);
+    for (int64_t m = 0; m < s.m; ++m)
+      for (int64_t n = 0; n < s.n; ++n) {
+        float accumulator = 0.0f;
+        for (int64_t k = 0; k < s.k; ++k)
+          accumulator = std::fma(from_bfloat16(a[m * s.a_row + k * s.a_col]),
+                                 from_bfloat16(b[k * s.b_row + n * s.b_col]), accumulator);
+        c[m * s.c_row + n * s.c_col] = to_bfloat16(accumulator);
+      }
+    EXPECT_EQ(actual, c) << kernel.assembly;
+  }
+}
 
 }  // namespace
 }  // namespace npusim

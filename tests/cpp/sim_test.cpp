@@ -92,6 +92,7 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
   runtime::Device timed(test_config(), runtime::Mode::Timed);
   const std::vector<emitter::Kernel> kernels = {
       emitter::emit_matmul({33, 40, 20, 40, 1, 1, 40, 20, 1}, test_config()),
+      emitter::emit_matmul({33, 40, 20, 40, 1, 1, 40, 20, 1, isa::ElementType::BF16}, test_config()),
       emitter::emit_elementwise({emitter::ElementwiseOp::AddF32, 4, {30, 50}, {{50, 1}, {1, 30}, {0, 1}}},
                                 test_config()),
       emitter::emit_elementwise({emitter::ElementwiseOp::MulF32, 4, {30, 50}, {{50, 1}, {50, 1}, {0, 1}}},

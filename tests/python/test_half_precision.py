@@ -86,3 +86,38 @@ def test_half_precision_kernels_are_named_for_their_type():
     with npusim.profile() as report:
         (x + x).exp()
     assert list(report.by_kernel()) == ["add_bf16", "exp_bf16"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_half_precision_matmul_accumulates_in_float32_and_rounds_once(dtype):
+    generator = torch.Generator().manual_seed(2)
+    a, b = torch.randn(70, 300, generator=generator).to(dtype), torch.randn(300, 50, generator=generator).to(dtype)
+    npusim._C.reset_fallback_counts()
+    with npusim.profile() as report:
+        actual = (a.to("npusim") @ b.to("npusim")).cpu()
+        batched = torch.bmm(a.reshape(7, 10, 300).to("npusim"), b.expand(7, 300, 50).to("npusim")).cpu()
+    assert npusim._C.fallback_counts() == {} and f"matmul_{str(dtype)[6:].replace('float', 'f')}" in report.by_kernel()
+    # The matrix engine sums the exact products in float32, in k order, and rounds each output once: the float32
+    # product rounded to the type, up to one unit of the type, or (where the sum cancels) the float32 sums' own
+    # rounding, which differs with their order: 300 terms of size ~1 carry ~1e-5.
+    once = (a.float() @ b.float()).to(dtype)
+    torch.testing.assert_close(actual, once, rtol=ULP[dtype], atol=1e-4)
+    torch.testing.assert_close(batched.reshape(70, 50), actual, rtol=0, atol=0)
+    if dtype == torch.bfloat16:  # the CPU's bfloat16 GEMM does the same here
+        torch.testing.assert_close(actual, a @ b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_a_half_precision_mlp_infers_natively(dtype):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(64, 128), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(128, 10)
+    ).to(dtype)
+    x = torch.randn(16, 64, generator=torch.Generator().manual_seed(3)).to(dtype)
+    npusim._C.reset_fallback_counts()
+    with torch.no_grad():
+        actual = model.to("npusim")(x.to("npusim")).cpu()
+        expected = model.cpu()(x)
+    assert npusim._C.fallback_counts() == {}
+    # addmm rounds the product before adding the bias (the CPU adds in float32 first): a unit or two of the type.
+    torch.testing.assert_close(actual, expected, rtol=4 * ULP[dtype], atol=4 * ULP[dtype])

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "npusim/emitter/assembly_writer.h"
@@ -35,15 +36,16 @@ constexpr int kSlot = 16, kSlotToggle = 17;  // current K-step slot (A block, th
 constexpr int kColumn = 18, kColumns = 19;   // sub-tile loop: first column in the block, and its width
 constexpr int kWeights = 20, kAcc = 21, kBlockB = 22;
 constexpr int kFullSubTiles = 23, kRaggedColumns = 24, kStaging = 25, kOne = 26, kSubTileCols = 27;
-constexpr int64_t kFloat = 4;
+constexpr int64_t kAccumulatorBytes = 4;  // f32 accumulators, whatever the operands' type
 
 class MatmulEmitter {
  public:
-  MatmulEmitter(const MatmulSpec& spec, const config::ChipConfig& config) : spec_(spec) {
+  MatmulEmitter(const MatmulSpec& spec, const config::ChipConfig& config)
+      : spec_(spec), bytes_(static_cast<int64_t>(isa::element_bytes(spec.type))), type_(isa::type_name(spec.type)) {
     tile_k_ = config.core_systolic_rows;
     sub_cols_ = config.core_systolic_cols;
-    const int64_t spad = static_cast<int64_t>(config.scratchpad_bytes()) / kFloat;
-    const int64_t acc = static_cast<int64_t>(config.accumulator_bytes()) / kFloat;
+    const int64_t spad = static_cast<int64_t>(config.scratchpad_bytes()) / bytes_;  // in elements of the type
+    const int64_t acc = static_cast<int64_t>(config.accumulator_bytes()) / kAccumulatorBytes;
     const int64_t sub_tiles = (spec.n + sub_cols_ - 1) / sub_cols_;
     // nb as many sub-tiles as make the block about square (or as wide as the accumulator allows for short A), with
     // the two B slots within half the scratchpad; then mt as tall as the accumulator and scratchpad allow.
@@ -68,20 +70,20 @@ class MatmulEmitter {
     }
     if (block_m_ < 1) throw Unsupported("the scratchpad or accumulator cannot hold one row of a matmul block");
     for (int64_t stride : {spec.a_row, spec.a_col, spec.b_row, spec.b_col, spec.c_row, spec.c_col})
-      if (stride * kFloat * sub_cols_ > INT32_MAX || stride < 0)
+      if (stride * bytes_ * sub_cols_ > INT32_MAX || stride < 0)
         throw Unsupported(fmt::format("matmul stride {} does not fit a DMA immediate", stride));
     // B is read along whichever of its dimensions is contiguous; mx.ldwt takes the transposed layout.
     b_transposed_ = spec.b_row < spec.b_col;
   }
 
   std::string emit() {
-    w_.comment(fmt::format("matmul_f32: [{} x {}] @ [{} x {}], blocks m {} n {}, k steps {}, sub-tiles {} wide{}",
+    w_.comment(fmt::format("matmul_{}: [{} x {}] @ [{} x {}], blocks m {} n {}, k steps {}, sub-tiles {} wide{}", type_,
                            spec_.m, spec_.k, spec_.k, spec_.n, block_m_, block_n_, tile_k_, sub_cols_,
                            b_transposed_ ? ", B transposed" : ""));
     w_.line("ld r{}, 0(r1)", kC);
     w_.line("ld r{}, 8(r1)", kA);
     w_.line("ld r{}, 16(r1)", kB);
-    const int64_t slot_bytes = (block_m_ + block_n_) * tile_k_ * kFloat;
+    const int64_t slot_bytes = (block_m_ + block_n_) * tile_k_ * bytes_;
     w_.line("li r{}, 0", kSlot);
     w_.load_constant(kSlotToggle, slot_bytes);
     w_.load_constant(kStaging, 2 * slot_bytes);
@@ -154,9 +156,9 @@ class MatmulEmitter {
 
   // kDram = base + row * row_stride + column * column_stride (strides in elements).
   void point_at(int base, int row, int64_t row_stride, int column, int64_t column_stride) {
-    w_.load_constant(kScratch, row_stride * kFloat);
+    w_.load_constant(kScratch, row_stride * bytes_);
     w_.line("mul r{0}, r{0}, r{1}", kScratch, row);
-    w_.load_constant(kScratch2, column_stride * kFloat);
+    w_.load_constant(kScratch2, column_stride * bytes_);
     w_.line("mul r{0}, r{0}, r{1}", kScratch2, column);
     w_.line("add r{}, r{}, r{}", kDram, base, kScratch);
     w_.line("add r{0}, r{0}, r{1}", kDram, kScratch2);
@@ -166,14 +168,14 @@ class MatmulEmitter {
   // apart, in `rows` rows row_stride apart, in `planes` planes plane_stride apart (strides in elements).
   void move(bool load, int spad, int inner, int64_t element_stride, int rows, int64_t row_stride, int planes,
             int64_t plane_stride) {
-    w_.load_constant(kScratch, row_stride * kFloat);
+    w_.load_constant(kScratch, row_stride * bytes_);
     w_.line("dma.dim 1, r{}, r{}", rows, kScratch);
-    w_.load_constant(kScratch, plane_stride * kFloat);
+    w_.load_constant(kScratch, plane_stride * bytes_);
     w_.line("dma.dim 2, r{}, r{}", planes, kScratch);
     if (load)
-      w_.line("dma.ld4.b32 r{}, r{}, r{}, {}", spad, kDram, inner, element_stride * kFloat);
+      w_.line("dma.ld4.b{} r{}, r{}, r{}, {}", 8 * bytes_, spad, kDram, inner, element_stride * bytes_);
     else
-      w_.line("dma.st4.b32 r{}, r{}, r{}, {}", kDram, spad, inner, element_stride * kFloat);
+      w_.line("dma.st4.b{} r{}, r{}, r{}, {}", 8 * bytes_, kDram, spad, inner, element_stride * bytes_);
   }
 
   // The sub-tile-major tile of `rows` x nb between DRAM at kDram (rows row_stride apart, columns column_stride
@@ -186,11 +188,11 @@ class MatmulEmitter {
     w_.line("beq r{}, r0, {}", kRaggedColumns, ragged_done);
     // The ragged sub-tile starts full * cols columns in: full * cols * rows elements into the scratchpad tile.
     w_.line("mul r{}, r{}, r{}", kScratch, kFullSubTiles, kSubTileCols);
-    w_.load_constant(kScratch2, column_stride * kFloat);
+    w_.load_constant(kScratch2, column_stride * bytes_);
     w_.line("mul r{0}, r{0}, r{1}", kScratch2, kScratch);
     w_.line("add r{0}, r{0}, r{1}", kDram, kScratch2);
     w_.line("mul r{0}, r{0}, r{1}", kScratch, rows);
-    w_.line("slli r{0}, r{0}, 2", kScratch);
+    w_.line("slli r{0}, r{0}, {1}", kScratch, std::countr_zero(static_cast<uint64_t>(bytes_)));
     w_.line("add r{}, r{}, r{}", kWeights, spad, kScratch);  // kWeights is free outside the sub-tile loop
     move(load, kWeights, kRaggedColumns, column_stride, rows, row_stride, kOne, 0);
     w_.label(ragged_done);
@@ -201,7 +203,7 @@ class MatmulEmitter {
     w_.line("sem.wait.dma 1");
     point_at(kA, kM0, spec_.a_row, kK0, spec_.a_col);
     move(true, kSlot, kKt, spec_.a_col, kMt, spec_.a_row, kOne, 0);
-    w_.load_constant(kScratch, block_m_ * tile_k_ * kFloat);
+    w_.load_constant(kScratch, block_m_ * tile_k_ * bytes_);
     w_.line("add r{}, r{}, r{}", kBlockB, kSlot, kScratch);
     point_at(kB, kK0, spec_.b_row, kN0, spec_.b_col);
     if (b_transposed_)
@@ -221,16 +223,16 @@ class MatmulEmitter {
     w_.label(sub_tile);
     clamp_to(kColumns, sub_cols_, kNb, kColumn);
     w_.line("mul r{}, r{}, r{}", kWeights, kColumn, kKt);
-    w_.line("slli r{0}, r{0}, 2", kWeights);
+    w_.line("slli r{0}, r{0}, {1}", kWeights, std::countr_zero(static_cast<uint64_t>(bytes_)));
     w_.line("add r{0}, r{0}, r{1}", kWeights, kBlockB);
-    w_.line("{} r{}, r{}, r{}", b_transposed_ ? "mx.ldwt.f32" : "mx.ldw.f32", kWeights, kKt, kColumns);
+    w_.line("{}.{} r{}, r{}, r{}", b_transposed_ ? "mx.ldwt" : "mx.ldw", type_, kWeights, kKt, kColumns);
     w_.line("mul r{}, r{}, r{}", kAcc, kColumn, kMt);
-    w_.line("slli r{0}, r{0}, 2", kAcc);
+    w_.line("slli r{0}, r{0}, {1}", kAcc, std::countr_zero(static_cast<uint64_t>(kAccumulatorBytes)));
     w_.line("bne r{}, r0, {}", kK0, accumulate);
-    w_.line("mx.mac.f32 r{}, r{}, r{}, 0", kAcc, kSlot, kMt);
+    w_.line("mx.mac.{} r{}, r{}, r{}, 0", type_, kAcc, kSlot, kMt);
     w_.line("jal r0, {}", multiplied);
     w_.label(accumulate);
-    w_.line("mx.mac.f32 r{}, r{}, r{}, 1", kAcc, kSlot, kMt);
+    w_.line("mx.mac.{} r{}, r{}, r{}, 1", type_, kAcc, kSlot, kMt);
     w_.label(multiplied);
     w_.line("add r{0}, r{0}, r{1}", kColumn, kSubTileCols);
     w_.line("bltu r{}, r{}, {}", kColumn, kNb, sub_tile);
@@ -241,7 +243,7 @@ class MatmulEmitter {
   void emit_store_block() {
     w_.line("mul r{}, r{}, r{}", kScratch, kMt, kNb);
     w_.line("sem.wait.mx 3");
-    w_.line("mx.st.f32 r{}, r0, r{}", kStaging, kScratch);
+    w_.line("mx.st.{} r{}, r0, r{}", type_, kStaging, kScratch);  // rounds each f32 accumulator once
     w_.line("sem.post.mx 2");
     w_.line("sem.wait.dma 2");
     point_at(kC, kM0, spec_.c_row, kN0, spec_.c_col);
@@ -250,6 +252,8 @@ class MatmulEmitter {
   }
 
   MatmulSpec spec_;
+  int64_t bytes_;          // per element of A, B and C
+  std::string_view type_;  // their type's mnemonic suffix
   int64_t tile_k_ = 0, sub_cols_ = 0, block_m_ = 0, block_n_ = 0;
   bool b_transposed_ = false;
   AssemblyWriter w_;
@@ -262,7 +266,10 @@ Kernel emit_matmul(const MatmulSpec& spec, const config::ChipConfig& config) {
     throw std::invalid_argument(
         fmt::format("matmul of [{} x {}] @ [{} x {}] has an empty dimension", spec.m, spec.k, spec.k, spec.n));
   Kernel kernel;
-  kernel.name = "matmul_f32";
+  if (!isa::is_float(spec.type))
+    throw std::invalid_argument(
+        fmt::format("matmul of {} operands; the kernel takes f32, f16 or bf16", isa::type_name(spec.type)));
+  kernel.name = fmt::format("matmul_{}", isa::type_name(spec.type));
   kernel.assembly = MatmulEmitter(spec, config).emit();
   kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
   kernel.cores = config.chip_cores;  // the block shares come from csrr ncores

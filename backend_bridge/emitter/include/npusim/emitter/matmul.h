@@ -9,12 +9,14 @@
 
 namespace npusim::emitter {
 
-// fp32 operands; strides in elements: A[m][k] at A + m*a_row + k*a_col, likewise B[k][n] and C[m][n].
+// Strides in elements: A[m][k] at A + m*a_row + k*a_col, likewise B[k][n] and C[m][n]. A, B and C hold `type` (f32,
+// f16 or bf16); products accumulate in f32 and C is rounded once.
 struct MatmulSpec {
   int64_t m = 0, k = 0, n = 0;
   int64_t a_row = 0, a_col = 0;
   int64_t b_row = 0, b_col = 0;
   int64_t c_row = 0, c_col = 0;
+  isa::ElementType type = isa::ElementType::F32;
 };
 
 // The argument block is the addresses of C, A, B. Throws Unsupported for strides beyond the immediate field.
