@@ -22,6 +22,24 @@ bool all_float_on(const at::Tensor& out, std::initializer_list<const at::Tensor*
   return is_float_kind(out.scalar_type());
 }
 
+// The matmul kernel for a [m x k] @ [k x n] into `out` [m x n], all on one device, not overlapping; `out` of the
+// operands' type or float32. False when the emitter cannot express the strides.
+bool launch_mm(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  const emitter::MatmulSpec spec{a.size(0),
+                                 a.size(1),
+                                 b.size(1),
+                                 a.stride(0),
+                                 a.stride(1),
+                                 b.stride(0),
+                                 b.stride(1),
+                                 out.stride(0),
+                                 out.stride(1),
+                                 float_element_type(a),
+                                 float_element_type(out)};
+  const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
+  return launched_natively([&] { launch_matmul(out.device().index(), runtime_device(out), spec, addresses); });
+}
+
 at::Tensor& npusim_mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected 2-D tensors, got ", a.dim(), "-D and ", b.dim(), "-D");
   TORCH_CHECK(a.size(1) == b.size(0), "mm: mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1),
@@ -38,11 +56,7 @@ at::Tensor& npusim_mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& 
   // The kernel reads its inputs tile by tile after storing earlier output tiles: an output sharing memory with an
   // input gets the product through a temporary.
   if (may_share_memory(out, a) || may_share_memory(out, b)) return out.copy_(at::mm(a, b));
-  const emitter::MatmulSpec spec{a.size(0),   a.size(1),   b.size(1),     a.stride(0),   a.stride(1),
-                                 b.stride(0), b.stride(1), out.stride(0), out.stride(1), float_element_type(out)};
-  const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
-  if (!launched_natively([&] { launch_matmul(out.device().index(), runtime_device(out), spec, addresses); }))
-    return on_cpu();
+  if (!launch_mm(a, b, out)) return on_cpu();
   return out;
 }
 
@@ -78,8 +92,27 @@ at::Tensor npusim_bmm(const at::Tensor& a, const at::Tensor& b) {
   return npusim_bmm_out(a, b, out);
 }
 
+// a @ b in float32 for half-precision operands (matrices, or batches of them): the bias is then added before the one
+// rounding, as the CPU does it.
+at::Tensor float32_product(const at::Tensor& a, const at::Tensor& b, bool batched) {
+  if (!batched) {
+    at::Tensor product = at::empty({a.size(0), b.size(1)}, a.options().dtype(at::kFloat));
+    return product.numel() == 0 || a.size(1) == 0 || !launch_mm(a, b, product)
+               ? at::mm(a.to(at::kFloat), b.to(at::kFloat))
+               : product;
+  }
+  at::Tensor product = at::empty({a.size(0), a.size(1), b.size(2)}, a.options().dtype(at::kFloat));
+  for (int64_t entry = 0; entry < a.size(0); ++entry) {
+    at::Tensor slice = product.select(0, entry);
+    if (slice.numel() == 0 || a.size(2) == 0 || !launch_mm(a.select(0, entry), b.select(0, entry), slice))
+      slice.copy_(at::mm(a.select(0, entry).to(at::kFloat), b.select(0, entry).to(at::kFloat)));
+  }
+  return product;
+}
+
 // beta * bias + alpha * (a @ b), of matrices (addmm) or batches of them (baddbmm): the product on the matrix
-// engine, scaling and the bias on the vector engine.
+// engine (in float32 for half-precision operands, rounded once at the end), scaling and the bias on the vector
+// engine.
 template <bool Batched>
 at::Tensor& add_product_out(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
                             const at::Scalar& alpha, at::Tensor& out) {
@@ -89,13 +122,16 @@ at::Tensor& add_product_out(const at::Tensor& bias, const at::Tensor& a, const a
     call_cpu_fallback(name, "out", stack);
     return out;
   }
-  at::Tensor product = Batched ? at::bmm(a, b) : at::mm(a, b);
+  const bool half = out.scalar_type() != at::kFloat;
+  at::Tensor product = half ? float32_product(a, b, Batched) : Batched ? at::bmm(a, b) : at::mm(a, b);
   if (out.is_same(bias))  // in place: bias cannot grow into the product's shape
     TORCH_CHECK(out.sizes() == product.sizes(), name, "_: self of shape ", out.sizes(), " does not match the product ",
                 product.sizes());
   if (alpha.toDouble() != 1.0) product.mul_(alpha);
   at::native::resize_output(out, product.sizes());
   if (beta.toDouble() == 0.0) return out.copy_(product);  // bias is ignored, NaNs included, as on CPU
+  if (half && beta.toDouble() != 1.0)                     // beta * bias in float32 too
+    return at::add_out(out, product, at::mul(bias.to(at::kFloat), beta).expand_as(product));
   return at::add_out(out, product, bias.expand_as(product), beta);
 }
 

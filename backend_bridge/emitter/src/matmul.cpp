@@ -41,19 +41,25 @@ constexpr int64_t kAccumulatorBytes = 4;  // f32 accumulators, whatever the oper
 class MatmulEmitter {
  public:
   MatmulEmitter(const MatmulSpec& spec, const config::ChipConfig& config)
-      : spec_(spec), bytes_(static_cast<int64_t>(isa::element_bytes(spec.type))), type_(isa::type_name(spec.type)) {
+      : spec_(spec),
+        bytes_(static_cast<int64_t>(isa::element_bytes(spec.type))),
+        out_bytes_(static_cast<int64_t>(isa::element_bytes(spec.output_type.value_or(spec.type)))),
+        type_(isa::type_name(spec.type)),
+        out_type_(isa::type_name(spec.output_type.value_or(spec.type))) {
     tile_k_ = config.core_systolic_rows;
     sub_cols_ = config.core_systolic_cols;
-    const int64_t spad = static_cast<int64_t>(config.scratchpad_bytes()) / bytes_;  // in elements of the type
+    const int64_t spad = static_cast<int64_t>(config.scratchpad_bytes());
     const int64_t acc = static_cast<int64_t>(config.accumulator_bytes()) / kAccumulatorBytes;
     const int64_t sub_tiles = (spec.n + sub_cols_ - 1) / sub_cols_;
     // nb as many sub-tiles as make the block about square (or as wide as the accumulator allows for short A), with
     // the two B slots within half the scratchpad; then mt as tall as the accumulator and scratchpad allow.
     const int64_t side = std::min(spec.m, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(acc))));
     int64_t block_sub_tiles = std::clamp<int64_t>(acc / (side * sub_cols_), 1, sub_tiles);
-    block_sub_tiles = std::min(block_sub_tiles, std::max<int64_t>(1, spad / (4 * tile_k_ * sub_cols_)));
+    block_sub_tiles = std::min(block_sub_tiles, std::max<int64_t>(1, spad / (4 * tile_k_ * sub_cols_ * bytes_)));
+    // Two A slots of mt x kt and two B slots of kt x nb operand elements, and the C staging of mt x nb outputs.
     const auto tallest = [&](int64_t nb) {
-      return std::min({spec.m, acc / nb, (spad - 2 * tile_k_ * nb) / (2 * tile_k_ + nb)});
+      return std::min(
+          {spec.m, acc / nb, (spad - 2 * tile_k_ * nb * bytes_) / (2 * tile_k_ * bytes_ + nb * out_bytes_)});
     };
     block_n_ = block_sub_tiles * sub_cols_;
     block_m_ = tallest(block_n_);
@@ -70,7 +76,7 @@ class MatmulEmitter {
     }
     if (block_m_ < 1) throw Unsupported("the scratchpad or accumulator cannot hold one row of a matmul block");
     for (int64_t stride : {spec.a_row, spec.a_col, spec.b_row, spec.b_col, spec.c_row, spec.c_col})
-      if (stride * bytes_ * sub_cols_ > INT32_MAX || stride < 0)
+      if (stride * std::max(bytes_, out_bytes_) * sub_cols_ > INT32_MAX || stride < 0)
         throw Unsupported(fmt::format("matmul stride {} does not fit a DMA immediate", stride));
     // B is read along whichever of its dimensions is contiguous; mx.ldwt takes the transposed layout.
     b_transposed_ = spec.b_row < spec.b_col;
@@ -154,62 +160,62 @@ class MatmulEmitter {
     w_.label(sized);
   }
 
-  // kDram = base + row * row_stride + column * column_stride (strides in elements).
-  void point_at(int base, int row, int64_t row_stride, int column, int64_t column_stride) {
-    w_.load_constant(kScratch, row_stride * bytes_);
+  // kDram = base + row * row_stride + column * column_stride (strides in elements of `bytes`).
+  void point_at(int base, int row, int64_t row_stride, int column, int64_t column_stride, int64_t bytes) {
+    w_.load_constant(kScratch, row_stride * bytes);
     w_.line("mul r{0}, r{0}, r{1}", kScratch, row);
-    w_.load_constant(kScratch2, column_stride * bytes_);
+    w_.load_constant(kScratch2, column_stride * bytes);
     w_.line("mul r{0}, r{0}, r{1}", kScratch2, column);
     w_.line("add r{}, r{}, r{}", kDram, base, kScratch);
     w_.line("add r{0}, r{0}, r{1}", kDram, kScratch2);
   }
 
   // One 3-D DMA between DRAM at kDram and the packed scratchpad tile at `spad`: `inner` elements element_stride
-  // apart, in `rows` rows row_stride apart, in `planes` planes plane_stride apart (strides in elements).
+  // apart, in `rows` rows row_stride apart, in `planes` planes plane_stride apart (strides in elements of `bytes`).
   void move(bool load, int spad, int inner, int64_t element_stride, int rows, int64_t row_stride, int planes,
-            int64_t plane_stride) {
-    w_.load_constant(kScratch, row_stride * bytes_);
+            int64_t plane_stride, int64_t bytes) {
+    w_.load_constant(kScratch, row_stride * bytes);
     w_.line("dma.dim 1, r{}, r{}", rows, kScratch);
-    w_.load_constant(kScratch, plane_stride * bytes_);
+    w_.load_constant(kScratch, plane_stride * bytes);
     w_.line("dma.dim 2, r{}, r{}", planes, kScratch);
     if (load)
-      w_.line("dma.ld4.b{} r{}, r{}, r{}, {}", 8 * bytes_, spad, kDram, inner, element_stride * bytes_);
+      w_.line("dma.ld4.b{} r{}, r{}, r{}, {}", 8 * bytes, spad, kDram, inner, element_stride * bytes);
     else
-      w_.line("dma.st4.b{} r{}, r{}, r{}, {}", 8 * bytes_, kDram, spad, inner, element_stride * bytes_);
+      w_.line("dma.st4.b{} r{}, r{}, r{}, {}", 8 * bytes, kDram, spad, inner, element_stride * bytes);
   }
 
   // The sub-tile-major tile of `rows` x nb between DRAM at kDram (rows row_stride apart, columns column_stride
   // apart) and the scratchpad at `spad`: the full sub-tiles as one DMA, the ragged one as another.
-  void move_sub_tiles(bool load, int spad, int rows, int64_t row_stride, int64_t column_stride) {
+  void move_sub_tiles(bool load, int spad, int rows, int64_t row_stride, int64_t column_stride, int64_t bytes) {
     const std::string full_done = w_.new_label("full_done"), ragged_done = w_.new_label("ragged_done");
     w_.line("beq r{}, r0, {}", kFullSubTiles, full_done);
-    move(load, spad, kSubTileCols, column_stride, rows, row_stride, kFullSubTiles, sub_cols_ * column_stride);
+    move(load, spad, kSubTileCols, column_stride, rows, row_stride, kFullSubTiles, sub_cols_ * column_stride, bytes);
     w_.label(full_done);
     w_.line("beq r{}, r0, {}", kRaggedColumns, ragged_done);
     // The ragged sub-tile starts full * cols columns in: full * cols * rows elements into the scratchpad tile.
     w_.line("mul r{}, r{}, r{}", kScratch, kFullSubTiles, kSubTileCols);
-    w_.load_constant(kScratch2, column_stride * bytes_);
+    w_.load_constant(kScratch2, column_stride * bytes);
     w_.line("mul r{0}, r{0}, r{1}", kScratch2, kScratch);
     w_.line("add r{0}, r{0}, r{1}", kDram, kScratch2);
     w_.line("mul r{0}, r{0}, r{1}", kScratch, rows);
-    w_.line("slli r{0}, r{0}, {1}", kScratch, std::countr_zero(static_cast<uint64_t>(bytes_)));
+    w_.line("slli r{0}, r{0}, {1}", kScratch, std::countr_zero(static_cast<uint64_t>(bytes)));
     w_.line("add r{}, r{}, r{}", kWeights, spad, kScratch);  // kWeights is free outside the sub-tile loop
-    move(load, kWeights, kRaggedColumns, column_stride, rows, row_stride, kOne, 0);
+    move(load, kWeights, kRaggedColumns, column_stride, rows, row_stride, kOne, 0, bytes);
     w_.label(ragged_done);
   }
 
   // The DMA engine fills the free slot with this K step's A block and B block.
   void emit_load_blocks() {
     w_.line("sem.wait.dma 1");
-    point_at(kA, kM0, spec_.a_row, kK0, spec_.a_col);
-    move(true, kSlot, kKt, spec_.a_col, kMt, spec_.a_row, kOne, 0);
+    point_at(kA, kM0, spec_.a_row, kK0, spec_.a_col, bytes_);
+    move(true, kSlot, kKt, spec_.a_col, kMt, spec_.a_row, kOne, 0, bytes_);
     w_.load_constant(kScratch, block_m_ * tile_k_ * bytes_);
     w_.line("add r{}, r{}, r{}", kBlockB, kSlot, kScratch);
-    point_at(kB, kK0, spec_.b_row, kN0, spec_.b_col);
+    point_at(kB, kK0, spec_.b_row, kN0, spec_.b_col, bytes_);
     if (b_transposed_)
-      move(true, kBlockB, kKt, spec_.b_row, kNb, spec_.b_col, kOne, 0);
+      move(true, kBlockB, kKt, spec_.b_row, kNb, spec_.b_col, kOne, 0, bytes_);
     else
-      move_sub_tiles(true, kBlockB, kKt, spec_.b_row, spec_.b_col);
+      move_sub_tiles(true, kBlockB, kKt, spec_.b_row, spec_.b_col, bytes_);
     w_.line("sem.post.dma 0");
   }
 
@@ -243,17 +249,17 @@ class MatmulEmitter {
   void emit_store_block() {
     w_.line("mul r{}, r{}, r{}", kScratch, kMt, kNb);
     w_.line("sem.wait.mx 3");
-    w_.line("mx.st.{} r{}, r0, r{}", type_, kStaging, kScratch);  // rounds each f32 accumulator once
+    w_.line("mx.st.{} r{}, r0, r{}", out_type_, kStaging, kScratch);  // rounds each f32 accumulator once
     w_.line("sem.post.mx 2");
     w_.line("sem.wait.dma 2");
-    point_at(kC, kM0, spec_.c_row, kN0, spec_.c_col);
-    move_sub_tiles(false, kStaging, kMt, spec_.c_row, spec_.c_col);
+    point_at(kC, kM0, spec_.c_row, kN0, spec_.c_col, out_bytes_);
+    move_sub_tiles(false, kStaging, kMt, spec_.c_row, spec_.c_col, out_bytes_);
     w_.line("sem.post.dma 3");
   }
 
   MatmulSpec spec_;
-  int64_t bytes_;          // per element of A, B and C
-  std::string_view type_;  // their type's mnemonic suffix
+  int64_t bytes_, out_bytes_;         // per element of A and B, and of C
+  std::string_view type_, out_type_;  // their types' mnemonic suffixes
   int64_t tile_k_ = 0, sub_cols_ = 0, block_m_ = 0, block_n_ = 0;
   bool b_transposed_ = false;
   AssemblyWriter w_;

@@ -3,20 +3,22 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "npusim/config/chip_config.h"
 #include "npusim/emitter/elementwise.h"
 
 namespace npusim::emitter {
 
-// Strides in elements: A[m][k] at A + m*a_row + k*a_col, likewise B[k][n] and C[m][n]. A, B and C hold `type` (f32,
-// f16 or bf16); products accumulate in f32 and C is rounded once.
+// Strides in elements: A[m][k] at A + m*a_row + k*a_col, likewise B[k][n] and C[m][n]. A and B hold `type` (f32,
+// f16 or bf16); products accumulate in f32 and C, of `type` or f32 (output_type), is rounded once.
 struct MatmulSpec {
   int64_t m = 0, k = 0, n = 0;
   int64_t a_row = 0, a_col = 0;
   int64_t b_row = 0, b_col = 0;
   int64_t c_row = 0, c_col = 0;
   isa::ElementType type = isa::ElementType::F32;
+  std::optional<isa::ElementType> output_type;  // none: `type`
 };
 
 // The argument block is the addresses of C, A, B. Throws Unsupported for strides beyond the immediate field.
