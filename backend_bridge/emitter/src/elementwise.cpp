@@ -4,9 +4,9 @@
 // r10 tile index, r11 elements in the current tile, r12 scratch, r13/r14 row length and rows of a 2-D tile,
 // r15 core id, r16..r18 scratchpad buffers (the third for a third input or for scratch), r19 a fourth (scratch),
 // r20..r23 saved operand pointers, r25..r31 addresses of the scratchpad constants the op uses (one f32 each, after
-// the buffers). Operands may have
-// different element sizes (where's bool condition); every buffer holds a tile of the widest. Each of the kernel's
-// cores (Kernel::cores, which the launch must match) takes its share of the tiles.
+// the buffers). Operands may have different element sizes (where's bool condition); every buffer holds a tile of
+// the widest, f32 for ops computing in f32, whose f16 and bf16 operands pass through staging tiles after the
+// constants. Each of the kernel's cores (Kernel::cores, which the launch must match) takes its share of the tiles.
 #include "npusim/emitter/elementwise.h"
 
 #include <fmt/format.h>
