@@ -1,6 +1,7 @@
 // Native row kernels on float32 tensors: softmax and log_softmax over the last dimension, and their backward; sum and
 // mean over any dimensions (each moved last by a device copy when needed and summed as rows, one dimension at a
-// time, a row too long for the scratchpad in chunks; mean is the sum, then a native division);
+// time, a row too long for the scratchpad in chunks; float16 and bfloat16 summed in float32; mean is the sum, then a
+// native division);
 // layer_norm's forward; mse_loss and its backward, composed from native kernels. Other dims, dtypes and cases take the
 // CPU fallback.
 #include <ATen/core/Reduction.h>
@@ -43,11 +44,25 @@ bool is_last_dim(const at::Tensor& self, int64_t dim) {
   return self.dim() > 0 && at::maybe_wrap_dim(dim, self.dim()) == self.dim() - 1;
 }
 
+bool is_half(const at::Tensor& tensor) {
+  return tensor.scalar_type() == at::kHalf || tensor.scalar_type() == at::kBFloat16;
+}
+
+// float16 and bfloat16 rows are widened to float32 (exactly), run through the float32 kernel and rounded once into
+// the result, as the CPU computes them; with half_to_float the result stays float32.
 template <RowOp Op>
 at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
   if (self.scalar_type() == at::kFloat && !half_to_float && is_last_dim(self, dim)) {
     at::native::resize_output(out, self.sizes());
     if (out.scalar_type() == at::kFloat && launch_row_op(Op, self, out)) return out;
+  }
+  if (is_half(self) && is_last_dim(self, dim) && self.device() == out.device() &&
+      out.scalar_type() == (half_to_float ? at::kFloat : self.scalar_type())) {
+    at::Tensor result = at::empty(self.sizes(), self.options().dtype(at::kFloat));
+    if (launch_row_op(Op, self.to(at::kFloat), result)) {
+      at::native::resize_output(out, self.sizes());
+      return out.copy_(result);
+    }
   }
   torch::jit::Stack stack{self, dim, half_to_float, out};
   call_cpu_fallback(Op == RowOp::SoftmaxF32 ? "aten::_softmax" : "aten::_log_softmax", "out", stack);
@@ -72,6 +87,16 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor
       grad_output.sizes() == output.sizes() && is_last_dim(output, dim)) {
     at::native::resize_output(grad_input, output.sizes());
     if (grad_input.scalar_type() == at::kFloat && launch_row_op(Op, grad_output, grad_input, output)) return grad_input;
+  }
+  if (is_half(grad_output) && output.scalar_type() == grad_output.scalar_type() &&
+      input_dtype == output.scalar_type() && grad_input.scalar_type() == input_dtype &&
+      grad_output.sizes() == output.sizes() && is_last_dim(output, dim) &&
+      grad_output.device() == grad_input.device()) {
+    at::Tensor result = at::empty(output.sizes(), output.options().dtype(at::kFloat));
+    if (launch_row_op(Op, grad_output.to(at::kFloat), result, output.to(at::kFloat))) {
+      at::native::resize_output(grad_input, output.sizes());
+      return grad_input.copy_(result);
+    }
   }
   torch::jit::Stack stack{grad_output, output, dim, input_dtype, grad_input};
   call_cpu_fallback(
@@ -129,6 +154,14 @@ at::Tensor& npusim_sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims,
                            std::optional<at::ScalarType> dtype, at::Tensor& out) {
   const std::vector<int64_t> reduced = reduced_dims(self, dims);
   const bool distinct = std::adjacent_find(reduced.begin(), reduced.end()) == reduced.end();
+  // float16 and bfloat16: summed in float32 and rounded once, as the CPU does (widening is exact).
+  const bool half = is_half(self);
+  if (half && out.scalar_type() == self.scalar_type() && (!dtype || *dtype == self.scalar_type()) && self.dim() > 0 &&
+      distinct && out.device() == self.device()) {
+    const at::Tensor total = at::sum(self.to(at::kFloat), dims, keepdim);
+    at::native::resize_output(out, total.sizes());
+    return out.copy_(total);
+  }
   if (sums_natively(self, dtype, out) && reduced.size() > 1 && distinct) {
     at::Tensor partial = self;
     for (int64_t dim : reduced) partial = at::sum(partial, {dim}, /*keepdim=*/true);
@@ -175,6 +208,13 @@ at::Tensor npusim_sum_all(const at::Tensor& self, std::optional<at::ScalarType> 
 // mean over any dimensions: the sum divided by the count it covers, both on the device.
 at::Tensor& npusim_mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  const bool half = is_half(self);
+  if (half && out.scalar_type() == self.scalar_type() && (!dtype || *dtype == self.scalar_type()) && self.dim() > 0 &&
+      out.device() == self.device()) {  // in float32, rounded once, as the CPU does
+    const at::Tensor average = at::mean(self.to(at::kFloat), dims, keepdim);
+    at::native::resize_output(out, average.sizes());
+    return out.copy_(average);
+  }
   if (sums_natively(self, dtype, out)) {
     int64_t length = 1;
     for (int64_t dim : reduced_dims(self, dims)) length *= self.size(dim);

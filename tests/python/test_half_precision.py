@@ -123,3 +123,44 @@ def test_a_half_precision_mlp_infers_natively(dtype):
     # CPU GEMM sums in another order) within a unit.
     exact = dtype == torch.bfloat16
     torch.testing.assert_close(actual, expected, rtol=0 if exact else ULP[dtype], atol=0 if exact else 1e-4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_half_precision_sums_and_means_accumulate_in_float32(dtype):
+    x = torch.randn(37, 65, 3, generator=torch.Generator().manual_seed(4)).to(dtype)
+    npusim._C.reset_fallback_counts()
+    for reduce in (torch.sum, torch.mean, lambda t: t.sum(0), lambda t: t.mean((0, 2), keepdim=True)):
+        actual, expected = reduce(x.to("npusim")).cpu(), reduce(x)
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape
+        torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+    assert npusim._C.fallback_counts() == {}
+
+
+def test_autocast_bfloat16_training_runs_natively_and_follows_cpu_autocast():
+    """torch.autocast(device_type="npusim"): linear layers in bfloat16, layer norm and the loss in float32, as
+    PyTorch's autocast lists say; AdamW on float32 master weights. The same steps under CPU autocast."""
+
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(
+            torch.nn.Linear(16, 64), torch.nn.GELU(), torch.nn.LayerNorm(64), torch.nn.Linear(64, 4)
+        )
+
+    model, reference = make().to("npusim"), make()
+    optimizer, reference_optimizer = (torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (model, reference))
+    x = torch.randn(32, 16, generator=torch.Generator().manual_seed(5))
+    y = torch.randint(0, 4, (32,), generator=torch.Generator().manual_seed(6))
+    losses = {"npusim": [], "cpu": []}
+    npusim._C.reset_fallback_counts()
+    for _ in range(3):
+        for device, net, opt in (("npusim", model, optimizer), ("cpu", reference, reference_optimizer)):
+            opt.zero_grad()
+            with torch.autocast(device_type=device, dtype=torch.bfloat16):
+                logits = net(x.to(device))
+                assert logits.dtype == torch.bfloat16
+                loss = F.cross_entropy(logits, y.to(device))
+            loss.backward()
+            opt.step()
+            losses[device].append(loss.item())
+    assert npusim._C.fallback_counts() == {}
+    torch.testing.assert_close(losses["npusim"], losses["cpu"], rtol=1e-2, atol=1e-3)

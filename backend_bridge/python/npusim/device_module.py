@@ -132,6 +132,11 @@ def _is_in_bad_fork():
     return False
 
 
+def get_amp_supported_dtype():
+    """The types torch.autocast(device_type="npusim") may cast to: both have native kernels."""
+    return [torch.float16, torch.bfloat16]
+
+
 # Random numbers: each device has a default torch.Generator (a Philox key and stream offset, see docs/random.md),
 # which torch.manual_seed seeds through manual_seed_all, as it does CUDA's.
 _default_generators = {}
