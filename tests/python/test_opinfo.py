@@ -42,9 +42,16 @@ SUMMING_PRODUCTS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "nn.functional.li
 AMPLIFYING_ROUNDING = {"nn.functional.layer_norm"}
 
 
+# The CPU's bfloat16 log_softmax rounds its intermediates (the log of the sum) to bfloat16; npusim computes the row in
+# float32 and rounds once, so where the result is near 0 the two differ by the CPU's intermediate rounding (~2e-3).
+INTERMEDIATE_ROUNDING_BF16 = {"log_softmax"}
+
+
 def tolerance(op, dtype):
     if op.name in SUMMING_PRODUCTS | AMPLIFYING_ROUNDING and dtype == torch.float32:
         return {"atol": 1e-4, "rtol": 1e-5}
+    if op.name in INTERMEDIATE_ROUNDING_BF16 and dtype == torch.bfloat16:
+        return {"atol": 4e-3, "rtol": 1.6e-2}
     return {}
 
 
