@@ -4,7 +4,8 @@
     python bench/model_breakdown.py datacenter
 
 For each model (a 3-layer MLP with AdamW, a ResNet-style CNN with SGD, an nn.TransformerEncoderLayer with AdamW, a
-small GPT-2 from transformers with AdamW, both with dropout 0.1, and a 2-layer LSTM with Adam) it runs one warm-up
+small GPT-2 from transformers with AdamW, both with dropout 0.1, and a 2-layer LSTM with Adam; the MLP also under
+bfloat16 autocast) it runs one warm-up
 step, then profiles one training step in timed mode and prints the device time, the CPU fallbacks (none expected)
 and each kernel's share of the simulated time. Not a test: a look at the chip for architects; the figures depend
 only on the config.
@@ -80,29 +81,31 @@ def lstm():
     return SequenceRegressor(), torch.optim.Adam, torch.randn(16, 32, 64), torch.randn(16, 10), F.mse_loss
 
 
-def step(model, optimizer, inputs, targets, loss):
+def step(model, optimizer, inputs, targets, loss, autocast=None):
     optimizer.zero_grad()
-    value = model(inputs, labels=targets).loss if loss is None else loss(model(inputs), targets)
+    with torch.autocast("npusim", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+        value = model(inputs, labels=targets).loss if loss is None else loss(model(inputs), targets)
     value.backward()
     optimizer.step()
 
 
 def main():
-    for name, build in [
-        ("MLP + AdamW", mlp),
-        ("ResNet-style CNN + SGD", cnn),
-        ("TransformerEncoderLayer + AdamW", encoder),
-        ("GPT-2 (2 layers) + AdamW", gpt2),
-        ("LSTM (2 layers, 32 steps) + Adam", lstm),
+    for name, build, autocast in [
+        ("MLP + AdamW", mlp, None),
+        ("MLP + AdamW, bfloat16 autocast", mlp, torch.bfloat16),
+        ("ResNet-style CNN + SGD", cnn, None),
+        ("TransformerEncoderLayer + AdamW", encoder, None),
+        ("GPT-2 (2 layers) + AdamW", gpt2, None),
+        ("LSTM (2 layers, 32 steps) + Adam", lstm, None),
     ]:
         torch.manual_seed(0)
         model, optimizer_class, inputs, targets, loss = build()
         model.to("npusim")
         optimizer = optimizer_class(model.parameters(), lr=1e-3)
         inputs, targets = inputs.to("npusim"), targets.to("npusim")
-        step(model, optimizer, inputs, targets, loss)  # warm-up: optimizer state and the kernel cache
+        step(model, optimizer, inputs, targets, loss, autocast)  # warm-up: optimizer state and the kernel cache
         with npusim.profile() as report:
-            step(model, optimizer, inputs, targets, loss)
+            step(model, optimizer, inputs, targets, loss, autocast)
         total = report.total_device_cycles
         config, fallbacks = os.environ["NPUSIM_CONFIG"], report.fallbacks or "none"
         print(
