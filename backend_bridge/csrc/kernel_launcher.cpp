@@ -60,6 +60,10 @@ std::string cache_key(int device_index, const emitter::TriangleSpec& s) {
                      s.diagonal, s.keep_lower);
 }
 
+std::string cache_key(int device_index, const emitter::CumsumSpec& s) {
+  return fmt::format("cumsum|{}|{}|{}|{}", device_index, s.rows, s.cols, isa::type_name(s.type));
+}
+
 std::string cache_key(int device_index, const emitter::RandomSpec& s) {
   return fmt::format("random|{}|{}|{}|{}", device_index, static_cast<int>(s.op), s.elements, static_cast<int>(s.type));
 }
@@ -139,6 +143,13 @@ void launch_zero_triangle(int device_index, runtime::Device& device, const emitt
                           std::span<const uint64_t> operand_addresses) {
   launch_cached(
       device, cache_key(device_index, spec), [&] { return emitter::emit_zero_triangle(spec, device.config()); },
+      operand_addresses);
+}
+
+void launch_cumsum(int device_index, runtime::Device& device, const emitter::CumsumSpec& spec,
+                   std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, cache_key(device_index, spec), [&] { return emitter::emit_cumsum(spec, device.config()); },
       operand_addresses);
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 
+#include "npusim/emitter/cumsum.h"
 #include "npusim/emitter/elementwise.h"
 #include "npusim/emitter/gather.h"
 #include "npusim/emitter/matmul.h"
@@ -31,6 +32,8 @@ void launch_scatter_add_rows(int device_index, runtime::Device& device, const em
                              std::span<const uint64_t> operand_addresses);
 void launch_zero_triangle(int device_index, runtime::Device& device, const emitter::TriangleSpec& spec,
                           std::span<const uint64_t> operand_addresses);
+void launch_cumsum(int device_index, runtime::Device& device, const emitter::CumsumSpec& spec,
+                   std::span<const uint64_t> operand_addresses);
 void launch_random(int device_index, runtime::Device& device, const emitter::RandomSpec& spec,
                    std::span<const uint64_t> operand_addresses);
 void launch_rows(int device_index, runtime::Device& device, const emitter::RowSpec& spec,

@@ -3,6 +3,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -236,7 +237,41 @@ void copy_on_device(const at::Tensor& source, const at::Tensor& destination) {
     copy_through_host(source, destination);
 }
 
+namespace {
+
+// flip: a copy kernel that reads the flipped dimensions backwards (negative DMA strides from their last element),
+// for 1-, 2-, 4- and 8-byte elements; others take the CPU fallback.
+at::Tensor npusim_flip(const at::Tensor& self, at::IntArrayRef dims) {
+  at::Tensor out = at::empty(self.sizes(), self.options());
+  const int64_t bytes = self.element_size();
+  if (out.numel() == 0) return out;
+  if (bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8) {
+    std::vector<int64_t> strides = self.strides().vec();
+    std::vector<bool> flipped(std::max<int64_t>(self.dim(), 1));
+    int64_t first = 0;  // the element offset of the source's first (flipped) element
+    for (int64_t dim : dims) {
+      dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+      TORCH_CHECK(!flipped[dim], "dims has duplicates, original flip dims size=", dims.size());
+      flipped[dim] = true;
+      if (self.dim() == 0) continue;
+      first += (self.size(dim) - 1) * strides[dim];
+      strides[dim] = -strides[dim];
+    }
+    const emitter::ElementwiseSpec spec{
+        emitter::ElementwiseOp::Copy, static_cast<int>(bytes), out.sizes().vec(), {out.strides().vec(), strides}};
+    const uint64_t addresses[] = {device_address(out), device_address(self) + first * bytes};
+    if (launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); }))
+      return out;
+  }
+  torch::jit::Stack stack{self, dims};
+  call_cpu_fallback("aten::flip", "", stack);
+  return stack[0].toTensor();
+}
+
+}  // namespace
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("flip", npusim_flip);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", at::native::as_strided_tensorimpl);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "npusim/emitter/cumsum.h"
 #include "npusim/emitter/elementwise.h"
 #include "npusim/emitter/gather.h"
 #include "npusim/emitter/matmul.h"
@@ -117,6 +118,7 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
       emitter::emit_rows({emitter::RowOp::LogSoftmaxF32, 30, 50}, test_config()),
       emitter::emit_rows({emitter::RowOp::SumF32, 16, 64}, test_config()),
       emitter::emit_rows({emitter::RowOp::MinF32, 16, 64}, test_config()),
+      emitter::emit_cumsum({16, 50, isa::ElementType::F32}, test_config()),
       emitter::emit_elementwise(
           {emitter::ElementwiseOp::HardswishBackwardF32, 4, {40, 50}, {{50, 1}, {50, 1}, {50, 1}}}, test_config()),
       // bf16 tensors widened into f32 tiles and the result rounded back, through staging tiles

@@ -105,3 +105,25 @@ def test_masked_fill_with_scalars_tensors_and_broadcast_masks(no_fallback):
     same(filled, x.clone().masked_fill_(row_mask, torch.tensor(2.0)))
     with pytest.raises(RuntimeError, match="0-dimensional value tensor"):
         x.to("npusim").masked_fill_(row_mask.to("npusim"), torch.ones(3).to("npusim"))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumsum_along_any_dimension_matches_cpu(dim, no_fallback):
+    x = torch.randn(7, 33, 5, generator=torch.Generator().manual_seed(6))
+    # A sequential float32 sum where the CPU accumulates in float64: a few units in the last place.
+    torch.testing.assert_close(torch.cumsum(x.to("npusim"), dim).cpu(), torch.cumsum(x, dim))
+
+
+def test_cumsum_of_integers_and_bools_is_exact_int64(no_fallback):
+    mask = torch.tensor([[1, 1, 0, 1], [0, 1, 1, 1]])
+    same(torch.cumsum(mask.to("npusim"), -1), torch.cumsum(mask, -1))  # position ids from an attention mask
+    same(torch.cumsum(mask.bool().to("npusim"), 1), torch.cumsum(mask.bool(), 1))
+    same(torch.cumsum(mask.int().to("npusim"), 0, dtype=torch.int32), torch.cumsum(mask.int(), 0, dtype=torch.int32))
+
+
+def test_cumsum_gradient_runs_natively_through_flip(no_fallback):
+    x = torch.randn(6, 40, generator=torch.Generator().manual_seed(7), requires_grad=True)
+    on_device = x.detach().to("npusim").requires_grad_()
+    torch.cumsum(x, 1).pow(2).sum().backward()
+    torch.cumsum(on_device, 1).pow(2).sum().backward()
+    torch.testing.assert_close(on_device.grad.cpu(), x.grad, rtol=1e-5, atol=1e-4)

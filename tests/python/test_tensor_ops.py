@@ -251,3 +251,14 @@ def test_float_to_integer_conversion_saturates_as_the_isa_documents(device):
     x = torch.tensor([1e10, -1e10, 300.0, -300.0, float("nan"), float("inf")])
     assert x.to(device).to(torch.int32).cpu().tolist() == [2**31 - 1, -(2**31), 300, -300, 0, 2**31 - 1]
     assert x.to(device).to(torch.int8).cpu().tolist() == [127, -128, 127, -128, 0, 127]
+
+
+@pytest.mark.parametrize("dims", [(0,), (1,), (0, 2), (-1, 0), ()])
+def test_flip_matches_cpu_for_views_and_dtypes(dims, device):
+    for x in (torch.randn(7, 33, 5), torch.arange(7 * 33 * 5, dtype=torch.int8).reshape(7, 33, 5)):
+        for view in (x, x.transpose(0, 2)):
+            npusim._C.reset_fallback_counts()
+            assert torch.equal(torch.flip(view.to(device), dims).cpu(), torch.flip(view, dims))
+            assert npusim._C.fallback_counts() == {}
+    with pytest.raises(RuntimeError, match="dims has duplicates"):
+        torch.flip(torch.ones(3, 3, device=device), (0, 0))

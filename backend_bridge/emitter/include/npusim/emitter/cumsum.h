@@ -1,0 +1,22 @@
+// Emits ISA programs for the running sum along the rows of a contiguous [rows x cols] tensor (cumsum over its last
+// dimension), in f32, i32 or i64: each tile of rows is loaded transposed, so that column j of every row is one
+// contiguous run and the scan is one vector add per column, in column order, as a sequential sum.
+#pragma once
+
+#include <cstdint>
+
+#include "npusim/config/chip_config.h"
+#include "npusim/emitter/elementwise.h"
+
+namespace npusim::emitter {
+
+struct CumsumSpec {
+  int64_t rows = 0, cols = 0;
+  isa::ElementType type = isa::ElementType::F32;  // f32, i32 or i64 (integers wrap)
+};
+
+// The argument block is the output's and the input's addresses (both contiguous; they may be the same tensor).
+// Throws Unsupported when a row does not fit the scratchpad.
+Kernel emit_cumsum(const CumsumSpec& spec, const config::ChipConfig& config);
+
+}  // namespace npusim::emitter
