@@ -1,5 +1,6 @@
 // Native comparisons (eq, ne, lt, le, gt, ge) of float32 tensors and scalars, with broadcasting, into bool tensors,
-// and clamp of float32 tensors composed from maximum and minimum. Other dtypes take the CPU fallback.
+// and clamp, clamp_min and clamp_max of float32, float16 and bfloat16 tensors composed from maximum and minimum.
+// Other dtypes take the CPU fallback.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
@@ -72,10 +73,11 @@ NPUSIM_COMPARISON(gt, GtF32)
 NPUSIM_COMPARISON(ge, GeF32)
 #undef NPUSIM_COMPARISON
 
-// clamp(self, min, max) = minimum(maximum(self, min), max), NaN propagating like PyTorch's clamp.
+// clamp(self, min, max) = minimum(maximum(self, min), max), NaN propagating like PyTorch's clamp; float32, float16
+// and bfloat16 (the bounds compared in float32, as the CPU does).
 at::Tensor& npusim_clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& min,
                              const std::optional<at::Scalar>& max, at::Tensor& out) {
-  if (self.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && self.device() == out.device() &&
+  if (is_float_kind(self.scalar_type()) && out.scalar_type() == self.scalar_type() && self.device() == out.device() &&
       (min || max)) {
     const auto bound = [&](const at::Scalar& value) { return at::scalar_tensor(value, at::kFloat); };
     at::Tensor result = self;
@@ -98,9 +100,34 @@ at::Tensor& npusim_clamp_(at::Tensor& self, const std::optional<at::Scalar>& min
   return npusim_clamp_out(self, min, max, self);
 }
 
+// clamp_min and clamp_max: clamp with one bound.
+template <bool Lower>
+at::Tensor& clamp_one_out(const at::Tensor& self, const at::Scalar& bound, at::Tensor& out) {
+  if (is_float_kind(self.scalar_type()) && out.scalar_type() == self.scalar_type() && self.device() == out.device())
+    return Lower ? npusim_clamp_out(self, bound, std::nullopt, out) : npusim_clamp_out(self, std::nullopt, bound, out);
+  torch::jit::Stack stack{self, bound, out};
+  call_cpu_fallback(Lower ? "aten::clamp_min" : "aten::clamp_max", "out", stack);
+  return out;
+}
+template <bool Lower>
+at::Tensor clamp_one(const at::Tensor& self, const at::Scalar& bound) {
+  at::Tensor out = at::empty({0}, self.options());
+  return clamp_one_out<Lower>(self, bound, out);
+}
+template <bool Lower>
+at::Tensor& clamp_one_(at::Tensor& self, const at::Scalar& bound) {
+  return clamp_one_out<Lower>(self, bound, self);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("clamp_min", clamp_one<true>);
+  m.impl("clamp_min_", clamp_one_<true>);
+  m.impl("clamp_min.out", clamp_one_out<true>);
+  m.impl("clamp_max", clamp_one<false>);
+  m.impl("clamp_max_", clamp_one_<false>);
+  m.impl("clamp_max.out", clamp_one_out<false>);
 #define NPUSIM_REGISTER_COMPARISON(name)          \
   m.impl(#name ".Tensor", name##_tensor);         \
   m.impl(#name ".Tensor_out", name##_tensor_out); \

@@ -130,6 +130,7 @@ const char* aten_name(ElementwiseOp op) {
     case ElementwiseOp::SqrtF32: return "aten::sqrt";
     case ElementwiseOp::RsqrtF32: return "aten::rsqrt";
     case ElementwiseOp::ReciprocalF32: return "aten::reciprocal";
+    case ElementwiseOp::ErfF32: return "aten::erf";
     case ElementwiseOp::SiluF32: return "aten::silu";
     default: break;
   }
@@ -306,6 +307,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NPUSIM_UNARY("sqrt", SqrtF32)
   NPUSIM_UNARY("rsqrt", RsqrtF32)
   NPUSIM_UNARY("reciprocal", ReciprocalF32)
+  NPUSIM_UNARY("erf", ErfF32)
   NPUSIM_UNARY("silu", SiluF32)
 #undef NPUSIM_UNARY
   m.impl("gelu", npusim_gelu);

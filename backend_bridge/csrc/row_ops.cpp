@@ -4,6 +4,7 @@
 // native division);
 // layer_norm's forward; mse_loss and its backward, composed from native kernels. Other dims, dtypes and cases take the
 // CPU fallback.
+#include <ATen/WrapDimUtils.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
@@ -49,19 +50,23 @@ bool is_half(const at::Tensor& tensor) {
 }
 
 // float16 and bfloat16 rows are widened to float32 (exactly), run through the float32 kernel and rounded once into
-// the result, as the CPU computes them; with half_to_float the result stays float32.
+// the result, as the CPU computes them; with half_to_float the result stays float32. Another dimension than the last
+// is moved last for the kernel and back.
 template <RowOp Op>
 at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
   if (self.scalar_type() == at::kFloat && !half_to_float && is_last_dim(self, dim)) {
     at::native::resize_output(out, self.sizes());
     if (out.scalar_type() == at::kFloat && launch_row_op(Op, self, out)) return out;
   }
-  if (is_half(self) && is_last_dim(self, dim) && self.device() == out.device() &&
+  // Otherwise (half precision, or a dimension other than the last): rows along `dim` in float32, moved last.
+  if ((self.scalar_type() == at::kFloat || is_half(self)) && self.dim() > 0 && self.device() == out.device() &&
       out.scalar_type() == (half_to_float ? at::kFloat : self.scalar_type())) {
-    at::Tensor result = at::empty(self.sizes(), self.options().dtype(at::kFloat));
-    if (launch_row_op(Op, self.to(at::kFloat), result)) {
+    dim = at::maybe_wrap_dim(dim, self.dim());
+    const at::Tensor rows = self.to(at::kFloat).movedim(dim, -1);
+    at::Tensor result = at::empty(rows.sizes(), rows.options());
+    if (launch_row_op(Op, rows, result)) {
       at::native::resize_output(out, self.sizes());
-      return out.copy_(result);
+      return out.copy_(result.movedim(-1, dim));
     }
   }
   torch::jit::Stack stack{self, dim, half_to_float, out};
@@ -88,14 +93,16 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor
     at::native::resize_output(grad_input, output.sizes());
     if (grad_input.scalar_type() == at::kFloat && launch_row_op(Op, grad_output, grad_input, output)) return grad_input;
   }
-  if (is_half(grad_output) && output.scalar_type() == grad_output.scalar_type() &&
-      input_dtype == output.scalar_type() && grad_input.scalar_type() == input_dtype &&
-      grad_output.sizes() == output.sizes() && is_last_dim(output, dim) &&
+  if ((grad_output.scalar_type() == at::kFloat || is_half(grad_output)) &&
+      output.scalar_type() == grad_output.scalar_type() && input_dtype == output.scalar_type() &&
+      grad_input.scalar_type() == input_dtype && grad_output.sizes() == output.sizes() && output.dim() > 0 &&
       grad_output.device() == grad_input.device()) {
-    at::Tensor result = at::empty(output.sizes(), output.options().dtype(at::kFloat));
-    if (launch_row_op(Op, grad_output.to(at::kFloat), result, output.to(at::kFloat))) {
+    dim = at::maybe_wrap_dim(dim, output.dim());
+    const at::Tensor rows = grad_output.to(at::kFloat).movedim(dim, -1);
+    at::Tensor result = at::empty(rows.sizes(), rows.options());
+    if (launch_row_op(Op, rows, result, output.to(at::kFloat).movedim(dim, -1))) {
       at::native::resize_output(grad_input, output.sizes());
-      return grad_input.copy_(result);
+      return grad_input.copy_(result.movedim(-1, dim));
     }
   }
   torch::jit::Stack stack{grad_output, output, dim, input_dtype, grad_input};

@@ -21,7 +21,8 @@ NATIVE_OPS = """
     index_select mm bmm addmm baddbmm matmul nn.functional.linear nn.functional.conv1d nn.functional.conv2d
     nn.functional.layer_norm nn.functional.batch_norm nn.functional.avg_pool2d nn.functional.max_pool2d
     nn.functional.adaptive_avg_pool2d nn.functional.mse_loss nn.functional.nll_loss nn.functional.cross_entropy
-    nn.functional.embedding masked_fill lerp addcmul addcdiv pow cumsum flip
+    nn.functional.embedding masked_fill lerp addcmul addcdiv pow cumsum flip linalg.vector_norm norm
+    nn.functional.normalize
 """.split()
 
 

@@ -127,3 +127,53 @@ def test_cumsum_gradient_runs_natively_through_flip(no_fallback):
     torch.cumsum(x, 1).pow(2).sum().backward()
     torch.cumsum(on_device, 1).pow(2).sum().backward()
     torch.testing.assert_close(on_device.grad.cpu(), x.grad, rtol=1e-5, atol=1e-4)
+
+
+NORMS = {
+    "2-norm of everything": lambda t: t.norm(),
+    "2-norm along the last dim": lambda t: t.norm(dim=-1),
+    "1-norm over two dims, kept": lambda t: torch.linalg.vector_norm(t, 1, (0, 2), keepdim=True),
+    "inf-norm": lambda t: torch.linalg.vector_norm(t, float("inf")),
+    "3-norm": lambda t: torch.linalg.vector_norm(t, 3.0, -1),
+    "normalize": lambda t: torch.nn.functional.normalize(t, dim=-1),
+    "bfloat16 2-norm": lambda t: t.to(torch.bfloat16).norm(dim=1),
+}
+
+
+@pytest.mark.parametrize("name", NORMS)
+def test_vector_norms_match_cpu(name, no_fallback):
+    x = torch.randn(4, 10, 16, generator=torch.Generator().manual_seed(8))
+    actual, expected = NORMS[name](x.to("npusim")), NORMS[name](x)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+def test_gradient_clipping_runs_natively_and_matches_cpu(no_fallback):
+    gradient = torch.randn(100, generator=torch.Generator().manual_seed(9)) * 10
+    on_device, on_cpu = torch.nn.Parameter(torch.zeros(100, device="npusim")), torch.nn.Parameter(torch.zeros(100))
+    on_device.grad, on_cpu.grad = gradient.to("npusim"), gradient.clone()
+    total = torch.nn.utils.clip_grad_norm_([on_device], 1.0)
+    torch.testing.assert_close(total.cpu(), torch.nn.utils.clip_grad_norm_([on_cpu], 1.0))
+    torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_softmax_and_log_softmax_over_other_dimensions_and_their_gradients(dim, no_fallback):
+    x = torch.randn(4, 10, 16, generator=torch.Generator().manual_seed(10))
+    for function in (torch.softmax, torch.log_softmax):
+        on_cpu, on_device = x.clone().requires_grad_(), x.to("npusim").requires_grad_()
+        expected, actual = function(on_cpu, dim), function(on_device, dim)
+        torch.testing.assert_close(actual.detach().cpu(), expected.detach())
+        gradient = torch.randn(x.shape, generator=torch.Generator().manual_seed(11))
+        expected.backward(gradient)
+        actual.backward(gradient.to("npusim"))
+        torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad)
+
+
+def test_clamp_min_clamp_max_and_erf_run_natively(no_fallback):
+    x = torch.randn(300, generator=torch.Generator().manual_seed(12))
+    x[7] = float("nan")
+    for function in (lambda t: t.clamp_min(0.1), lambda t: t.clamp_max(-0.2), lambda t: t.clone().clamp_min_(0.0)):
+        same(function(x.to("npusim")), function(x))
+    same(x.to(torch.bfloat16).to("npusim").clamp(-0.5, 0.5), x.to(torch.bfloat16).clamp(-0.5, 0.5))
+    torch.testing.assert_close(torch.erf(x.to("npusim")).cpu(), torch.erf(x), equal_nan=True)

@@ -127,6 +127,7 @@ const std::vector<OpDefinition>& definitions() {
       {SqrtF32, "sqrt_f32", 1, {"vsqrt.f32 {a}, {a}, {n}"}},
       {RsqrtF32, "rsqrt_f32", 1, {"vrsqrt.f32 {a}, {a}, {n}"}},
       {ReciprocalF32, "reciprocal_f32", 1, {"vrecip.f32 {a}, {a}, {n}"}},
+      {ErfF32, "erf_f32", 1, {"verf.f32 {a}, {a}, {n}"}},
       {GeluF32,
        "gelu_f32",
        1,

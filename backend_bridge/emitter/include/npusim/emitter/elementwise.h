@@ -54,6 +54,7 @@ enum class ElementwiseOp {
   SqrtF32,
   RsqrtF32,
   ReciprocalF32,
+  ErfF32,
   GeluF32,       // x/2 (1 + erf(x / sqrt 2))
   GeluTanhF32,   // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   SiluF32,       // x sigmoid(x)

@@ -1,0 +1,61 @@
+// linalg_vector_norm (torch.linalg.vector_norm, Tensor.norm, F.normalize, clip_grad_norm_) of float32, float16 and
+// bfloat16 tensors over any dimensions, composed from native kernels in float32 and rounded once: ord 2 as
+// sqrt(sum(x²)), 1 as sum(|x|), ±inf as amax/amin(|x|), any other positive p as sum(|x|^p)^(1/p). Other orders
+// and types take the CPU fallback.
+#include <ATen/native/Resize.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/sqrt.h>
+#include <ATen/ops/sum.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "bridge.h"
+
+namespace npusim::bridge {
+namespace {
+
+at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                            std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  const double p = ord.toDouble();
+  const at::ScalarType result_type = dtype ? *dtype : self.scalar_type();
+  if (is_float_kind(self.scalar_type()) && is_float_kind(result_type) && out.scalar_type() == result_type &&
+      out.device() == self.device() && self.numel() > 0 && self.dim() > 0 && (p > 0 || std::isinf(p))) {
+    const at::Tensor x = self.to(at::kFloat);
+    const std::vector<int64_t> dims = dim.has_value() ? dim->vec() : std::vector<int64_t>{};
+    at::Tensor norm;
+    if (p == 2)
+      norm = at::sqrt(at::sum(at::mul(x, x), dims, keepdim));
+    else if (p == 1)
+      norm = at::sum(at::abs(x), dims, keepdim);
+    else if (std::isinf(p))
+      norm = p > 0 ? at::amax(at::abs(x), dims, keepdim) : at::amin(at::abs(x), dims, keepdim);
+    else
+      norm = at::pow(at::sum(at::pow(at::abs(x), p), dims, keepdim), 1.0 / p);
+    at::native::resize_output(out, norm.sizes());
+    return out.copy_(norm);
+  }
+  torch::jit::Stack stack{self, ord, dim, keepdim, dtype, out};
+  call_cpu_fallback("aten::linalg_vector_norm", "out", stack);
+  return out;
+}
+
+at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<at::ScalarType> dtype) {
+  at::Tensor out = at::empty({0}, self.options().dtype(dtype ? *dtype : self.scalar_type()));
+  return vector_norm_out(self, ord, dim, keepdim, dtype, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linalg_vector_norm", vector_norm);
+  m.impl("linalg_vector_norm.out", vector_norm_out);
+}
+
+}  // namespace npusim::bridge
