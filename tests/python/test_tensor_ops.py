@@ -262,3 +262,24 @@ def test_flip_matches_cpu_for_views_and_dtypes(dims, device):
             assert npusim._C.fallback_counts() == {}
     with pytest.raises(RuntimeError, match="dims has duplicates"):
         torch.flip(torch.ones(3, 3, device=device), (0, 0))
+
+
+def test_bitwise_logic_of_masks_runs_natively_and_matches_cpu(device):
+    generator = torch.Generator().manual_seed(13)
+    a, b = torch.rand(5, 7, generator=generator) > 0.5, torch.rand(7, generator=generator) > 0.3
+    npusim._C.reset_fallback_counts()
+    for combine in (
+        lambda x, y: x & y,
+        lambda x, y: x | y,
+        lambda x, y: x ^ y,
+        lambda x, y: ~x,
+        lambda x, y: (~x) | y,
+        lambda x, y: x & True,
+    ):
+        assert torch.equal(combine(a.to(device), b.to(device)).cpu(), combine(a, b))
+    in_place = a.to(device)
+    in_place &= b.to(device)
+    assert torch.equal(in_place.cpu(), a & b)
+    bytes_ = torch.randint(0, 255, (9,), dtype=torch.uint8, generator=generator)
+    assert torch.equal((bytes_.to(device) ^ bytes_.flip(0).to(device)).cpu(), bytes_ ^ bytes_.flip(0))
+    assert npusim._C.fallback_counts() == {}

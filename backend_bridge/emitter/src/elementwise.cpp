@@ -55,6 +55,7 @@ const Constant kConstants[] = {
     {"three", 0x40400000},           // 3.0
     {"neg_three", 0xc0400000},       // -3.0
     {"six", 0x40c00000},             // 6.0
+    {"byte_one", 0x00000001},        // read as a byte (u8 ops): 1
 };
 constexpr int kMaxConstants = 32 - kFirstConstant;  // each constant's address takes a register, r25 upward
 constexpr int kParameters = 3;                      // {p0}, {p1}, {p2}: ElementwiseSpec::parameters
@@ -88,6 +89,10 @@ const std::vector<OpDefinition>& definitions() {
       {LeF32, "le_f32", 2, {"vcle.f32 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
       {GtF32, "gt_f32", 2, {"vclt.f32 {c}, {b}, {a}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
       {GeF32, "ge_f32", 2, {"vcle.f32 {c}, {b}, {a}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {AndB8, "and_b8", 2, {"vand.u8 {a}, {a}, {b}, {n}"}, 1},
+      {OrB8, "or_b8", 2, {"vor.u8 {a}, {a}, {b}, {n}"}, 1},
+      {XorB8, "xor_b8", 2, {"vxor.u8 {a}, {a}, {b}, {n}"}, 1},
+      {NotBool, "not_bool", 1, {"vxor.u8 {a}, {a}, {byte_one}, {n}, 1"}, 1},
       {AddI32, "add_i32", 2, {"vadd.i32 {a}, {a}, {b}, {n}"}},
       {SubI32, "sub_i32", 2, {"vsub.i32 {a}, {a}, {b}, {n}"}},
       {AddI64, "add_i64", 2, {"vadd.i64 {a}, {a}, {b}, {n}"}, 8},
@@ -247,6 +252,10 @@ bool computes_in_f32(ElementwiseOp op) {
     case WhereB8:
     case WhereB32:
     case WhereB64:
+    case AndB8:
+    case OrB8:
+    case XorB8:
+    case NotBool:
     case AddI32:
     case SubI32:
     case AddI64:

@@ -40,6 +40,11 @@ enum class ElementwiseOp {
   LeF32,
   GtF32,
   GeF32,
+  // bitwise logic of 1-byte elements (bool, uint8, int8): two inputs, or one for not (of bools: 0 and 1 swap)
+  AndB8,
+  OrB8,
+  XorB8,
+  NotBool,
   AddI32,  // wrapping, like PyTorch's integer arithmetic
   SubI32,
   AddI64,

@@ -1,0 +1,87 @@
+// Native bitwise logic of bool, uint8 and int8 tensors (attention masks: `a & b`, `a | b`, `a ^ b`, `~a`), with
+// broadcasting and scalars, as 1-byte vector and/or/xor kernels; bitwise_not natively for bool. Other types take
+// the CPU fallback.
+#include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include "bridge.h"
+#include "kernel_launcher.h"
+
+namespace npusim::bridge {
+namespace {
+
+using emitter::ElementwiseOp;
+
+bool is_byte_type(at::ScalarType type) { return type == at::kBool || type == at::kByte || type == at::kChar; }
+
+// An operand of the same 1-byte type on the output's device, or a 0-dim scalar (converted to that type).
+bool byte_operand(const at::Tensor& operand, const at::Tensor& out) {
+  if (operand.dim() == 0 && (operand.is_cpu() || operand.device() == out.device()))
+    return operand.scalar_type() == out.scalar_type() || at::isIntegralType(operand.scalar_type(), true);
+  return operand.device() == out.device() && operand.scalar_type() == out.scalar_type();
+}
+
+template <ElementwiseOp Op>
+constexpr const char* kName = Op == ElementwiseOp::AndB8  ? "aten::bitwise_and"
+                              : Op == ElementwiseOp::OrB8 ? "aten::bitwise_or"
+                                                          : "aten::bitwise_xor";
+
+template <ElementwiseOp Op>
+at::Tensor& logic_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  if (is_byte_type(out.scalar_type()) && byte_operand(self, out) && byte_operand(other, out) &&
+      launch_binary(Op, self, other, out))
+    return out;
+  torch::jit::Stack stack{self, other, out};
+  call_cpu_fallback(kName<Op>, "Tensor_out", stack);
+  return out;
+}
+template <ElementwiseOp Op>
+at::Tensor logic(const at::Tensor& self, const at::Tensor& other) {
+  const at::Tensor& on_device = self.is_cpu() ? other : self;
+  at::Tensor out = at::empty({0}, on_device.options().dtype(at::result_type(self, other)));
+  return logic_out<Op>(self, other, out);
+}
+template <ElementwiseOp Op>
+at::Tensor& logic_(at::Tensor& self, const at::Tensor& other) {
+  return logic_out<Op>(self, other, self);
+}
+
+at::Tensor& not_out(const at::Tensor& self, at::Tensor& out) {
+  if (self.scalar_type() == at::kBool && out.scalar_type() == at::kBool && self.device() == out.device()) {
+    if (!out.is_same(self)) at::native::resize_output(out, self.sizes());
+    if (out.numel() == 0) return out;
+    const emitter::ElementwiseSpec spec{
+        ElementwiseOp::NotBool, 1, out.sizes().vec(), {out.strides().vec(), self.strides().vec()}};
+    const uint64_t addresses[] = {device_address(out), device_address(self)};
+    if (!may_share_memory(out, self) || out.is_same(self))
+      if (launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); }))
+        return out;
+  }
+  torch::jit::Stack stack{self, out};
+  call_cpu_fallback("aten::bitwise_not", "out", stack);
+  return out;
+}
+at::Tensor bitwise_not(const at::Tensor& self) {
+  at::Tensor out = at::empty({0}, self.options());
+  return not_out(self, out);
+}
+at::Tensor& bitwise_not_(at::Tensor& self) { return not_out(self, self); }
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+#define NPUSIM_LOGIC(name, Op)                        \
+  m.impl(name ".Tensor", logic<ElementwiseOp::Op>);   \
+  m.impl(name "_.Tensor", logic_<ElementwiseOp::Op>); \
+  m.impl(name ".Tensor_out", logic_out<ElementwiseOp::Op>);
+  NPUSIM_LOGIC("bitwise_and", AndB8)
+  NPUSIM_LOGIC("bitwise_or", OrB8)
+  NPUSIM_LOGIC("bitwise_xor", XorB8)
+#undef NPUSIM_LOGIC
+  m.impl("bitwise_not", bitwise_not);
+  m.impl("bitwise_not_", bitwise_not_);
+  m.impl("bitwise_not.out", not_out);
+}
+
+}  // namespace npusim::bridge
