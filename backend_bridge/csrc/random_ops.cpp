@@ -21,10 +21,7 @@ namespace {
 
 using emitter::RandomOp;
 
-bool drawable(const at::Tensor& tensor) {
-  const at::ScalarType type = tensor.scalar_type();
-  return type == at::kFloat || type == at::kHalf || type == at::kBFloat16;
-}
+bool drawable(const at::Tensor& tensor) { return is_float_kind(tensor.scalar_type()); }
 
 uint64_t f32_bits(double value) { return std::bit_cast<uint32_t>(static_cast<float>(value)); }
 
