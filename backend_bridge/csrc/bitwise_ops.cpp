@@ -1,8 +1,11 @@
 // Native bitwise logic of bool, uint8 and int8 tensors (attention masks: `a & b`, `a | b`, `a ^ b`, `~a`), with
-// broadcasting and scalars, as 1-byte vector and/or/xor kernels; bitwise_not natively for bool. Other types take
-// the CPU fallback.
+// broadcasting and scalars, as 1-byte vector and/or/xor kernels; bitwise_not natively for bool; any and all of bool
+// masks as the max and min of the mask in float32. Other types take the CPU fallback.
 #include <ATen/native/Resize.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/gt.h>
 #include <torch/library.h>
 
 #include "bridge.h"
@@ -68,9 +71,58 @@ at::Tensor bitwise_not(const at::Tensor& self) {
 }
 at::Tensor& bitwise_not_(at::Tensor& self) { return not_out(self, self); }
 
+// any (IsAny) or all of a bool mask, over everything or one dimension: whether the mask's max (min) as float32 is 1.
+template <bool IsAny>
+at::Tensor& any_or_all_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+  if (self.scalar_type() == at::kBool && out.scalar_type() == at::kBool && self.device() == out.device() &&
+      self.numel() > 0 && self.dim() > 0) {
+    const at::Tensor values = self.to(at::kFloat);
+    const std::vector<int64_t> dims = dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{};
+    const at::Tensor extreme = IsAny ? at::amax(values, dims, dim && keepdim) : at::amin(values, dims, dim && keepdim);
+    const at::Tensor result = at::gt(extreme, 0.5);
+    at::native::resize_output(out, result.sizes());
+    return out.copy_(result);
+  }
+  const char* name = IsAny ? "aten::any" : "aten::all";
+  if (dim) {
+    torch::jit::Stack stack{self, *dim, keepdim, out};
+    call_cpu_fallback(name, "out", stack);
+  } else {
+    torch::jit::Stack stack{self, out};
+    call_cpu_fallback(name, "all_out", stack);
+  }
+  return out;
+}
+template <bool IsAny>
+at::Tensor any_or_all(const at::Tensor& self) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));
+  return any_or_all_out<IsAny>(self, std::nullopt, false, out);
+}
+template <bool IsAny>
+at::Tensor& any_or_all_everything_out(const at::Tensor& self, at::Tensor& out) {
+  return any_or_all_out<IsAny>(self, std::nullopt, false, out);
+}
+template <bool IsAny>
+at::Tensor any_or_all_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));
+  return any_or_all_out<IsAny>(self, dim, keepdim, out);
+}
+template <bool IsAny>
+at::Tensor& any_or_all_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+  return any_or_all_out<IsAny>(self, dim, keepdim, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("any", any_or_all<true>);
+  m.impl("any.all_out", any_or_all_everything_out<true>);
+  m.impl("any.dim", any_or_all_dim<true>);
+  m.impl("any.out", any_or_all_dim_out<true>);
+  m.impl("all", any_or_all<false>);
+  m.impl("all.all_out", any_or_all_everything_out<false>);
+  m.impl("all.dim", any_or_all_dim<false>);
+  m.impl("all.out", any_or_all_dim_out<false>);
 #define NPUSIM_LOGIC(name, Op)                        \
   m.impl(name ".Tensor", logic<ElementwiseOp::Op>);   \
   m.impl(name "_.Tensor", logic_<ElementwiseOp::Op>); \

@@ -131,6 +131,7 @@ const char* aten_name(ElementwiseOp op) {
     case ElementwiseOp::RsqrtF32: return "aten::rsqrt";
     case ElementwiseOp::ReciprocalF32: return "aten::reciprocal";
     case ElementwiseOp::ErfF32: return "aten::erf";
+    case ElementwiseOp::SignF32: return "aten::sign";
     case ElementwiseOp::SiluF32: return "aten::silu";
     default: break;
   }
@@ -199,6 +200,19 @@ template <ElementwiseOp Op>
 at::Tensor& unary_(at::Tensor& self) {
   return unary_out<Op>(self, self);
 }
+
+// sgn of real floats is their sign (abs's gradient uses it); other types, complex ones among them, take the CPU's.
+at::Tensor& npusim_sgn_out(const at::Tensor& self, at::Tensor& out) {
+  if (launch_unary(ElementwiseOp::SignF32, self, out)) return out;
+  torch::jit::Stack stack{self, out};
+  call_cpu_fallback("aten::sgn", "out", stack);
+  return out;
+}
+at::Tensor npusim_sgn(const at::Tensor& self) {
+  at::Tensor out = at::empty({0}, self.options());
+  return npusim_sgn_out(self, out);
+}
+at::Tensor& npusim_sgn_(at::Tensor& self) { return npusim_sgn_out(self, self); }
 
 // gelu, exact (erf) or with the tanh approximation.
 at::Tensor& npusim_gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
@@ -308,8 +322,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NPUSIM_UNARY("rsqrt", RsqrtF32)
   NPUSIM_UNARY("reciprocal", ReciprocalF32)
   NPUSIM_UNARY("erf", ErfF32)
+  NPUSIM_UNARY("sign", SignF32)
   NPUSIM_UNARY("silu", SiluF32)
 #undef NPUSIM_UNARY
+  m.impl("sgn", npusim_sgn);
+  m.impl("sgn_", npusim_sgn_);
+  m.impl("sgn.out", npusim_sgn_out);
   m.impl("gelu", npusim_gelu);
   m.impl("gelu_", npusim_gelu_);
   m.impl("gelu.out", npusim_gelu_out);

@@ -283,3 +283,27 @@ def test_bitwise_logic_of_masks_runs_natively_and_matches_cpu(device):
     bytes_ = torch.randint(0, 255, (9,), dtype=torch.uint8, generator=generator)
     assert torch.equal((bytes_.to(device) ^ bytes_.flip(0).to(device)).cpu(), bytes_ ^ bytes_.flip(0))
     assert npusim._C.fallback_counts() == {}
+
+
+def test_sign_sgn_and_abs_gradient_match_cpu_including_zeros_and_nan(device):
+    x = torch.tensor([float("nan"), -0.0, 0.0, 2.0, -3.0, float("inf"), -float("inf")])
+    npusim._C.reset_fallback_counts()
+    for function in (torch.sign, torch.sgn):
+        actual = function(x.to(device)).cpu()
+        assert torch.equal(actual, function(x)) and actual.signbit().tolist() == function(x).signbit().tolist()
+    t = torch.randn(5, 6, generator=torch.Generator().manual_seed(14), requires_grad=True)
+    on_device = t.detach().to(device).requires_grad_()
+    t.abs().sum().backward()
+    on_device.abs().sum().backward()
+    assert torch.equal(on_device.grad.cpu(), t.grad)
+    assert npusim._C.fallback_counts() == {}
+
+
+def test_any_and_all_of_masks_run_natively(device):
+    mask = torch.rand(5, 6, generator=torch.Generator().manual_seed(15)) > 0.7
+    npusim._C.reset_fallback_counts()
+    for reduce in (lambda m: m.any(), lambda m: m.all(), lambda m: m.any(1), lambda m: m.all(0, keepdim=True)):
+        assert torch.equal(reduce(mask.to(device)).cpu(), reduce(mask))
+    assert npusim._C.fallback_counts() == {}
+    empty = torch.zeros(0, dtype=torch.bool, device=device)  # through the fallback, with PyTorch's answers
+    assert not empty.any().item() and empty.all().item()

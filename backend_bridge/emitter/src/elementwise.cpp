@@ -133,6 +133,12 @@ const std::vector<OpDefinition>& definitions() {
       {RsqrtF32, "rsqrt_f32", 1, {"vrsqrt.f32 {a}, {a}, {n}"}},
       {ReciprocalF32, "reciprocal_f32", 1, {"vrecip.f32 {a}, {a}, {n}"}},
       {ErfF32, "erf_f32", 1, {"verf.f32 {a}, {a}, {n}"}},
+      // x > 0 as -x < 0 and x < 0 (both false for NaN), each made 1.0 or 0.0, subtracted.
+      {SignF32,
+       "sign_f32",
+       1,
+       {"vneg.f32 {b}, {a}, {n}", "vclt.f32 {c}, {b}, {zero}, {n}, 1", "vclt.f32 {d}, {a}, {zero}, {n}, 1",
+        "vcvt.f32.bool {a}, {c}, {n}", "vcvt.f32.bool {b}, {d}, {n}", "vsub.f32 {a}, {a}, {b}, {n}"}},
       {GeluF32,
        "gelu_f32",
        1,

@@ -60,6 +60,7 @@ enum class ElementwiseOp {
   RsqrtF32,
   ReciprocalF32,
   ErfF32,
+  SignF32,       // (x > 0) - (x < 0): 0 for zeros of either sign and for NaN, as PyTorch's sign
   GeluF32,       // x/2 (1 + erf(x / sqrt 2))
   GeluTanhF32,   // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   SiluF32,       // x sigmoid(x)
