@@ -22,7 +22,7 @@ NATIVE_OPS = """
     nn.functional.layer_norm nn.functional.batch_norm nn.functional.avg_pool2d nn.functional.max_pool2d
     nn.functional.adaptive_avg_pool2d nn.functional.mse_loss nn.functional.nll_loss nn.functional.cross_entropy
     nn.functional.embedding masked_fill lerp addcmul addcdiv pow cumsum flip linalg.vector_norm norm
-    nn.functional.normalize
+    nn.functional.normalize sign sgn any all bitwise_and bitwise_or bitwise_xor bitwise_not clamp_min clamp_max
 """.split()
 
 
