@@ -236,3 +236,30 @@ def test_resnet_style_cnn_trains_natively_and_follows_cpu(device):
     model.eval()
     reference.eval()
     torch.testing.assert_close(model(x.to(device)).detach().cpu(), reference(x).detach(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm_and_its_gradients_run_natively_and_match_cpu(affine, device):
+    torch.manual_seed(0)
+    reference = torch.nn.GroupNorm(4, 8, affine=affine)
+    if affine:
+        with torch.no_grad():
+            reference.weight.normal_()
+            reference.bias.normal_()
+    model = torch.nn.GroupNorm(4, 8, affine=affine)
+    model.load_state_dict(reference.state_dict())
+    model.to(device)
+    x = torch.randn(3, 8, 5, 5, generator=torch.Generator().manual_seed(16), requires_grad=True)
+    on_device = x.detach().to(device).requires_grad_()
+    gradient = torch.randn(3, 8, 5, 5, generator=torch.Generator().manual_seed(17))
+    with npusim.profile() as report:
+        actual = model(on_device)
+        actual.backward(gradient.to(device))
+    assert report.fallbacks == {}
+    expected = reference(x)
+    expected.backward(gradient)
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach())
+    torch.testing.assert_close(on_device.grad.cpu(), x.grad)
+    if affine:
+        torch.testing.assert_close(model.weight.grad.cpu(), reference.weight.grad)
+        torch.testing.assert_close(model.bias.grad.cpu(), reference.bias.grad)

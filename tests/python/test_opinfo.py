@@ -23,6 +23,7 @@ NATIVE_OPS = """
     nn.functional.adaptive_avg_pool2d nn.functional.mse_loss nn.functional.nll_loss nn.functional.cross_entropy
     nn.functional.embedding masked_fill lerp addcmul addcdiv pow cumsum flip linalg.vector_norm norm
     nn.functional.normalize sign sgn any all bitwise_and bitwise_or bitwise_xor bitwise_not clamp_min clamp_max
+    nn.functional.group_norm
 """.split()
 
 
@@ -47,12 +48,18 @@ AMPLIFYING_ROUNDING = {"nn.functional.layer_norm"}
 # float32 and rounds once, so where the result is near 0 the two differ by the CPU's intermediate rounding (~2e-3).
 INTERMEDIATE_ROUNDING_BF16 = {"log_softmax"}
 
+# group_norm's forward on npusim is PyTorch's own composition of native ops, each rounding to bfloat16 (a few units
+# of bfloat16 at the end), where the CPU normalises in float32 and rounds once. A fused kernel is still to come.
+COMPOSED_IN_BF16 = {"nn.functional.group_norm"}
+
 
 def tolerance(op, dtype):
     if op.name in SUMMING_PRODUCTS | AMPLIFYING_ROUNDING and dtype == torch.float32:
         return {"atol": 1e-4, "rtol": 1e-5}
     if op.name in INTERMEDIATE_ROUNDING_BF16 and dtype == torch.bfloat16:
         return {"atol": 4e-3, "rtol": 1.6e-2}
+    if op.name in COMPOSED_IN_BF16 and dtype == torch.bfloat16:
+        return {"atol": 5e-2, "rtol": 5e-2}
     return {}
 
 
