@@ -126,6 +126,12 @@ std::vector<BufferAccess> buffer_accesses(const isa::Instruction& i, const std::
     case Opcode::Vrecip:
     case Opcode::Vsqrt:
       return {span(spad, r[i.rs1], r[i.rs3], type_bytes, false), span(spad, r[i.rd], r[i.rs3], type_bytes, true)};
+    case Opcode::DmaLoadIndexed:
+      return {span(spad, r[i.rs2], r[i.rs3], 8, false), span(spad, r[i.rd], r[i.rs3], type_bytes, true)};
+    case Opcode::DmaStoreIndexed:
+    case Opcode::DmaStoreAddIndexed:
+      return {span(spad, r[i.rs2], r[i.rs3], 8, false), span(spad, r[i.rs1], r[i.rs3], type_bytes, false)};
+    case Opcode::Vcheck: return {span(spad, r[i.rs1], r[i.rs3], type_bytes, false)};
     case Opcode::Vrand:
     case Opcode::Vrandn: return {span(spad, r[i.rd], r[i.rs3], type_bytes, true)};
     case Opcode::Vrsum:

@@ -120,3 +120,7 @@ wait r21                                        # encoding: 0x0000000000001582
 copy.h2d r7, r22, r7                            # encoding: 0x00000000001ec783
 copy.d2h r3, r18, r17                           # encoding: 0x0000000000464384
 copy.d2d r29, r19, r31                          # encoding: 0x00000000007e7d85
+dma.ldx.f16 r3, r9, r12, r20, -6                # encoding: 0xfffffffa1a3123c0
+dma.stx.bool r31, r2, r5, r17, 1                # encoding: 0x0000000178945fc1
+dma.stxadd.i64 r7, r28, r0, r11, 4096           # encoding: 0x00001000658387c2
+vcheck.i32 r14, r6, r25, 1                      # encoding: 0x000000015c99c0ba
