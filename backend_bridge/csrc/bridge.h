@@ -59,6 +59,9 @@ bool launched_checking_indices(Launch&& launch, const char* message) {
   return true;
 }
 
+// The ISA's element type for a PyTorch dtype, if it has one.
+std::optional<isa::ElementType> element_type(at::ScalarType type);
+
 // The float types elementwise kernels take (computing in float32, as PyTorch computes half precision).
 inline bool is_float_kind(at::ScalarType type) {
   return type == at::kFloat || type == at::kHalf || type == at::kBFloat16;

@@ -45,6 +45,13 @@ std::string cache_key(int device_index, const emitter::GatherSpec& s) {
   return fmt::format("gather|{}|{}|{}|{}|{}", device_index, s.table_rows, s.row_bytes, s.indices, s.index_bytes);
 }
 
+std::string cache_key(int device_index, const emitter::IndexedElementsSpec& s) {
+  const auto strides = [](const emitter::Strides3& t) { return fmt::format("{},{},{}", t.outer, t.position, t.inner); };
+  return fmt::format("indexed|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", device_index, static_cast<int>(s.move),
+                     isa::type_name(s.type), s.outer, s.positions, s.inner, s.dim_size, strides(s.data),
+                     strides(s.index), strides(s.values), s.index_bytes);
+}
+
 std::string cache_key(int device_index, const emitter::NllLossSpec& s, bool backward) {
   return fmt::format("nll_loss|{}|{}|{}|{}|{}|{}|{}", device_index, s.rows, s.classes, s.weighted,
                      static_cast<int>(s.reduction), s.ignore_index, backward);
@@ -118,6 +125,13 @@ void launch_gather(int device_index, runtime::Device& device, const emitter::Gat
                    std::span<const uint64_t> operand_addresses) {
   launch_cached(
       device, cache_key(device_index, spec), [&] { return emitter::emit_gather(spec, device.config()); },
+      operand_addresses);
+}
+
+void launch_indexed_elements(int device_index, runtime::Device& device, const emitter::IndexedElementsSpec& spec,
+                             std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, cache_key(device_index, spec), [&] { return emitter::emit_indexed_elements(spec, device.config()); },
       operand_addresses);
 }
 

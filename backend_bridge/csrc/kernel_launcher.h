@@ -8,6 +8,7 @@
 #include "npusim/emitter/cumsum.h"
 #include "npusim/emitter/elementwise.h"
 #include "npusim/emitter/gather.h"
+#include "npusim/emitter/indexed_elements.h"
 #include "npusim/emitter/matmul.h"
 #include "npusim/emitter/nll_loss.h"
 #include "npusim/emitter/random.h"
@@ -25,6 +26,8 @@ void launch_matmul(int device_index, runtime::Device& device, const emitter::Mat
                    std::span<const uint64_t> operand_addresses);
 void launch_gather(int device_index, runtime::Device& device, const emitter::GatherSpec& spec,
                    std::span<const uint64_t> operand_addresses);
+void launch_indexed_elements(int device_index, runtime::Device& device, const emitter::IndexedElementsSpec& spec,
+                             std::span<const uint64_t> operand_addresses);
 // The forward kernel, or with `backward` the gradient's.
 void launch_nll_loss(int device_index, runtime::Device& device, const emitter::NllLossSpec& spec, bool backward,
                      std::span<const uint64_t> operand_addresses);

@@ -18,6 +18,21 @@
 #include "kernel_launcher.h"
 
 namespace npusim::bridge {
+
+std::optional<isa::ElementType> element_type(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return isa::ElementType::F32;
+    case at::kHalf: return isa::ElementType::F16;
+    case at::kBFloat16: return isa::ElementType::BF16;
+    case at::kChar: return isa::ElementType::I8;
+    case at::kByte: return isa::ElementType::U8;
+    case at::kInt: return isa::ElementType::I32;
+    case at::kLong: return isa::ElementType::I64;
+    case at::kBool: return isa::ElementType::Bool;
+    default: return std::nullopt;
+  }
+}
+
 namespace {
 
 c10::DispatchKeySet npusim_keys() { return c10::DispatchKeySet(c10::DispatchKey::PrivateUse1); }
@@ -113,21 +128,6 @@ void copy_device_to_host(const at::Tensor& source, const at::Tensor& destination
   at::Tensor host = at::empty(dense.sizes(), dense.options().device(c10::kCPU));
   runtime_device(dense).copy_device_to_host(host.mutable_data_ptr(), device_address(dense), host.nbytes());
   destination.copy_(host);
-}
-
-// The ISA's element type for a PyTorch dtype, if it has one.
-std::optional<isa::ElementType> element_type(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return isa::ElementType::F32;
-    case at::kHalf: return isa::ElementType::F16;
-    case at::kBFloat16: return isa::ElementType::BF16;
-    case at::kChar: return isa::ElementType::I8;
-    case at::kByte: return isa::ElementType::U8;
-    case at::kInt: return isa::ElementType::I32;
-    case at::kLong: return isa::ElementType::I64;
-    case at::kBool: return isa::ElementType::Bool;
-    default: return std::nullopt;
-  }
 }
 
 // Converts `source` into `destination` (same shape, other dtype) with a vcvt kernel. PyTorch wraps integers that do

@@ -64,8 +64,8 @@ void Vcheck(ExecContext& c, const Instruction& i) {
     for (uint64_t k = 0; k < count; ++k) {
       const int64_t value = widen(load<T>(values, k));
       if (value < 0 || static_cast<uint64_t>(value) >= bound)
-        throw Trap(fmt::format("vcheck: element {} is {}, outside [0, {}): trap instruction, code {}", k, value,
-                               bound, i.imm));
+        throw Trap(fmt::format("vcheck: element {} is {}, outside [0, {}): trap instruction, code {}", k, value, bound,
+                               i.imm));
     }
   });
 }

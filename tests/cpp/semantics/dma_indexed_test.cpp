@@ -10,9 +10,10 @@ TEST_F(DmaLoadIndexed, GathersElementsAtIndexedOffsets) {
   const std::vector<int64_t> indices = {3, 0, 15, 3, 7};
   chip_.memory().write(kData, indices.data(), indices.size() * 8);
   // Stride 4 reads table[idx]; from the last element with stride -4, table[15 - idx].
-  ASSERT_FALSE(run("li r4, 5\n dma.ld.b64 r0, r1, r4, 8\n fence\n li r5, 256\n addi r6, r1, 1024\n"
-                   " dma.ldx.f32 r5, r6, r0, r4, 4\n li r7, 276\n addi r8, r1, 1084\n dma.ldx.f32 r7, r8, r0, r4, -4\n"
-                   " fence\n addi r9, r1, 4096\n li r10, 10\n dma.st.b32 r9, r5, r10, 4\n fence\n halt\n"));
+  ASSERT_FALSE(
+      run("li r4, 5\n dma.ld.b64 r0, r1, r4, 8\n fence\n li r5, 256\n addi r6, r1, 1024\n"
+          " dma.ldx.f32 r5, r6, r0, r4, 4\n li r7, 276\n addi r8, r1, 1084\n dma.ldx.f32 r7, r8, r0, r4, -4\n"
+          " fence\n addi r9, r1, 4096\n li r10, 10\n dma.st.b32 r9, r5, r10, 4\n fence\n halt\n"));
   std::vector<float> out(10);
   chip_.memory().read(kData + 4096, out.data(), 40);
   for (size_t k = 0; k < 5; ++k) {
@@ -35,8 +36,9 @@ TEST_F(DmaStoreIndexed, ScattersElementsAndTheLastRepeatedIndexWins) {
   chip_.memory().write(kData + 256, values.data(), 8);
   const std::vector<uint16_t> zeros(8, 0);
   chip_.memory().write(kData + 1024, zeros.data(), 16);
-  ASSERT_FALSE(run("li r4, 4\n dma.ld.b64 r0, r1, r4, 8\n addi r5, r1, 256\n li r6, 256\n dma.ld.b16 r6, r5, r4, 2\n"
-                   " fence\n addi r7, r1, 1024\n dma.stx.bf16 r7, r6, r0, r4, 2\n fence\n halt\n"));
+  ASSERT_FALSE(
+      run("li r4, 4\n dma.ld.b64 r0, r1, r4, 8\n addi r5, r1, 256\n li r6, 256\n dma.ld.b16 r6, r5, r4, 2\n"
+          " fence\n addi r7, r1, 1024\n dma.stx.bf16 r7, r6, r0, r4, 2\n fence\n halt\n"));
   std::vector<uint16_t> out(8);
   chip_.memory().read(kData + 1024, out.data(), 16);
   EXPECT_EQ(out, (std::vector<uint16_t>{44, 0, 33, 0, 0, 22, 0, 0}));
@@ -48,8 +50,9 @@ TEST_F(DmaStoreAddIndexed, RepeatedIndicesAccumulateInOrder) {
   chip_.memory().write(kData, indices.data(), 32);
   chip_.memory().write(kData + 256, values.data(), 16);
   chip_.memory().write(kData + 1024, table.data(), 16);
-  ASSERT_FALSE(run("li r4, 4\n dma.ld.b64 r0, r1, r4, 8\n addi r5, r1, 256\n li r6, 256\n dma.ld.b32 r6, r5, r4, 4\n"
-                   " fence\n addi r7, r1, 1024\n dma.stxadd.f32 r7, r6, r0, r4, 4\n fence\n halt\n"));
+  ASSERT_FALSE(
+      run("li r4, 4\n dma.ld.b64 r0, r1, r4, 8\n addi r5, r1, 256\n li r6, 256\n dma.ld.b32 r6, r5, r4, 4\n"
+          " fence\n addi r7, r1, 1024\n dma.stxadd.f32 r7, r6, r0, r4, 4\n fence\n halt\n"));
   std::vector<float> out(4);
   chip_.memory().read(kData + 1024, out.data(), 16);
   // In k order, rounding each sum to f32: 20 + 1 + 1e8 rounds to 100000024 (f32 spacing 8 there), so 24 is left.
@@ -62,8 +65,9 @@ TEST_F(DmaStoreAddIndexed, IntegersWrapAndHalfPrecisionRoundsEachSum) {
   const int8_t start = 0;
   chip_.memory().write(kData + 256, values.data(), 2);
   chip_.memory().write(kData + 1024, &start, 1);
-  ASSERT_FALSE(run("li r4, 2\n dma.ld.b64 r0, r1, r4, 8\n addi r5, r1, 256\n li r6, 256\n dma.ld.b8 r6, r5, r4, 1\n"
-                   " fence\n addi r7, r1, 1024\n dma.stxadd.i8 r7, r6, r0, r4, 1\n fence\n halt\n"));
+  ASSERT_FALSE(
+      run("li r4, 2\n dma.ld.b64 r0, r1, r4, 8\n addi r5, r1, 256\n li r6, 256\n dma.ld.b8 r6, r5, r4, 1\n"
+          " fence\n addi r7, r1, 1024\n dma.stxadd.i8 r7, r6, r0, r4, 1\n fence\n halt\n"));
   int8_t out = 0;
   chip_.memory().read(kData + 1024, &out, 1);
   EXPECT_EQ(out, static_cast<int8_t>(200 - 256));
@@ -72,8 +76,9 @@ TEST_F(DmaStoreAddIndexed, IntegersWrapAndHalfPrecisionRoundsEachSum) {
   const BFloat16 base(256.0f);
   chip_.memory().write(kData + 256, ones.data(), 4);
   chip_.memory().write(kData + 1024, &base, 2);
-  ASSERT_FALSE(run("li r4, 2\n dma.ld.b64 r0, r1, r4, 8\n addi r5, r1, 256\n li r6, 256\n dma.ld.b16 r6, r5, r4, 2\n"
-                   " fence\n addi r7, r1, 1024\n dma.stxadd.bf16 r7, r6, r0, r4, 0\n fence\n halt\n"));
+  ASSERT_FALSE(
+      run("li r4, 2\n dma.ld.b64 r0, r1, r4, 8\n addi r5, r1, 256\n li r6, 256\n dma.ld.b16 r6, r5, r4, 2\n"
+          " fence\n addi r7, r1, 1024\n dma.stxadd.bf16 r7, r6, r0, r4, 0\n fence\n halt\n"));
   BFloat16 sum;
   chip_.memory().read(kData + 1024, &sum, 2);
   EXPECT_EQ(static_cast<float>(sum), 256.0f);

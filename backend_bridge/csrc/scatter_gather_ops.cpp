@@ -1,0 +1,303 @@
+// torch.gather, scatter, scatter_add, index_put_ (so `x[idx] = v` and `x[idx] += v`'s accumulate) and advanced
+// indexing with one index tensor (`x[:, idx]`, and so its gradient), natively, as indexed-DMA kernels. Each tensor is
+// seen as outer x positions x inner around the indexed dimension; a tensor whose outer or inner dimensions do not
+// collapse to one stride is made contiguous first. Indices are checked on the device: one outside the dimension is
+// PyTorch's IndexError. Scatters with a reduction other than add, and boolean masks, take the CPU fallback.
+#include <ATen/native/Resize.h>
+#include <ATen/native/ScatterGatherChecks.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/full.h>
+#include <torch/library.h>
+
+#include "bridge.h"
+#include "kernel_launcher.h"
+
+namespace npusim::bridge {
+namespace {
+
+using emitter::IndexedMove;
+using emitter::Strides3;
+
+// The one stride of dimensions [begin, end) of a tensor with these sizes and strides, if they collapse to one.
+std::optional<int64_t> collapsed_stride(at::IntArrayRef sizes, at::IntArrayRef strides, int64_t begin, int64_t end) {
+  std::optional<int64_t> stride, next;  // next: the stride the next outer dimension must have
+  for (int64_t k = end - 1; k >= begin; --k) {
+    if (sizes[k] == 1) continue;
+    if (next && strides[k] != *next) return std::nullopt;
+    if (!stride) stride = strides[k];
+    next = strides[k] * sizes[k];
+  }
+  return stride.value_or(0);
+}
+
+// A tensor's element strides over the iteration shape `sizes` (the index's), around `dim`.
+std::optional<Strides3> strides_around(at::IntArrayRef sizes, at::IntArrayRef strides, int64_t dim) {
+  const auto outer = collapsed_stride(sizes, strides, 0, dim);
+  const auto inner = collapsed_stride(sizes, strides, dim + 1, static_cast<int64_t>(sizes.size()));
+  if (!outer || !inner) return std::nullopt;
+  return Strides3{*outer, strides[dim], *inner};
+}
+
+int64_t product(at::IntArrayRef sizes, int64_t begin, int64_t end) {
+  int64_t result = 1;
+  for (int64_t k = begin; k < end; ++k) result *= sizes[k];
+  return result;
+}
+
+// One indexed move: `data` indexed along `dim` over the iteration shape `sizes`, `index` and `values` having that
+// shape (or broadcasting to it through their strides). `data` is written in place by scatters. False when the
+// emitter cannot express it.
+bool move_indexed(IndexedMove move, const at::Tensor& data, int64_t dim, at::IntArrayRef sizes, const at::Tensor& index,
+                  at::IntArrayRef index_strides, const at::Tensor& values, bool wrap_negative, const char* what) {
+  const auto type = element_type(data.scalar_type());
+  if (!type || values.scalar_type() != data.scalar_type() || index.device() != data.device() ||
+      values.device() != data.device() || (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt))
+    return false;
+  const auto data_strides = strides_around(sizes, data.strides(), dim);
+  const auto values_strides = strides_around(sizes, values.strides(), dim);
+  const auto index_strides3 = strides_around(sizes, index_strides, dim);
+  if (!data_strides || !values_strides || !index_strides3) return false;
+  const int64_t rank = static_cast<int64_t>(sizes.size());
+  const emitter::IndexedElementsSpec spec{
+      move,           *type,         product(sizes, 0, dim), sizes[dim],      product(sizes, dim + 1, rank),
+      data.size(dim), *data_strides, *index_strides3,        *values_strides, static_cast<int>(index.element_size()),
+      wrap_negative};
+  // Addresses of element (0, 0, 0); strides do the rest (an index tensor is addressed from its first element).
+  const uint64_t addresses[] = {device_address(data), device_address(index), device_address(values)};
+  return launched_checking_indices(
+      [&] { launch_indexed_elements(data.device().index(), runtime_device(data), spec, addresses); }, what);
+}
+
+// The part of `data` that an index of this shape reaches: all of `dim`, and the index's extent elsewhere.
+at::Tensor reached_part(const at::Tensor& data, int64_t dim, at::IntArrayRef sizes) {
+  at::Tensor part = data;
+  for (int64_t k = 0; k < data.dim(); ++k)
+    if (k != dim) part = part.narrow(k, 0, sizes[k]);
+  return part;
+}
+
+// A scatter into `self` in place: through a contiguous copy of the part it reaches when that part's layout does not
+// collapse.
+bool scatter_in_place(IndexedMove move, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                      const at::Tensor& values, const char* what) {
+  if (strides_around(index.sizes(), self.strides(), dim))
+    return move_indexed(move, self, dim, index.sizes(), index, index.strides(), values, false, what);
+  at::Tensor part = reached_part(self, dim, index.sizes()), copy = part.contiguous();
+  if (!move_indexed(move, copy, dim, index.sizes(), index, index.strides(), values, false, what)) return false;
+  part.copy_(copy);
+  return true;
+}
+
+// ---- gather
+at::Tensor& npusim_gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
+                              at::Tensor& out) {
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  if (self.dim() > 0 && index.dim() == self.dim() && out.scalar_type() == self.scalar_type()) {
+    at::native::gather_shape_check(self, wrapped, index);
+    at::native::resize_output(out, index.sizes());
+    if (out.numel() == 0) return out;
+    at::Tensor result = out.is_contiguous() ? out : at::empty(index.sizes(), out.options());
+    const at::Tensor data = strides_around(index.sizes(), self.strides(), wrapped)
+                                ? self
+                                : reached_part(self, wrapped, index.sizes()).contiguous();
+    if (move_indexed(IndexedMove::Gather, data, wrapped, index.sizes(), index, index.strides(), result, false,
+                     "index out of bounds in gather")) {
+      if (!result.is_same(out)) out.copy_(result);
+      return out;
+    }
+  }
+  torch::jit::Stack stack{self, dim, index, sparse_grad, out};
+  call_cpu_fallback("aten::gather", "out", stack);
+  return out;
+}
+
+at::Tensor npusim_gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
+  at::Tensor out = at::empty({0}, self.options());
+  return npusim_gather_out(self, dim, index, sparse_grad, out);
+}
+
+// ---- scatter and scatter_add: into self in place (the functional forms scatter into a copy of self)
+bool scatters_natively(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                       IndexedMove move) {
+  if (self.dim() == 0 || index.dim() != self.dim() || src.dim() != self.dim()) return false;
+  at::native::scatter_shape_check(self, dim, index, src);
+  if (index.numel() == 0) return true;
+  // src is read over the index's shape: a view of its leading part.
+  at::Tensor values = src;
+  for (int64_t k = 0; k < src.dim(); ++k) values = values.narrow(k, 0, index.size(k));
+  return scatter_in_place(
+      move, self, dim, index, values,
+      move == IndexedMove::ScatterAdd ? "index out of bounds in scatter_add" : "index out of bounds in scatter");
+}
+
+at::Tensor& npusim_scatter_src_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  if (scatters_natively(self, wrapped, index, src, IndexedMove::Scatter)) return self;
+  torch::jit::Stack stack{self, dim, index, src};
+  call_cpu_fallback("aten::scatter_", "src", stack);
+  return self;
+}
+
+at::Tensor& npusim_scatter_value_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
+  // The value as a tensor broadcast over the index (stride 0 everywhere).
+  const at::Tensor values = at::full({}, value, self.options()).expand(index.sizes());
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  if (self.dim() > 0 && index.dim() == self.dim()) {
+    at::native::scatter_shape_check(self, wrapped, index, values);
+    if (index.numel() == 0 ||
+        scatter_in_place(IndexedMove::Scatter, self, wrapped, index, values, "index out of bounds in scatter"))
+      return self;
+  }
+  torch::jit::Stack stack{self, dim, index, value};
+  call_cpu_fallback("aten::scatter_", "value", stack);
+  return self;
+}
+
+at::Tensor& npusim_scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  if (is_float_kind(self.scalar_type()) || at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) {
+    if (scatters_natively(self, wrapped, index, src, IndexedMove::ScatterAdd)) return self;
+  }
+  torch::jit::Stack stack{self, dim, index, src};
+  call_cpu_fallback("aten::scatter_add_", "", stack);
+  return self;
+}
+
+// The functional and out= forms: copy self into the result, then scatter in place.
+template <typename Scatter, typename Source>
+at::Tensor& scatter_into(const at::Tensor& self, at::Tensor& out, Scatter scatter, int64_t dim, const at::Tensor& index,
+                         const Source& source) {
+  at::native::resize_output(out, self.sizes());
+  if (!out.is_same(self)) out.copy_(self);
+  return scatter(out, dim, index, source);
+}
+
+at::Tensor npusim_scatter_src(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  return scatter_into(self, out, npusim_scatter_src_, dim, index, src);
+}
+at::Tensor& npusim_scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                   at::Tensor& out) {
+  return scatter_into(self, out, npusim_scatter_src_, dim, index, src);
+}
+at::Tensor npusim_scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  return scatter_into(self, out, npusim_scatter_value_, dim, index, value);
+}
+at::Tensor& npusim_scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                     const at::Scalar& value, at::Tensor& out) {
+  return scatter_into(self, out, npusim_scatter_value_, dim, index, value);
+}
+at::Tensor npusim_scatter_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  return scatter_into(self, out, npusim_scatter_add_, dim, index, src);
+}
+at::Tensor& npusim_scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                   at::Tensor& out) {
+  return scatter_into(self, out, npusim_scatter_add_, dim, index, src);
+}
+
+// ---- advanced indexing with one index tensor: x[:, idx] reads, x[:, idx] = v and x[:, idx] += v write
+struct SingleIndex {
+  int64_t dim;          // the indexed dimension of self
+  at::Tensor index;     // flattened to 1-D, on self's device
+  at::DimVector shape;  // self's shape with the indexed dimension replaced by the index's length
+};
+
+std::optional<SingleIndex> single_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  std::optional<SingleIndex> found;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<at::Tensor> index = indices.get(k);
+    if (!index || !index->defined()) {
+      if (found) return std::nullopt;  // a slice after the index: PyTorch moves dimensions around
+      continue;
+    }
+    if (found || (index->scalar_type() != at::kLong && index->scalar_type() != at::kInt)) return std::nullopt;
+    if (static_cast<int64_t>(k) >= self.dim()) return std::nullopt;
+    at::DimVector shape(self.sizes().begin(), self.sizes().end());
+    shape[k] = index->numel();
+    found = SingleIndex{static_cast<int64_t>(k), index->reshape({-1}).to(self.device()), shape};
+  }
+  return found;
+}
+
+// The flat index's strides over `shape`: 1 along the indexed dimension, 0 elsewhere.
+at::DimVector index_strides(const SingleIndex& single) {
+  at::DimVector strides(single.shape.size(), 0);
+  strides[single.dim] = single.index.stride(0);
+  return strides;
+}
+
+at::Tensor npusim_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  const auto single = single_index(self, indices);
+  if (single && element_type(self.scalar_type())) {
+    at::Tensor out = at::empty(single->shape, self.options());
+    if (out.numel() == 0 ||
+        move_indexed(IndexedMove::Gather, self, single->dim, single->shape, single->index, index_strides(*single), out,
+                     true, "index out of range in advanced indexing")) {
+      // The index's own shape replaces the indexed dimension.
+      const std::optional<at::Tensor> index = indices.get(single->dim);
+      at::DimVector shape(self.sizes().begin(), self.sizes().begin() + single->dim);
+      shape.append(index->sizes().begin(), index->sizes().end());
+      shape.append(self.sizes().begin() + single->dim + 1, self.sizes().end());
+      return out.view(shape);
+    }
+  }
+  torch::jit::Stack stack{self, indices};
+  call_cpu_fallback("aten::index", "Tensor", stack);
+  return stack[0].toTensor();
+}
+
+at::Tensor& npusim_index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                                   const at::Tensor& values, bool accumulate, bool unsafe) {
+  const auto single = single_index(self, indices);
+  const bool addable = is_float_kind(self.scalar_type()) || at::isIntegralType(self.scalar_type(), false);
+  if (single && values.scalar_type() == self.scalar_type() && (!accumulate || addable)) {
+    if (single->index.numel() == 0 || self.numel() == 0) return self;
+    // The values broadcast over the result of self[indices], then seen with the index flattened.
+    const std::optional<at::Tensor> index = indices.get(single->dim);
+    at::DimVector indexed_shape(self.sizes().begin(), self.sizes().begin() + single->dim);
+    indexed_shape.append(index->sizes().begin(), index->sizes().end());
+    indexed_shape.append(self.sizes().begin() + single->dim + 1, self.sizes().end());
+    const at::Tensor spread = values.to(self.device()).expand(indexed_shape).reshape(single->shape);
+    const IndexedMove move = accumulate ? IndexedMove::ScatterAdd : IndexedMove::Scatter;
+    const auto strides = index_strides(*single);
+    const auto run = [&](const at::Tensor& data) {
+      return move_indexed(move, data, single->dim, single->shape, single->index, strides, spread, true,
+                          "index out of range in index_put_");
+    };
+    if (strides_around(single->shape, self.strides(), single->dim)) {
+      if (run(self)) return self;
+    } else {
+      at::Tensor copy = self.contiguous();
+      if (run(copy)) {
+        self.copy_(copy);
+        return self;
+      }
+    }
+  }
+  torch::jit::Stack stack{self, indices, values, accumulate, unsafe};
+  call_cpu_fallback("aten::_index_put_impl_", "", stack);
+  return self;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("gather", npusim_gather);
+  m.impl("gather.out", npusim_gather_out);
+  m.impl("scatter.src", npusim_scatter_src);
+  m.impl("scatter.src_out", npusim_scatter_src_out);
+  m.impl("scatter_.src", npusim_scatter_src_);
+  m.impl("scatter.value", npusim_scatter_value);
+  m.impl("scatter.value_out", npusim_scatter_value_out);
+  m.impl("scatter_.value", npusim_scatter_value_);
+  m.impl("scatter_add", npusim_scatter_add);
+  m.impl("scatter_add.out", npusim_scatter_add_out);
+  m.impl("scatter_add_", npusim_scatter_add_);
+  m.impl("index.Tensor", npusim_index);
+  m.impl("_index_put_impl_", npusim_index_put_impl_);
+}
+
+}  // namespace npusim::bridge
