@@ -59,6 +59,12 @@ bool launched_checking_indices(Launch&& launch, const char* message) {
   return true;
 }
 
+// out = self indexed by the 1-D `index` (on self's device) along `dim`, out being contiguous with self's shape but
+// index.numel() along dim; negative indices count from the end when `wrap_negative`. An index outside the
+// dimension is an IndexError starting with `what`. False when the emitter cannot express it.
+bool gather_along(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& out,
+                  bool wrap_negative, const char* what);
+
 // The ISA's element type for a PyTorch dtype, if it has one.
 std::optional<isa::ElementType> element_type(at::ScalarType type);
 

@@ -84,6 +84,14 @@ std::optional<ElementwiseOp> integer_op(bool add, const at::Tensor& self, const 
   return {};
 }
 
+// Integer products (int64, int32), wrapping as PyTorch's do.
+std::optional<ElementwiseOp> integer_mul(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
+  if (!integer_operand(self, out) || !integer_operand(other, out)) return {};
+  if (out.scalar_type() == at::kLong) return ElementwiseOp::MulI64;
+  if (out.scalar_type() == at::kInt) return ElementwiseOp::MulI32;
+  return {};
+}
+
 at::Tensor result_like(const at::Tensor& self, const at::Tensor& other) {
   const at::Tensor& device_operand = self.is_cpu() ? other : self;
   return at::empty({0}, device_operand.options().dtype(at::result_type(self, other)));
@@ -141,6 +149,9 @@ const char* aten_name(ElementwiseOp op) {
 // mul, div, maximum and minimum: a native kernel, or the CPU fallback of the op's `.out` overload.
 template <ElementwiseOp Op>
 at::Tensor& binary_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  if constexpr (Op == ElementwiseOp::MulF32) {
+    if (const auto op = integer_mul(self, other, out); op && launch_binary(*op, self, other, out)) return out;
+  }
   if (runs_natively(self, other, out) && launch_binary(Op, self, other, out)) return out;
   torch::jit::Stack stack{self, other, out};
   call_cpu_fallback(aten_name(Op), "out", stack);

@@ -1,6 +1,6 @@
 // Native index_select along dim 0 (so nn.Embedding's lookups) as a row-gather kernel, for any dtype: rows are moved
-// as bytes; and embedding's backward as a row scatter-add kernel, float32. An index outside the table traps on the
-// device and surfaces as PyTorch's IndexError.
+// as bytes; along other dimensions element by element (scatter_gather_ops.cpp); and embedding's backward as a row
+// scatter-add kernel, float32. An index outside the table traps on the device and surfaces as PyTorch's IndexError.
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
@@ -31,6 +31,20 @@ at::Tensor& npusim_index_select_out(const at::Tensor& self, int64_t dim, const a
     const uint64_t addresses[] = {device_address(result), device_address(table), device_address(indices)};
     if (launched_checking_indices([&] { launch_gather(out.device().index(), runtime_device(out), spec, addresses); },
                                   "index out of range in self")) {
+      if (!result.is_same(out)) out.copy_(result);
+      return out;
+    }
+  }
+  // Along another dimension: element by element.
+  const int64_t wrapped = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  if (self.dim() >= 1 && index.dim() <= 1 && index.device() == self.device() &&
+      out.scalar_type() == self.scalar_type()) {
+    std::vector<int64_t> shape = self.sizes().vec();
+    shape[wrapped] = index.numel();
+    at::native::resize_output(out, shape);
+    if (out.numel() == 0) return out;
+    at::Tensor result = out.is_contiguous() ? out : at::empty(shape, out.options());
+    if (gather_along(self, wrapped, index.reshape({-1}), result, false, "index out of range in self")) {
       if (!result.is_same(out)) out.copy_(result);
       return out;
     }

@@ -1,7 +1,7 @@
-// torch.gather, scatter, scatter_add, index_put_ (so `x[idx] = v` and `x[idx] += v`'s accumulate) and advanced
-// indexing with one index tensor (`x[:, idx]`, and so its gradient), natively, as indexed-DMA kernels. Each tensor is
-// seen as outer x positions x inner around the indexed dimension; a tensor whose outer or inner dimensions do not
-// collapse to one stride is made contiguous first. Indices are checked on the device: one outside the dimension is
+// torch.gather, scatter, scatter_add, index_add, index_put_ (so `x[idx] = v` and `x[idx] += v`'s accumulate) and
+// advanced indexing with one index tensor (`x[:, idx]`, and so its gradient), natively, as indexed-DMA kernels. Each
+// tensor is seen as outer x positions x inner around the indexed dimension; a tensor whose outer or inner dimensions do
+// not collapse to one stride is made contiguous first. Indices are checked on the device: one outside the dimension is
 // PyTorch's IndexError. Scatters with a reduction other than add, and boolean masks, take the CPU fallback.
 #include <ATen/native/Resize.h>
 #include <ATen/native/ScatterGatherChecks.h>
@@ -59,14 +59,29 @@ bool move_indexed(IndexedMove move, const at::Tensor& data, int64_t dim, at::Int
   const auto index_strides3 = strides_around(sizes, index_strides, dim);
   if (!data_strides || !values_strides || !index_strides3) return false;
   const int64_t rank = static_cast<int64_t>(sizes.size());
-  const emitter::IndexedElementsSpec spec{
-      move,           *type,         product(sizes, 0, dim), sizes[dim],      product(sizes, dim + 1, rank),
-      data.size(dim), *data_strides, *index_strides3,        *values_strides, static_cast<int>(index.element_size()),
-      wrap_negative};
+  emitter::IndexedElementsSpec spec;
+  spec.move = move;
+  spec.type = *type;
+  spec.outer = product(sizes, 0, dim);
+  spec.positions = sizes[dim];
+  spec.inner = product(sizes, dim + 1, rank);
+  spec.dim_size = data.size(dim);
+  spec.data = *data_strides;
+  spec.index = *index_strides3;
+  spec.values = *values_strides;
+  spec.index_bytes = static_cast<int>(index.element_size());
+  spec.wrap_negative = wrap_negative;
   // Addresses of element (0, 0, 0); strides do the rest (an index tensor is addressed from its first element).
   const uint64_t addresses[] = {device_address(data), device_address(index), device_address(values)};
   return launched_checking_indices(
       [&] { launch_indexed_elements(data.device().index(), runtime_device(data), spec, addresses); }, what);
+}
+
+// The strides of a 1-D index over an iteration shape: its own along `dim`, 0 (the same index) elsewhere.
+at::DimVector along(at::IntArrayRef sizes, int64_t dim, const at::Tensor& index) {
+  at::DimVector strides(sizes.size(), 0);
+  strides[dim] = index.stride(0);
+  return strides;
 }
 
 // The part of `data` that an index of this shape reaches: all of `dim`, and the index's extent elsewhere.
@@ -77,16 +92,32 @@ at::Tensor reached_part(const at::Tensor& data, int64_t dim, at::IntArrayRef siz
   return part;
 }
 
-// A scatter into `self` in place: through a contiguous copy of the part it reaches when that part's layout does not
-// collapse.
-bool scatter_in_place(IndexedMove move, const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                      const at::Tensor& values, const char* what) {
-  if (strides_around(index.sizes(), self.strides(), dim))
-    return move_indexed(move, self, dim, index.sizes(), index, index.strides(), values, false, what);
-  at::Tensor part = reached_part(self, dim, index.sizes()), copy = part.contiguous();
-  if (!move_indexed(move, copy, dim, index.sizes(), index, index.strides(), values, false, what)) return false;
+// A scatter into `self` in place over the iteration shape `sizes`: through a contiguous copy of the part it reaches
+// when that part's layout does not collapse. PyTorch's CPU scatter_add and index_add sum float16/bfloat16 in float32
+// and round once, so those scatter-adds go through float32 copies (accumulate=True index_put_ rounds every sum, as the
+// kernel does: `rounding_each_sum`).
+bool scatter_in_place(IndexedMove move, const at::Tensor& self, int64_t dim, at::IntArrayRef sizes,
+                      const at::Tensor& index, at::IntArrayRef index_strides, const at::Tensor& values,
+                      bool wrap_negative, const char* what, bool rounding_each_sum = false) {
+  const bool half = self.scalar_type() == at::kHalf || self.scalar_type() == at::kBFloat16;
+  if (move == IndexedMove::ScatterAdd && half && !rounding_each_sum) {
+    at::Tensor wide = self.to(at::kFloat);
+    if (!scatter_in_place(move, wide, dim, sizes, index, index_strides, values.to(at::kFloat), wrap_negative, what))
+      return false;
+    self.copy_(wide);
+    return true;
+  }
+  if (strides_around(sizes, self.strides(), dim))
+    return move_indexed(move, self, dim, sizes, index, index_strides, values, wrap_negative, what);
+  at::Tensor part = reached_part(self, dim, sizes), copy = part.contiguous();
+  if (!move_indexed(move, copy, dim, sizes, index, index_strides, values, wrap_negative, what)) return false;
   part.copy_(copy);
   return true;
+}
+
+bool scatter_in_place(IndexedMove move, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                      const at::Tensor& values, const char* what) {
+  return scatter_in_place(move, self, dim, index.sizes(), index, index.strides(), values, false, what);
 }
 
 // ---- gather
@@ -164,6 +195,44 @@ at::Tensor& npusim_scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor&
   return self;
 }
 
+// ---- index_add: out = self, then out.select(dim, index[j]) += alpha * source.select(dim, j), in j order
+at::Tensor& npusim_index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                                 const at::Scalar& alpha, at::Tensor& out) {
+  const int64_t wrapped = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  const bool addable = is_float_kind(self.scalar_type()) || at::isIntegralType(self.scalar_type(), false);
+  bool native = addable && self.dim() > 0 && index.dim() <= 1 && source.dim() == self.dim() &&
+                source.scalar_type() == self.scalar_type() && out.scalar_type() == self.scalar_type() &&
+                index.device() == self.device() && source.device() == self.device() &&
+                source.size(wrapped) == index.numel();
+  for (int64_t k = 0; native && k < self.dim(); ++k) native = k == wrapped || source.size(k) == self.size(k);
+  if (native) {
+    if (!out.is_same(self)) {
+      at::native::resize_output(out, self.sizes());
+      out.copy_(self);
+    }
+    if (index.numel() == 0) return out;
+    const at::Tensor flat = index.reshape({-1});
+    const at::Tensor values = alpha.equal(1) ? source : source.mul(alpha);
+    if (scatter_in_place(IndexedMove::ScatterAdd, out, wrapped, source.sizes(), flat,
+                         along(source.sizes(), wrapped, flat), values, false, "index out of range in self"))
+      return out;
+  }
+  torch::jit::Stack stack{self, dim, index, source, alpha, out};
+  call_cpu_fallback("aten::index_add", "out", stack);
+  return out;
+}
+
+at::Tensor npusim_index_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                            const at::Scalar& alpha) {
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  return npusim_index_add_out(self, dim, index, source, alpha, out);
+}
+
+at::Tensor& npusim_index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                              const at::Scalar& alpha) {
+  return npusim_index_add_out(self, dim, index, source, alpha, self);
+}
+
 // The functional and out= forms: copy self into the result, then scatter in place.
 template <typename Scatter, typename Source>
 at::Tensor& scatter_into(const at::Tensor& self, at::Tensor& out, Scatter scatter, int64_t dim, const at::Tensor& index,
@@ -198,6 +267,16 @@ at::Tensor& npusim_scatter_add_out(const at::Tensor& self, int64_t dim, const at
   return scatter_into(self, out, npusim_scatter_add_, dim, index, src);
 }
 
+}  // namespace
+
+bool gather_along(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& out,
+                  bool wrap_negative, const char* what) {
+  return move_indexed(IndexedMove::Gather, self, dim, out.sizes(), index, along(out.sizes(), dim, index), out,
+                      wrap_negative, what);
+}
+
+namespace {
+
 // ---- advanced indexing with one index tensor: x[:, idx] reads, x[:, idx] = v and x[:, idx] += v write
 struct SingleIndex {
   int64_t dim;          // the indexed dimension of self
@@ -222,20 +301,12 @@ std::optional<SingleIndex> single_index(const at::Tensor& self, const c10::List<
   return found;
 }
 
-// The flat index's strides over `shape`: 1 along the indexed dimension, 0 elsewhere.
-at::DimVector index_strides(const SingleIndex& single) {
-  at::DimVector strides(single.shape.size(), 0);
-  strides[single.dim] = single.index.stride(0);
-  return strides;
-}
-
 at::Tensor npusim_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
   const auto single = single_index(self, indices);
   if (single && element_type(self.scalar_type())) {
     at::Tensor out = at::empty(single->shape, self.options());
     if (out.numel() == 0 ||
-        move_indexed(IndexedMove::Gather, self, single->dim, single->shape, single->index, index_strides(*single), out,
-                     true, "index out of range in advanced indexing")) {
+        gather_along(self, single->dim, single->index, out, true, "index out of range in advanced indexing")) {
       // The index's own shape replaces the indexed dimension.
       const std::optional<at::Tensor> index = indices.get(single->dim);
       at::DimVector shape(self.sizes().begin(), self.sizes().begin() + single->dim);
@@ -262,20 +333,10 @@ at::Tensor& npusim_index_put_impl_(at::Tensor& self, const c10::List<std::option
     indexed_shape.append(self.sizes().begin() + single->dim + 1, self.sizes().end());
     const at::Tensor spread = values.to(self.device()).expand(indexed_shape).reshape(single->shape);
     const IndexedMove move = accumulate ? IndexedMove::ScatterAdd : IndexedMove::Scatter;
-    const auto strides = index_strides(*single);
-    const auto run = [&](const at::Tensor& data) {
-      return move_indexed(move, data, single->dim, single->shape, single->index, strides, spread, true,
-                          "index out of range in index_put_");
-    };
-    if (strides_around(single->shape, self.strides(), single->dim)) {
-      if (run(self)) return self;
-    } else {
-      at::Tensor copy = self.contiguous();
-      if (run(copy)) {
-        self.copy_(copy);
-        return self;
-      }
-    }
+    if (scatter_in_place(move, self, single->dim, single->shape, single->index,
+                         along(single->shape, single->dim, single->index), spread, true,
+                         "index out of range in index_put_", /*rounding_each_sum=*/true))
+      return self;
   }
   torch::jit::Stack stack{self, indices, values, accumulate, unsafe};
   call_cpu_fallback("aten::_index_put_impl_", "", stack);
@@ -296,6 +357,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_add", npusim_scatter_add);
   m.impl("scatter_add.out", npusim_scatter_add_out);
   m.impl("scatter_add_", npusim_scatter_add_);
+  m.impl("index_add", npusim_index_add);
+  m.impl("index_add.out", npusim_index_add_out);
+  m.impl("index_add_", npusim_index_add_);
   m.impl("index.Tensor", npusim_index);
   m.impl("_index_put_impl_", npusim_index_put_impl_);
 }

@@ -38,10 +38,16 @@ def test_out_of_range_index_is_an_index_error_and_the_device_stays_usable(device
     assert torch.equal(torch.index_select(table, 0, torch.tensor([2]).to(device)).cpu(), torch.ones(1, 3))
 
 
-def test_other_dims_take_the_cpu_fallback(device):
-    table = torch.arange(12.0).reshape(3, 4)
-    index = torch.tensor([3, 1])
-    assert torch.equal(torch.index_select(table.to(device), 1, index.to(device)).cpu(), table[:, [3, 1]])
+def test_other_dims_gather_elements_natively(device):
+    table = torch.arange(24.0).reshape(2, 3, 4)
+    index = torch.tensor([3, 1, 3])
+    with npusim.profile() as report:
+        result = torch.index_select(table.to(device), 2, index.to(device))
+    assert report.fallbacks == {}
+    assert [r.name for r in report.kernels] == ["gather_f32"]
+    assert torch.equal(result.cpu(), table[:, :, [3, 1, 3]])
+    with pytest.raises(IndexError, match="index out of range in self"):
+        torch.index_select(table.to(device), 1, torch.tensor([-1]).to(device))
 
 
 def test_embedding_backward_accumulates_repeated_indices_natively(device):

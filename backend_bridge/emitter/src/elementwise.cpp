@@ -97,6 +97,8 @@ const std::vector<OpDefinition>& definitions() {
       {SubI32, "sub_i32", 2, {"vsub.i32 {a}, {a}, {b}, {n}"}},
       {AddI64, "add_i64", 2, {"vadd.i64 {a}, {a}, {b}, {n}"}, 8},
       {SubI64, "sub_i64", 2, {"vsub.i64 {a}, {a}, {b}, {n}"}, 8},
+      {MulI32, "mul_i32", 2, {"vmul.i32 {a}, {a}, {b}, {n}"}},
+      {MulI64, "mul_i64", 2, {"vmul.i64 {a}, {a}, {b}, {n}"}, 8},
       {AddF32, "add_f32", 2, {"vadd.f32 {a}, {a}, {b}, {n}"}},
       {SubF32, "sub_f32", 2, {"vsub.f32 {a}, {a}, {b}, {n}"}},
       {MulF32, "mul_f32", 2, {"vmul.f32 {a}, {a}, {b}, {n}"}},
@@ -265,7 +267,9 @@ bool computes_in_f32(ElementwiseOp op) {
     case AddI32:
     case SubI32:
     case AddI64:
-    case SubI64: return false;
+    case SubI64:
+    case MulI32:
+    case MulI64: return false;
     default: return true;
   }
 }

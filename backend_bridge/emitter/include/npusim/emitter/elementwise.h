@@ -49,6 +49,8 @@ enum class ElementwiseOp {
   SubI32,
   AddI64,
   SubI64,
+  MulI32,
+  MulI64,
   // one input
   NegF32,
   AbsF32,
