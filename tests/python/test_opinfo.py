@@ -23,7 +23,8 @@ NATIVE_OPS = """
     nn.functional.adaptive_avg_pool2d nn.functional.mse_loss nn.functional.nll_loss nn.functional.cross_entropy
     nn.functional.embedding masked_fill lerp addcmul addcdiv pow cumsum flip linalg.vector_norm norm
     nn.functional.normalize sign sgn any all bitwise_and bitwise_or bitwise_xor bitwise_not clamp_min clamp_max
-    nn.functional.group_norm
+    nn.functional.group_norm gather scatter scatter_add index_add index_put take_along_dim
+    nn.functional.one_hot __getitem__
 """.split()
 
 
