@@ -65,6 +65,10 @@ bool launched_checking_indices(Launch&& launch, const char* message) {
 bool gather_along(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& out,
                   bool wrap_negative, const char* what);
 
+// The matmul kernel for a [m x k] @ [k x n] into `out` [m x n], all on one device, not overlapping: float operands
+// into their type or float32, or int8 into int32. False when the emitter cannot express the case.
+bool launch_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out);
+
 // The ISA's element type for a PyTorch dtype, if it has one.
 std::optional<isa::ElementType> element_type(at::ScalarType type);
 

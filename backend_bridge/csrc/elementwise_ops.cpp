@@ -31,12 +31,16 @@ at::Tensor as_device_operand(const at::Tensor& operand, const at::Tensor& out, c
   return operand.to(out.device(), at::kFloat).expand(shape);
 }
 
-// float32, float16 and bfloat16 tensors on the output's device. Either operand may be a scalar (which PyTorch wraps
-// as a 0-dim tensor on the CPU or the device, often as float64).
+// Tensors on the output's device: float32, float16 and bfloat16 as they are, integers and bools (like _int_mm's sums
+// scaled by a float) converted to float32 on the device first, as PyTorch promotes them. Either operand may be a
+// scalar (which PyTorch wraps as a 0-dim tensor on the CPU or the device, often as float64).
 bool is_native_operand(const at::Tensor& operand, const at::Tensor& out) {
   const bool scalar =
       operand.dim() == 0 && !operand.is_complex() && (operand.is_cpu() || operand.device() == out.device());
-  return scalar || (operand.device() == out.device() && is_float_kind(operand.scalar_type()));
+  const bool convertible = is_float_kind(operand.scalar_type()) || operand.scalar_type() == at::kInt ||
+                           operand.scalar_type() == at::kLong || operand.scalar_type() == at::kChar ||
+                           operand.scalar_type() == at::kByte || operand.scalar_type() == at::kBool;
+  return scalar || (operand.device() == out.device() && convertible);
 }
 bool runs_natively(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
   return is_float_kind(out.scalar_type()) && is_native_operand(self, out) && is_native_operand(other, out);

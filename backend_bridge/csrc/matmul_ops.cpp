@@ -13,6 +13,16 @@
 #include "kernel_launcher.h"
 
 namespace npusim::bridge {
+
+bool launch_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+  const auto operands = element_type(a.scalar_type()), result = element_type(out.scalar_type());
+  if (!operands || !result) return false;
+  const emitter::MatmulSpec spec{a.size(0),   a.size(1),     b.size(1),     a.stride(0), a.stride(1), b.stride(0),
+                                 b.stride(1), out.stride(0), out.stride(1), *operands,   *result};
+  const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
+  return launched_natively([&] { launch_matmul(out.device().index(), runtime_device(out), spec, addresses); });
+}
+
 namespace {
 
 // Every operand float32, float16 or bfloat16 (the same one) on the output's device.
@@ -20,24 +30,6 @@ bool all_float_on(const at::Tensor& out, std::initializer_list<const at::Tensor*
   for (const at::Tensor* input : inputs)
     if (input->scalar_type() != out.scalar_type() || input->device() != out.device()) return false;
   return is_float_kind(out.scalar_type());
-}
-
-// The matmul kernel for a [m x k] @ [k x n] into `out` [m x n], all on one device, not overlapping; `out` of the
-// operands' type or float32. False when the emitter cannot express the strides.
-bool launch_mm(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  const emitter::MatmulSpec spec{a.size(0),
-                                 a.size(1),
-                                 b.size(1),
-                                 a.stride(0),
-                                 a.stride(1),
-                                 b.stride(0),
-                                 b.stride(1),
-                                 out.stride(0),
-                                 out.stride(1),
-                                 float_element_type(a),
-                                 float_element_type(out)};
-  const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
-  return launched_natively([&] { launch_matmul(out.device().index(), runtime_device(out), spec, addresses); });
 }
 
 at::Tensor& npusim_mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {

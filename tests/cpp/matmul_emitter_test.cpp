@@ -126,5 +126,31 @@ TEST(EmittedMatmulInBFloat16, AccumulatesInFloat32AndRoundsOnce) {
   }
 }
 
+// i8 operands into i32 on two cores, odd shapes, a transposed A: the integer sums, exactly.
+TEST(EmittedMatmulInInt8, SumsExactlyInInt32) {
+  config::ChipConfig config = small_config();
+  config.chip_cores = 2;
+  const emitter::MatmulSpec s{13, 300, 10, 1, 13, 10, 1, 10, 1, isa::ElementType::I8, isa::ElementType::I32};
+  runtime::Device device(config, runtime::Mode::Functional);
+  std::mt19937 random(5);
+  std::uniform_int_distribution<int> value(-128, 127);
+  std::vector<int8_t> a(13 * 300), b(300 * 10);
+  for (auto& x : a) x = static_cast<int8_t>(value(random));
+  for (auto& x : b) x = static_cast<int8_t>(value(random));
+  const uint64_t da = device.allocate(a.size()), db = device.allocate(b.size()), dc = device.allocate(13 * 10 * 4);
+  device.copy_host_to_device(da, a.data(), a.size());
+  device.copy_host_to_device(db, b.data(), b.size());
+  const emitter::Kernel kernel = emitter::emit_matmul(s, config);
+  EXPECT_EQ(kernel.name, "matmul_i8");
+  const uint64_t arguments[] = {dc, da, db};
+  device.launch(kernel.name, device.load_program(kernel.words), arguments, (uint64_t{1} << config.chip_cores) - 1);
+  std::vector<int32_t> actual(13 * 10), expected(13 * 10, 0);
+  device.copy_device_to_host(actual.data(), dc, actual.size() * 4);
+  for (int64_t m = 0; m < s.m; ++m)
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t k = 0; k < s.k; ++k) expected[m * 10 + n] += a[m * s.a_row + k * s.a_col] * b[k * 10 + n];
+  EXPECT_EQ(actual, expected);
+}
+
 }  // namespace
 }  // namespace npusim

@@ -36,7 +36,7 @@ constexpr int kSlot = 16, kSlotToggle = 17;  // current K-step slot (A block, th
 constexpr int kColumn = 18, kColumns = 19;   // sub-tile loop: first column in the block, and its width
 constexpr int kWeights = 20, kAcc = 21, kBlockB = 22;
 constexpr int kFullSubTiles = 23, kRaggedColumns = 24, kStaging = 25, kOne = 26, kSubTileCols = 27;
-constexpr int64_t kAccumulatorBytes = 4;  // f32 accumulators, whatever the operands' type
+constexpr int64_t kAccumulatorBytes = 4;  // f32 accumulators (i32 for i8 operands)
 
 class MatmulEmitter {
  public:
@@ -272,9 +272,10 @@ Kernel emit_matmul(const MatmulSpec& spec, const config::ChipConfig& config) {
     throw std::invalid_argument(
         fmt::format("matmul of [{} x {}] @ [{} x {}] has an empty dimension", spec.m, spec.k, spec.k, spec.n));
   Kernel kernel;
-  if (!isa::is_float(spec.type))
-    throw std::invalid_argument(
-        fmt::format("matmul of {} operands; the kernel takes f32, f16 or bf16", isa::type_name(spec.type)));
+  const bool integer = spec.type == isa::ElementType::I8 && spec.output_type == isa::ElementType::I32;
+  if (!isa::is_float(spec.type) && !integer)
+    throw std::invalid_argument(fmt::format("matmul of {} operands; the kernel takes f32, f16 or bf16, or i8 into i32",
+                                            isa::type_name(spec.type)));
   kernel.name = fmt::format("matmul_{}", isa::type_name(spec.type));
   kernel.assembly = MatmulEmitter(spec, config).emit();
   kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");

@@ -11,7 +11,8 @@
 namespace npusim::emitter {
 
 // Strides in elements: A[m][k] at A + m*a_row + k*a_col, likewise B[k][n] and C[m][n]. A and B hold `type` (f32,
-// f16 or bf16); products accumulate in f32 and C, of `type` or f32 (output_type), is rounded once.
+// f16 or bf16); products accumulate in f32 and C, of `type` or f32 (output_type), is rounded once. For quantised
+// inference, i8 operands accumulate exactly in i32 (wrapping) into an i32 C (output_type I32).
 struct MatmulSpec {
   int64_t m = 0, k = 0, n = 0;
   int64_t a_row = 0, a_col = 0;
