@@ -52,6 +52,11 @@ std::string cache_key(int device_index, const emitter::IndexedElementsSpec& s) {
                      strides(s.index), strides(s.values), s.index_bytes);
 }
 
+std::string cache_key(int device_index, const emitter::AttentionSpec& s) {
+  return fmt::format("attention|{}|{}|{}|{}|{}|{}|{}|{}", device_index, s.heads, s.q_len, s.k_len, s.head_dim,
+                     s.value_dim, s.causal, std::bit_cast<uint32_t>(s.scale));
+}
+
 std::string cache_key(int device_index, const emitter::NllLossSpec& s, bool backward) {
   return fmt::format("nll_loss|{}|{}|{}|{}|{}|{}|{}", device_index, s.rows, s.classes, s.weighted,
                      static_cast<int>(s.reduction), s.ignore_index, backward);
@@ -132,6 +137,13 @@ void launch_indexed_elements(int device_index, runtime::Device& device, const em
                              std::span<const uint64_t> operand_addresses) {
   launch_cached(
       device, cache_key(device_index, spec), [&] { return emitter::emit_indexed_elements(spec, device.config()); },
+      operand_addresses);
+}
+
+void launch_attention(int device_index, runtime::Device& device, const emitter::AttentionSpec& spec,
+                      std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, cache_key(device_index, spec), [&] { return emitter::emit_attention(spec, device.config()); },
       operand_addresses);
 }
 

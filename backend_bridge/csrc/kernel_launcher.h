@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 
+#include "npusim/emitter/attention.h"
 #include "npusim/emitter/cumsum.h"
 #include "npusim/emitter/elementwise.h"
 #include "npusim/emitter/gather.h"
@@ -26,6 +27,8 @@ void launch_matmul(int device_index, runtime::Device& device, const emitter::Mat
                    std::span<const uint64_t> operand_addresses);
 void launch_gather(int device_index, runtime::Device& device, const emitter::GatherSpec& spec,
                    std::span<const uint64_t> operand_addresses);
+void launch_attention(int device_index, runtime::Device& device, const emitter::AttentionSpec& spec,
+                      std::span<const uint64_t> operand_addresses);
 void launch_indexed_elements(int device_index, runtime::Device& device, const emitter::IndexedElementsSpec& spec,
                              std::span<const uint64_t> operand_addresses);
 // The forward kernel, or with `backward` the gradient's.
