@@ -1,0 +1,134 @@
+// torch.nn.functional.scaled_dot_product_attention on npusim: PyTorch asks each device which SDPA backend to use
+// (its _fused_sdp_choice dispatch stub); npusim answers "overrideable" for float32 attention without dropout, an
+// explicit mask or grouped-query heads, and implements that backend's forward as the fused attention kernel (the
+// score matrix never reaches DRAM) and its backward from the saved log-sum-exp with native kernels (P recomputed
+// as exp(S - lse), then the products for dQ, dK and dV). Everything else takes PyTorch's math path, itself native.
+#include <ATen/Context.h>
+#include <ATen/SDPBackend.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/sum.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "bridge.h"
+#include "kernel_launcher.h"
+
+namespace npusim::bridge {
+namespace {
+
+double softmax_scale(const at::Tensor& query, std::optional<double> scale) {
+  return scale.value_or(1.0 / std::sqrt(static_cast<double>(query.size(-1))));
+}
+
+// The kernel's view of an attention call: query [..., L, E], key [..., S, E], value [..., S, Ev], the leading
+// dimensions flattened into heads.
+std::optional<emitter::AttentionSpec> attention_spec(const at::Tensor& query, const at::Tensor& key,
+                                                     const at::Tensor& value, bool is_causal,
+                                                     std::optional<double> scale) {
+  if (query.dim() < 2 || key.dim() != query.dim() || value.dim() != query.dim()) return std::nullopt;
+  for (const at::Tensor* t : {&query, &key, &value})
+    if (t->scalar_type() != at::kFloat || t->device() != query.device() || t->numel() == 0) return std::nullopt;
+  for (int64_t d = 0; d + 2 < query.dim(); ++d)
+    if (key.size(d) != query.size(d) || value.size(d) != query.size(d)) return std::nullopt;
+  if (key.size(-1) != query.size(-1) || value.size(-2) != key.size(-2)) return std::nullopt;
+  emitter::AttentionSpec spec;
+  spec.q_len = query.size(-2);
+  spec.k_len = key.size(-2);
+  spec.head_dim = query.size(-1);
+  spec.value_dim = value.size(-1);
+  spec.heads = query.numel() / (spec.q_len * spec.head_dim);
+  spec.causal = is_causal;
+  spec.scale = static_cast<float>(softmax_scale(query, scale));
+  if (!emitter::attention_fits(spec, runtime_device(query).config())) return std::nullopt;
+  return spec;
+}
+
+}  // namespace
+
+int64_t npusim_fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                                const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                                std::optional<double> scale, bool enable_gqa) {
+  // torch.nn.attention.sdpa_kernel chooses among the enabled backends.
+  if (!at::globalContext().userEnabledOverrideableSDP()) return static_cast<int64_t>(at::SDPBackend::math);
+  const bool plain = (!attn_mask || !attn_mask->defined()) && dropout_p == 0.0 && !enable_gqa;
+  const bool fused = plain && attention_spec(query, key, value, is_causal, scale).has_value();
+  return static_cast<int64_t>(fused ? at::SDPBackend::overrideable : at::SDPBackend::math);
+}
+
+namespace {
+
+using FusedAttention = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
+                                  at::Tensor, at::Tensor>;
+
+FusedAttention npusim_fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                                      const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+                                      bool return_debug_mask, std::optional<double> scale) {
+  TORCH_CHECK((!attn_bias || !attn_bias->defined()) && dropout_p == 0.0,
+              "npusim's fused attention takes no attention mask and no dropout (PyTorch's math path does)");
+  const auto spec = attention_spec(query, key, value, is_causal, scale);
+  TORCH_CHECK(spec,
+              "npusim's fused attention takes float32 query, key and value of matching shapes that fit its "
+              "scratchpad; got ",
+              query.sizes(), ", ", key.sizes(), ", ", value.sizes(), " of ", query.scalar_type());
+  at::DimVector out_shape(query.sizes().begin(), query.sizes().end());
+  out_shape.back() = value.size(-1);
+  at::Tensor out = at::empty(out_shape, query.options());
+  at::Tensor logsumexp = at::empty(at::IntArrayRef(out_shape).slice(0, out_shape.size() - 1), query.options());
+  const at::Tensor q = query.contiguous(), k = key.contiguous(), v = value.contiguous();
+  const uint64_t addresses[] = {device_address(out), device_address(logsumexp), device_address(q), device_address(k),
+                                device_address(v)};
+  launch_attention(query.device().index(), runtime_device(query), *spec, addresses);
+  const at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
+  return {out,
+          logsumexp,
+          none,
+          none,
+          c10::SymInt(spec->q_len),
+          c10::SymInt(spec->k_len),
+          none,
+          none,
+          at::empty({0}, query.options())};
+}
+
+// With P = softmax(S), S = scale Q K^T (causal: -inf right of the diagonal), dO the output's gradient:
+// dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO O)), dQ = scale dS K, dK = scale dS^T Q.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npusim_fused_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
+    const at::Tensor& logsumexp, const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k, int64_t max_q, int64_t max_k,
+    double dropout_p, bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset,
+    std::optional<double> scale) {
+  const double factor = softmax_scale(query, scale);
+  at::Tensor scores = at::matmul(query, key.transpose(-2, -1)).mul_(factor);
+  if (is_causal) {
+    const at::Tensor hidden = at::ones({query.size(-2), key.size(-2)}, query.options().dtype(at::kBool)).triu_(1);
+    scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
+  }
+  const at::Tensor probabilities = at::exp(scores.sub_(logsumexp.unsqueeze(-1)));
+  const at::Tensor grad_value = at::matmul(probabilities.transpose(-2, -1), grad_out);
+  const at::Tensor grad_probabilities = at::matmul(grad_out, value.transpose(-2, -1));
+  const at::Tensor row_dot = at::sum(grad_out.mul(out), {-1}, /*keepdim=*/true);
+  const at::Tensor grad_scores = probabilities.mul(grad_probabilities.sub_(row_dot));
+  const at::Tensor grad_query = at::matmul(grad_scores, key).mul_(factor);
+  const at::Tensor grad_key = at::matmul(grad_scores.transpose(-2, -1), query).mul_(factor);
+  return {grad_query, grad_key, grad_value, at::Tensor()};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_fused_sdp_choice", npusim_fused_sdp_choice);
+  m.impl("_scaled_dot_product_fused_attention_overrideable", npusim_fused_attention);
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", npusim_fused_attention_backward);
+}
+
+}  // namespace npusim::bridge
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &npusim::bridge::npusim_fused_sdp_choice)
+}  // namespace at::native
