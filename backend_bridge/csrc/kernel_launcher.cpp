@@ -52,6 +52,11 @@ std::string cache_key(int device_index, const emitter::IndexedElementsSpec& s) {
                      strides(s.index), strides(s.values), s.index_bytes);
 }
 
+std::string cache_key(int device_index, const emitter::AdamSpec& s) {
+  return fmt::format("adam|{}|{}|{}|{}|{}", device_index, s.decoupled_weight_decay, s.weight_decay, s.amsgrad,
+                     s.maximize);
+}
+
 std::string cache_key(int device_index, const emitter::AttentionSpec& s) {
   return fmt::format("attention|{}|{}|{}|{}|{}|{}|{}|{}", device_index, s.heads, s.q_len, s.k_len, s.head_dim,
                      s.value_dim, s.causal, std::bit_cast<uint32_t>(s.scale));
@@ -138,6 +143,12 @@ void launch_indexed_elements(int device_index, runtime::Device& device, const em
   launch_cached(
       device, cache_key(device_index, spec), [&] { return emitter::emit_indexed_elements(spec, device.config()); },
       operand_addresses);
+}
+
+void launch_adam(int device_index, runtime::Device& device, const emitter::AdamSpec& spec,
+                 std::span<const uint64_t> arguments) {
+  launch_cached(
+      device, cache_key(device_index, spec), [&] { return emitter::emit_adam(spec, device.config()); }, arguments);
 }
 
 void launch_attention(int device_index, runtime::Device& device, const emitter::AttentionSpec& spec,

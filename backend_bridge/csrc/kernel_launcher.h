@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 
+#include "npusim/emitter/adam.h"
 #include "npusim/emitter/attention.h"
 #include "npusim/emitter/cumsum.h"
 #include "npusim/emitter/elementwise.h"
@@ -27,6 +28,9 @@ void launch_matmul(int device_index, runtime::Device& device, const emitter::Mat
                    std::span<const uint64_t> operand_addresses);
 void launch_gather(int device_index, runtime::Device& device, const emitter::GatherSpec& spec,
                    std::span<const uint64_t> operand_addresses);
+// `arguments` is the argument block emit_adam documents.
+void launch_adam(int device_index, runtime::Device& device, const emitter::AdamSpec& spec,
+                 std::span<const uint64_t> arguments);
 void launch_attention(int device_index, runtime::Device& device, const emitter::AttentionSpec& spec,
                       std::span<const uint64_t> operand_addresses);
 void launch_indexed_elements(int device_index, runtime::Device& device, const emitter::IndexedElementsSpec& spec,

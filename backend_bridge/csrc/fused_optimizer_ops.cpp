@@ -1,0 +1,74 @@
+// The fused optimizer steps PyTorch's Adam and AdamW run with fused=True (torch._fused_adam_, _fused_adamw_): one
+// kernel per float32 parameter tensor updates parameter and moments in a single pass, the bias corrections derived
+// on the device from the step counter. Other cases (a tensor learning rate, AMP's grad_scale / found_inf, other
+// dtypes) take the CPU fallback, which is exact.
+#include <torch/library.h>
+
+#include <bit>
+#include <cmath>
+
+#include "bridge.h"
+#include "kernel_launcher.h"
+
+namespace npusim::bridge {
+namespace {
+
+uint64_t two_floats(double low, double high) {
+  return uint64_t{std::bit_cast<uint32_t>(static_cast<float>(low))} |
+         uint64_t{std::bit_cast<uint32_t>(static_cast<float>(high))} << 32;
+}
+
+bool is_float32_on(const at::Tensor& tensor, const at::Tensor& like) {
+  return tensor.scalar_type() == at::kFloat && tensor.device() == like.device() && tensor.is_contiguous() &&
+         tensor.numel() == like.numel();
+}
+
+template <bool Decoupled>
+void npusim_fused_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                       at::TensorList max_exp_avg_sqs, at::TensorList state_steps, double lr, double beta1,
+                       double beta2, double weight_decay, double eps, bool amsgrad, bool maximize,
+                       const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+  bool native = !grad_scale && !found_inf && grads.size() == params.size() && exp_avgs.size() == params.size() &&
+                exp_avg_sqs.size() == params.size() && state_steps.size() == params.size() &&
+                (!amsgrad || max_exp_avg_sqs.size() == params.size());
+  for (size_t i = 0; native && i < params.size(); ++i) {
+    const at::Tensor& p = params[i];
+    native = p.is_privateuseone() && is_float32_on(p, p) && is_float32_on(grads[i], p) &&
+             is_float32_on(exp_avgs[i], p) && is_float32_on(exp_avg_sqs[i], p) &&
+             (!amsgrad || is_float32_on(max_exp_avg_sqs[i], p)) && state_steps[i].scalar_type() == at::kFloat &&
+             state_steps[i].device() == p.device() && state_steps[i].numel() == 1;
+  }
+  if (!native) {
+    torch::jit::Stack stack{params, grads,        exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr,       beta1,
+                            beta2,  weight_decay, eps,      amsgrad,     maximize,        grad_scale,  found_inf};
+    call_cpu_fallback(Decoupled ? "aten::_fused_adamw_" : "aten::_fused_adam_", "", stack);
+    return;
+  }
+  const emitter::AdamSpec spec{Decoupled, weight_decay != 0.0, amsgrad, maximize};
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& p = params[i];
+    if (p.numel() == 0) continue;
+    const uint64_t arguments[] = {device_address(p),
+                                  device_address(grads[i]),
+                                  device_address(exp_avgs[i]),
+                                  device_address(exp_avg_sqs[i]),
+                                  amsgrad ? device_address(max_exp_avg_sqs[i]) : 0,
+                                  device_address(state_steps[i]),
+                                  static_cast<uint64_t>(p.numel()),
+                                  two_floats(lr, weight_decay),
+                                  two_floats(beta1, beta2),
+                                  two_floats(eps, std::log(beta1)),
+                                  two_floats(std::log(beta2), 1.0 - beta1),
+                                  two_floats(1.0 - beta2, 1.0)};
+    launch_adam(p.device().index(), runtime_device(p), spec, arguments);
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_fused_adam_", npusim_fused_adam<false>);
+  m.impl("_fused_adamw_", npusim_fused_adam<true>);
+}
+
+}  // namespace npusim::bridge
