@@ -65,7 +65,10 @@ def test_a_tensor_learning_rate_takes_the_counted_cpu_fallback(device):
     reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=torch.tensor(1e-2), fused=True)
     x, y = torch.randn(8, 37), torch.randint(0, 3, (8,))
     npusim._C.reset_fallback_counts()
-    for net, opt, inputs, targets in ((model, optimizer, x.to(device), y.to(device)), (reference, reference_optimizer, x, y)):
+    for net, opt, inputs, targets in (
+        (model, optimizer, x.to(device), y.to(device)),
+        (reference, reference_optimizer, x, y),
+    ):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(net(inputs), targets).backward()
         opt.step()
