@@ -73,5 +73,31 @@ void Vrecip(ExecContext& c, const Instruction& i) {
 void Vsqrt(ExecContext& c, const Instruction& i) {
   special(c, i, [](double x) { return std::sqrt(x); });
 }
+void Vsin(ExecContext& c, const Instruction& i) {
+  special(c, i, [](double x) { return std::sin(x); });
+}
+void Vcos(ExecContext& c, const Instruction& i) {
+  special(c, i, [](double x) { return std::cos(x); });
+}
+void Vlog1p(ExecContext& c, const Instruction& i) {
+  special(c, i, [](double x) { return std::log1p(x); });
+}
+void Vexpm1(ExecContext& c, const Instruction& i) {
+  special(c, i, [](double x) { return std::expm1(x); });
+}
+
+// Rounding is exact in any float type: the f32 result of a widened f16/bf16 value is representable in it.
+void Vfloor(ExecContext& c, const Instruction& i) {
+  special(c, i, [](double x) { return std::floor(x); });
+}
+void Vceil(ExecContext& c, const Instruction& i) {
+  special(c, i, [](double x) { return std::ceil(x); });
+}
+void Vround(ExecContext& c, const Instruction& i) {
+  special(c, i, [](double x) { return std::nearbyint(x); });  // the default rounding mode: halves to even
+}
+void Vtrunc(ExecContext& c, const Instruction& i) {
+  special(c, i, [](double x) { return std::trunc(x); });
+}
 
 }  // namespace npusim::emulator::semantics

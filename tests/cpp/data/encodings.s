@@ -124,3 +124,11 @@ dma.ldx.f16 r3, r9, r12, r20, -6                # encoding: 0xfffffffa1a3123c0
 dma.stx.bool r31, r2, r5, r17, 1                # encoding: 0x0000000178945fc1
 dma.stxadd.i64 r7, r28, r0, r11, 4096           # encoding: 0x00001000658387c2
 vcheck.i32 r14, r6, r25, 1                      # encoding: 0x000000015c99c0ba
+vsin.f32 r1, r2, r3                             # encoding: 0x00000000018041aa
+vcos.bf16 r31, r30, r29                         # encoding: 0x000000002e83dfab
+vlog1p.f16 r4, r5, r6                           # encoding: 0x000000001300a4ac
+vexpm1.f32 r7, r8, r9                           # encoding: 0x00000000048107ad
+vfloor.bf16 r10, r11, r12                       # encoding: 0x0000000026016aae
+vceil.f32 r13, r14, r15                         # encoding: 0x000000000781cdaf
+vround.f16 r16, r17, r18                        # encoding: 0x00000000190230bb
+vtrunc.f32 r19, r20, r21                        # encoding: 0x000000000a8293bc

@@ -243,6 +243,47 @@ TEST_F(Vsqrt, MatchesReferenceWithinOneUlp) {
   EXPECT_TRUE(std::isnan(vector_op<float>("vsqrt.f32 r13, r10, r14", {-1.0f})[0]));
 }
 
+TEST_F(Vsin, MatchesReferenceWithinOneUlp) { EXPECT_SPECIAL_WITHIN_ONE_ULP("vsin.f32", -100.0f, 100.0f, std::sin(x)); }
+TEST_F(Vcos, MatchesReferenceWithinOneUlp) { EXPECT_SPECIAL_WITHIN_ONE_ULP("vcos.f32", -100.0f, 100.0f, std::cos(x)); }
+TEST_F(Vlog1p, MatchesReferenceWithinOneUlpEvenNearZero) {
+  EXPECT_SPECIAL_WITHIN_ONE_ULP("vlog1p.f32", -0.999f, 1e6f, std::log1p(x));
+  EXPECT_EQ(vector_op<float>("vlog1p.f32 r13, r10, r14", {1e-20f})[0], 1e-20f);  // log(1 + x) would give 0
+  EXPECT_EQ(vector_op<float>("vlog1p.f32 r13, r10, r14", {-1.0f})[0], -kInf);
+}
+TEST_F(Vexpm1, MatchesReferenceWithinOneUlpEvenNearZero) {
+  EXPECT_SPECIAL_WITHIN_ONE_ULP("vexpm1.f32", -80.0f, 80.0f, std::expm1(x));
+  EXPECT_EQ(vector_op<float>("vexpm1.f32 r13, r10, r14", {1e-20f})[0], 1e-20f);
+}
+// Halves, negative halves, signed zeros, large values (already integral), NaN and infinity.
+const std::vector<float> kRoundingInputs = {2.5f, -2.5f, 3.5f, -0.4f, 0.7f, -0.0f, 1e20f, kInf, -kInf};
+std::vector<float> rounded(const std::vector<float>& values, float (*function)(float)) {
+  std::vector<float> result;
+  for (float value : values) result.push_back(function(value));
+  return result;
+}
+TEST_F(Vfloor, RoundsDown) {
+  const auto out = vector_op<float>("vfloor.f32 r13, r10, r14", kRoundingInputs);
+  EXPECT_EQ(out, rounded(kRoundingInputs, [](float x) { return std::floor(x); }));
+  EXPECT_TRUE(std::signbit(out[5]));
+  EXPECT_TRUE(std::isnan(vector_op<float>("vfloor.f32 r13, r10, r14", {kNan})[0]));
+  EXPECT_EQ(vector_op<BFloat16>("vfloor.bf16 r13, r10, r14", {BFloat16(-1.5f)})[0], BFloat16(-2.0f));
+}
+TEST_F(Vceil, RoundsUp) {
+  EXPECT_EQ(vector_op<float>("vceil.f32 r13, r10, r14", kRoundingInputs),
+            rounded(kRoundingInputs, [](float x) { return std::ceil(x); }));
+  EXPECT_TRUE(std::signbit(vector_op<float>("vceil.f32 r13, r10, r14", {-0.4f})[0]));  // -0, as C's ceil
+}
+TEST_F(Vround, RoundsHalvesToEven) {
+  EXPECT_EQ(vector_op<float>("vround.f32 r13, r10, r14", kRoundingInputs),
+            (std::vector<float>{2.0f, -2.0f, 4.0f, -0.0f, 1.0f, -0.0f, 1e20f, kInf, -kInf}));
+  EXPECT_EQ(vector_op<Half>("vround.f16 r13, r10, r14", {Half(0.5f), Half(1.5f)}),
+            (std::vector<Half>{Half(0.0f), Half(2.0f)}));
+}
+TEST_F(Vtrunc, RoundsTowardZero) {
+  EXPECT_EQ(vector_op<float>("vtrunc.f32 r13, r10, r14", kRoundingInputs),
+            rounded(kRoundingInputs, [](float x) { return std::trunc(x); }));
+}
+
 // ---- random numbers: r16 = key, r17 = the first element's stream position
 // Philox4x32-10 of counter 0 under key 0 is (0x6627e8d5, 0xe169c58d, ...), Random123's first known-answer vector.
 constexpr uint32_t kPhiloxZero0 = 0x6627e8d5, kPhiloxZero1 = 0xe169c58d;
