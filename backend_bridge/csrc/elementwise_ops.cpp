@@ -143,6 +143,15 @@ const char* aten_name(ElementwiseOp op) {
     case ElementwiseOp::RsqrtF32: return "aten::rsqrt";
     case ElementwiseOp::ReciprocalF32: return "aten::reciprocal";
     case ElementwiseOp::ErfF32: return "aten::erf";
+    case ElementwiseOp::SinF32: return "aten::sin";
+    case ElementwiseOp::CosF32: return "aten::cos";
+    case ElementwiseOp::Log1pF32: return "aten::log1p";
+    case ElementwiseOp::Expm1F32: return "aten::expm1";
+    case ElementwiseOp::FloorF32: return "aten::floor";
+    case ElementwiseOp::CeilF32: return "aten::ceil";
+    case ElementwiseOp::RoundF32: return "aten::round";
+    case ElementwiseOp::TruncF32: return "aten::trunc";
+    case ElementwiseOp::FracF32: return "aten::frac";
     case ElementwiseOp::SignF32: return "aten::sign";
     case ElementwiseOp::SiluF32: return "aten::silu";
     default: break;
@@ -196,17 +205,29 @@ bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out, con
 }
 
 namespace {
+// floor, ceil, round and trunc of integers are the integers themselves: a copy on the device.
+constexpr bool rounds_to_integers(ElementwiseOp op) {
+  return op == ElementwiseOp::FloorF32 || op == ElementwiseOp::CeilF32 || op == ElementwiseOp::RoundF32 ||
+         op == ElementwiseOp::TruncF32;
+}
+
 template <ElementwiseOp Op>
 at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
   if (launch_unary(Op, self, out)) return out;
+  if (rounds_to_integers(Op) && at::isIntegralType(self.scalar_type(), /*includeBool=*/false) &&
+      out.scalar_type() == self.scalar_type() && out.device() == self.device()) {
+    at::native::resize_output(out, self.sizes());
+    return out.is_same(self) ? out : out.copy_(self);
+  }
   torch::jit::Stack stack{self, out};
   call_cpu_fallback(aten_name(Op), "out", stack);
   return out;
 }
-// Like PyTorch, functions other than neg and abs give floats for integer and bool inputs.
+// Like PyTorch, functions other than neg, abs and rounding give floats for integer and bool inputs.
 template <ElementwiseOp Op>
 at::Tensor unary(const at::Tensor& self) {
-  const bool keeps_dtype = Op == ElementwiseOp::NegF32 || Op == ElementwiseOp::AbsF32;
+  constexpr bool keeps_dtype = Op == ElementwiseOp::NegF32 || Op == ElementwiseOp::AbsF32 || rounds_to_integers(Op) ||
+                               Op == ElementwiseOp::FracF32;
   const bool promotes = !keeps_dtype && at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
   at::Tensor out = at::empty({0}, self.options().dtype(promotes ? c10::get_default_dtype() : self.dtype()));
   return unary_out<Op>(self, out);
@@ -338,6 +359,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NPUSIM_UNARY("reciprocal", ReciprocalF32)
   NPUSIM_UNARY("erf", ErfF32)
   NPUSIM_UNARY("sign", SignF32)
+  NPUSIM_UNARY("sin", SinF32)
+  NPUSIM_UNARY("cos", CosF32)
+  NPUSIM_UNARY("log1p", Log1pF32)
+  NPUSIM_UNARY("expm1", Expm1F32)
+  NPUSIM_UNARY("floor", FloorF32)
+  NPUSIM_UNARY("ceil", CeilF32)
+  NPUSIM_UNARY("round", RoundF32)
+  NPUSIM_UNARY("trunc", TruncF32)
+  NPUSIM_UNARY("frac", FracF32)
   NPUSIM_UNARY("silu", SiluF32)
 #undef NPUSIM_UNARY
   m.impl("sgn", npusim_sgn);

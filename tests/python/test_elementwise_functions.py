@@ -31,6 +31,15 @@ UNARY = [
     ("silu", F.silu, (-6, 6), 1e-5),
     ("gelu", F.gelu, (-6, 6), 1e-5),
     ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), (-6, 6), 1e-5),
+    ("sin", torch.sin, (-20, 20), 2e-7),
+    ("cos", torch.cos, (-20, 20), 2e-7),
+    ("log1p", torch.log1p, (-0.99, 10), 2e-7),
+    ("expm1", torch.expm1, (-10, 10), 2e-7),
+    ("floor", torch.floor, (-5, 5), 0),
+    ("ceil", torch.ceil, (-5, 5), 0),
+    ("round", torch.round, (-5, 5), 0),
+    ("trunc", torch.trunc, (-5, 5), 0),
+    ("frac", torch.frac, (-5, 5), 0),
 ]
 
 
@@ -212,3 +221,33 @@ def test_clamp_runs_natively_and_matches_cpu(device):
     for result, reference in zip(results, expected, strict=True):
         torch.testing.assert_close(result.cpu(), reference, rtol=0, atol=0, equal_nan=True)
     torch.testing.assert_close(in_place.cpu(), x.clamp(-3, 3), rtol=0, atol=0, equal_nan=True)
+
+
+def test_rounding_handles_halves_signed_zeros_and_specials_as_the_cpu(device):
+    x = torch.tensor([0.5, 1.5, 2.5, -0.5, -2.5, -0.0, 0.3, -0.3, 1e20, float("inf"), float("-inf"), float("nan")])
+    for function in (torch.floor, torch.ceil, torch.round, torch.trunc):
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            expected = function(x.to(dtype))
+            actual = function(x.to(dtype).to(device)).cpu()
+            torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
+            assert torch.equal(actual.signbit(), expected.signbit()), function
+    integers = torch.arange(-3, 4)
+    assert torch.equal(torch.round(integers.to(device)).cpu(), integers)  # integers stay integers, as they are
+
+
+def test_rotary_position_embedding_runs_natively(device):
+    """The rotation LLaMA-style models apply to queries and keys: sin and cos of position x frequency."""
+    positions, dim = torch.arange(16.0), 8
+    frequencies = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+    angles = torch.outer(positions, frequencies)
+    q = random((2, 16, dim), 5)
+
+    def rotate(q, angles):
+        cos, sin = angles.cos().repeat_interleave(2, -1), angles.sin().repeat_interleave(2, -1)
+        pairs = torch.stack((-q[..., 1::2], q[..., ::2]), dim=-1).flatten(-2)
+        return q * cos + pairs * sin
+
+    npusim._C.reset_fallback_counts()
+    actual = rotate(q.to(device), angles.to(device))
+    torch.testing.assert_close(actual.cpu(), rotate(q, angles), rtol=1e-6, atol=1e-6)
+    assert npusim._C.fallback_counts() == {}

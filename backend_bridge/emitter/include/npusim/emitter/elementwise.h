@@ -62,6 +62,15 @@ enum class ElementwiseOp {
   RsqrtF32,
   ReciprocalF32,
   ErfF32,
+  SinF32,
+  CosF32,
+  Log1pF32,
+  Expm1F32,
+  FloorF32,
+  CeilF32,
+  RoundF32,  // halves to even, as torch.round
+  TruncF32,
+  FracF32,       // x - trunc(x)
   SignF32,       // (x > 0) - (x < 0): 0 for zeros of either sign and for NaN, as PyTorch's sign
   GeluF32,       // x/2 (1 + erf(x / sqrt 2))
   GeluTanhF32,   // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
