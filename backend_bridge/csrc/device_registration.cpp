@@ -13,6 +13,7 @@
 #include "device_pointers.h"
 #include "npusim/runtime/session.h"
 #include "npusim_torch.h"
+#include "pinned_memory.h"
 
 namespace npusim::bridge {
 
@@ -162,6 +163,8 @@ class Hooks final : public at::PrivateUse1HooksInterface {
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override { return exchangeDevice(device); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override;
+  bool isPinnedPtr(const void* data) const override { return is_pinned_pointer(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &pinned_host_allocator(); }
 };
 
 void Hooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const {

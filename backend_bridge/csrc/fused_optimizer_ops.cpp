@@ -1,7 +1,7 @@
-// The fused optimizer steps PyTorch's Adam and AdamW run with fused=True (torch._fused_adam_, _fused_adamw_): one
-// kernel per float32 parameter tensor updates parameter and moments in a single pass, the bias corrections derived
-// on the device from the step counter. Other cases (a tensor learning rate, AMP's grad_scale / found_inf, other
-// dtypes) take the CPU fallback, which is exact.
+// The fused optimizer steps PyTorch's Adam, AdamW and SGD run with fused=True (torch._fused_adam_, _fused_adamw_,
+// _fused_sgd_): one kernel per float32 parameter tensor updates parameter and optimizer state in a single pass,
+// Adam's bias corrections derived on the device from the step counter. Other cases (a tensor learning rate, AMP's
+// grad_scale / found_inf, other dtypes) take the CPU fallback, which is exact.
 #include <torch/library.h>
 
 #include <bit>
@@ -64,11 +64,43 @@ void npusim_fused_adam(at::TensorList params, at::TensorList grads, at::TensorLi
   }
 }
 
+void npusim_fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double weight_decay,
+                      double momentum, double lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
+                      const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+  const bool with_momentum = momentum != 0.0;
+  bool native = !grad_scale && !found_inf && grads.size() == params.size() &&
+                (!with_momentum || momentum_buffers.size() == params.size());
+  for (size_t i = 0; native && i < params.size(); ++i) {
+    const at::Tensor& p = params[i];
+    native = p.is_privateuseone() && is_float32_on(p, p) && is_float32_on(grads[i], p) &&
+             (!with_momentum || is_float32_on(momentum_buffers[i], p));
+  }
+  if (!native) {
+    torch::jit::Stack stack{params,    grads,    momentum_buffers, weight_decay,  momentum,   lr,
+                            dampening, nesterov, maximize,         is_first_step, grad_scale, found_inf};
+    call_cpu_fallback("aten::_fused_sgd_", "", stack);
+    return;
+  }
+  const emitter::SgdSpec spec{weight_decay != 0.0, with_momentum, with_momentum && is_first_step, nesterov, maximize};
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& p = params[i];
+    if (p.numel() == 0) continue;
+    const uint64_t arguments[] = {device_address(p),
+                                  device_address(grads[i]),
+                                  with_momentum ? device_address(momentum_buffers[i]) : 0,
+                                  static_cast<uint64_t>(p.numel()),
+                                  two_floats(lr, weight_decay),
+                                  two_floats(momentum, 1.0 - dampening)};
+    launch_sgd(p.device().index(), runtime_device(p), spec, arguments);
+  }
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_adam_", npusim_fused_adam<false>);
   m.impl("_fused_adamw_", npusim_fused_adam<true>);
+  m.impl("_fused_sgd_", npusim_fused_sgd);
 }
 
 }  // namespace npusim::bridge

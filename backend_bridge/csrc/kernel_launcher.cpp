@@ -57,6 +57,11 @@ std::string cache_key(int device_index, const emitter::AdamSpec& s) {
                      s.maximize);
 }
 
+std::string cache_key(int device_index, const emitter::SgdSpec& s) {
+  return fmt::format("sgd|{}|{}|{}|{}|{}|{}", device_index, s.weight_decay, s.momentum, s.first_step, s.nesterov,
+                     s.maximize);
+}
+
 std::string cache_key(int device_index, const emitter::AttentionSpec& s) {
   return fmt::format("attention|{}|{}|{}|{}|{}|{}|{}|{}", device_index, s.heads, s.q_len, s.k_len, s.head_dim,
                      s.value_dim, s.causal, std::bit_cast<uint32_t>(s.scale));
@@ -149,6 +154,12 @@ void launch_adam(int device_index, runtime::Device& device, const emitter::AdamS
                  std::span<const uint64_t> arguments) {
   launch_cached(
       device, cache_key(device_index, spec), [&] { return emitter::emit_adam(spec, device.config()); }, arguments);
+}
+
+void launch_sgd(int device_index, runtime::Device& device, const emitter::SgdSpec& spec,
+                std::span<const uint64_t> arguments) {
+  launch_cached(
+      device, cache_key(device_index, spec), [&] { return emitter::emit_sgd(spec, device.config()); }, arguments);
 }
 
 void launch_attention(int device_index, runtime::Device& device, const emitter::AttentionSpec& spec,

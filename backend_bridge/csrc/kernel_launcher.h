@@ -16,6 +16,7 @@
 #include "npusim/emitter/random.h"
 #include "npusim/emitter/rows.h"
 #include "npusim/emitter/scatter_add_rows.h"
+#include "npusim/emitter/sgd.h"
 #include "npusim/emitter/triangle.h"
 #include "npusim/runtime/device.h"
 
@@ -31,6 +32,9 @@ void launch_gather(int device_index, runtime::Device& device, const emitter::Gat
 // `arguments` is the argument block emit_adam documents.
 void launch_adam(int device_index, runtime::Device& device, const emitter::AdamSpec& spec,
                  std::span<const uint64_t> arguments);
+// `arguments` is the argument block emit_sgd documents.
+void launch_sgd(int device_index, runtime::Device& device, const emitter::SgdSpec& spec,
+                std::span<const uint64_t> arguments);
 void launch_attention(int device_index, runtime::Device& device, const emitter::AttentionSpec& spec,
                       std::span<const uint64_t> operand_addresses);
 void launch_indexed_elements(int device_index, runtime::Device& device, const emitter::IndexedElementsSpec& spec,

@@ -1,6 +1,7 @@
-"""Adam and AdamW with fused=True on npusim: one fused kernel per parameter tensor and step (torch._fused_adam_ /
-_fused_adamw_), against the same optimizers on the CPU. The bias corrections are computed on the device as
-exp(step ln beta) in float32 where the CPU takes pow in double, so parameters agree to float32 rounding."""
+"""Adam, AdamW and SGD with fused=True on npusim: one fused kernel per parameter tensor and step
+(torch._fused_adam_ / _fused_adamw_ / _fused_sgd_), against the same optimizers on the CPU. Adam's bias corrections
+are computed on the device as exp(step ln beta) in float32 where the CPU takes pow in double, so parameters agree
+to float32 rounding."""
 
 import pytest
 import torch
@@ -54,6 +55,41 @@ def test_fused_adam_steps_follow_the_cpu(name, device):
     for actual, expected in zip(optimizer.state.values(), reference_optimizer.state.values(), strict=True):
         torch.testing.assert_close(actual["exp_avg"].cpu(), expected["exp_avg"], rtol=1e-5, atol=1e-7)
         torch.testing.assert_close(actual["exp_avg_sq"].cpu(), expected["exp_avg_sq"], rtol=1e-5, atol=1e-9)
+
+
+SGD_CASES = {
+    "plain": {},
+    "momentum, dampening, weight decay": {"momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01},
+    "nesterov, maximize": {"momentum": 0.8, "nesterov": True, "maximize": True},
+}
+
+
+@pytest.mark.parametrize("name", SGD_CASES)
+def test_fused_sgd_steps_follow_the_cpu(name, device):
+    torch.manual_seed(0)
+    model, reference = mlp(), mlp()
+    reference.load_state_dict(model.state_dict())
+    model.to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, fused=True, **SGD_CASES[name])
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, fused=True, **SGD_CASES[name])
+    x, y = torch.randn(8, 37), torch.randint(0, 3, (8,))
+    npusim._C.reset_fallback_counts()
+    for _ in range(4):  # the first step sets the momentum buffers, the others update them
+        for net, opt, inputs, targets in (
+            (model, optimizer, x.to(device), y.to(device)),
+            (reference, reference_optimizer, x, y),
+        ):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(inputs), targets).backward()
+            if net is model:
+                with npusim.profile() as report:
+                    opt.step()
+            else:
+                opt.step()
+    assert npusim._C.fallback_counts() == {}
+    assert [k.name for k in report.kernels if k.name.startswith("sgd")] == ["sgd_f32"] * 4
+    for actual, expected in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(actual.detach().cpu(), expected.detach(), rtol=1e-6, atol=1e-7)
 
 
 def test_a_tensor_learning_rate_takes_the_counted_cpu_fallback(device):

@@ -4,8 +4,7 @@
 //   m = m + (1 - beta1)(g - m); v = beta2 v + (1 - beta2) g^2; p = p - step_size m / (sqrt(v) / sqrt(bc2) + eps).
 //
 // Registers: r1 arguments; r2-r7 param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step addresses; r8 element
-// count; r9 tile index, r10 step across cores, r11 elements in the tile, r12 its first element, r13 scratch, r14
-// byte offset of the tile, r15 DRAM pointer, r16-r22 tiles P, G, M, V, X, T1, T2, r23 the scalars.
+// count; r9-r15 the tile loop's (optimizer_tiles.h); r16-r22 tiles P, G, M, V, X, T1, T2; r23 the scalars.
 #include "npusim/emitter/adam.h"
 
 #include <fmt/format.h>
@@ -13,6 +12,7 @@
 #include <algorithm>
 
 #include "npusim/emitter/assembly_writer.h"
+#include "npusim/emitter/optimizer_tiles.h"
 #include "npusim/isa/assembler.h"
 
 namespace npusim::emitter {
@@ -57,30 +57,12 @@ class AdamEmitter {
     for (int k = 0; k < 7; ++k) w_.load_constant(kP + k, k * tile_ * 4);
     w_.load_constant(kScalars, 7 * tile_ * 4);
     scalars();
-    w_.line("csrr r9, coreid");
-    w_.line("csrr r10, ncores");
-    w_.label("tile");
-    w_.load_constant(12, tile_);
-    w_.line("mul r12, r12, r9");
-    w_.line("bgeu r12, r8, done");
-    w_.line("sub r11, r8, r12");
-    w_.load_constant(13, tile_);
-    w_.line("bltu r11, r13, sized");
-    w_.line("addi r11, r13, 0");
-    w_.label("sized");
-    w_.line("slli r14, r12, 2");
-    move(true, {{2, kP}, {3, kG}, {4, kM}, {5, kV}});
-    if (spec_.amsgrad) move(true, {{6, kX}});
-    w_.line("fence");
-    update();
-    w_.line("fence");
-    move(false, {{2, kP}, {4, kM}, {5, kV}});
-    if (spec_.amsgrad) move(false, {{6, kX}});
-    w_.line("add r9, r9, r10");
-    w_.line("jal r0, tile");
-    w_.label("done");
-    w_.line("fence");
-    w_.line("halt");
+    std::vector<TileOperand> loads = {{2, kP}, {3, kG}, {4, kM}, {5, kV}}, stores = {{2, kP}, {4, kM}, {5, kV}};
+    if (spec_.amsgrad) {
+      loads.emplace_back(6, kX);
+      stores.emplace_back(6, kX);
+    }
+    emit_optimizer_tiles(w_, tile_, loads, stores, [this] { update(); });
     return w_.text();
   }
 
@@ -119,17 +101,6 @@ class AdamEmitter {
     on_scalars("vsqrt", kBias2Sqrt, kTemp);
     on_scalars("vmul", kLrWd, kLr, kWd);
     w_.line("fence");
-  }
-
-  // Loads (or stores) the tile of each (tensor pointer register, tile register).
-  void move(bool load, std::initializer_list<std::pair<int, int>> operands) {
-    for (const auto& [pointer, tile] : operands) {
-      w_.line("add r15, r{}, r14", pointer);
-      if (load)
-        w_.line("dma.ld.b32 r{}, r15, r11, 4", tile);
-      else
-        w_.line("dma.st.b32 r15, r{}, r11, 4", tile);
-    }
   }
 
   // "op.f32 dst, a, b" over the tile; with_scalar: b is a scalar broadcast to every element.
