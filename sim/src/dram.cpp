@@ -22,7 +22,7 @@ void Dram::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time&
   const sc_core::sc_time arrival = sc_core::sc_time_stamp() + delay;
   const sc_core::sc_time start = std::max(arrival, busy_until_);
   busy_until_ = start + transfer_time(occupied_bytes, config_.dram_bandwidth_gbps);
-  delay = busy_until_ + sc_core::sc_time(config_.dram_latency_ns, sc_core::SC_NS) - sc_core::sc_time_stamp();
+  delay = busy_until_ + nanoseconds(config_.dram_latency_ns) - sc_core::sc_time_stamp();
   payload.set_response_status(tlm::TLM_OK_RESPONSE);
 }
 

@@ -20,7 +20,7 @@ void HostLink::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& 
     std::memcpy(host, payload.get_data_ptr(), payload.get_data_length());
   const sc_core::sc_time start = std::max(sc_core::sc_time_stamp() + delay, busy_until_);
   busy_until_ = start + transfer_time(payload.get_data_length(), config_.host_link_bandwidth_gbps);
-  delay = busy_until_ + sc_core::sc_time(config_.host_link_latency_ns, sc_core::SC_NS) - sc_core::sc_time_stamp();
+  delay = busy_until_ + nanoseconds(config_.host_link_latency_ns) - sc_core::sc_time_stamp();
   payload.set_response_status(tlm::TLM_OK_RESPONSE);
 }
 

@@ -14,7 +14,9 @@ void transport(Socket& socket, tlm::tlm_command command, uint64_t address, void*
                sc_core::sc_time& delay) {
   // TLM lengths are 32-bit; callers move larger amounts in chunks.
   if (bytes > UINT32_MAX) throw emulator::Trap("a single memory transaction of more than 4 GiB");
-  tlm::tlm_generic_payload payload;
+  // One payload reused: constructing one allocates its extension array, a cost per DRAM burst. Targets complete a
+  // transaction without yielding, so no two transactions of this thread are ever in flight together.
+  static thread_local tlm::tlm_generic_payload payload;
   payload.set_command(command);
   payload.set_address(address);
   payload.set_data_ptr(static_cast<unsigned char*>(data));
