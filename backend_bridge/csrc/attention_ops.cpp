@@ -1,8 +1,9 @@
 // torch.nn.functional.scaled_dot_product_attention on npusim: PyTorch asks each device which SDPA backend to use
-// (its _fused_sdp_choice dispatch stub); npusim answers "overrideable" for float32 attention without dropout, an
+// (its _fused_sdp_choice dispatch stub); npusim answers "overrideable" for float attention without dropout, an
 // explicit mask or grouped-query heads, and implements that backend's forward as the fused attention kernel (the
 // score matrix never reaches DRAM) and its backward from the saved log-sum-exp with native kernels (P recomputed
-// as exp(S - lse), then the products for dQ, dK and dV). Everything else takes PyTorch's math path, itself native.
+// as exp(S - lse), then the products for dQ, dK and dV), in float32 for float16 and bfloat16 inputs too. Everything
+// else takes PyTorch's math path, itself native.
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/transformers/attention.h>
@@ -31,8 +32,10 @@ std::optional<emitter::AttentionSpec> attention_spec(const at::Tensor& query, co
                                                      const at::Tensor& value, bool is_causal,
                                                      std::optional<double> scale) {
   if (query.dim() < 2 || key.dim() != query.dim() || value.dim() != query.dim()) return std::nullopt;
+  if (!is_float_kind(query.scalar_type())) return std::nullopt;
   for (const at::Tensor* t : {&query, &key, &value})
-    if (t->scalar_type() != at::kFloat || t->device() != query.device() || t->numel() == 0) return std::nullopt;
+    if (t->scalar_type() != query.scalar_type() || t->device() != query.device() || t->numel() == 0)
+      return std::nullopt;
   for (int64_t d = 0; d + 2 < query.dim(); ++d)
     if (key.size(d) != query.size(d) || value.size(d) != query.size(d)) return std::nullopt;
   if (key.size(-1) != query.size(-1) || value.size(-2) != key.size(-2)) return std::nullopt;
@@ -44,6 +47,7 @@ std::optional<emitter::AttentionSpec> attention_spec(const at::Tensor& query, co
   spec.heads = query.numel() / (spec.q_len * spec.head_dim);
   spec.causal = is_causal;
   spec.scale = static_cast<float>(softmax_scale(query, scale));
+  spec.type = float_element_type(query);
   if (!emitter::attention_fits(spec, runtime_device(query).config())) return std::nullopt;
   return spec;
 }
@@ -72,13 +76,14 @@ FusedAttention npusim_fused_attention(const at::Tensor& query, const at::Tensor&
               "npusim's fused attention takes no attention mask and no dropout (PyTorch's math path does)");
   const auto spec = attention_spec(query, key, value, is_causal, scale);
   TORCH_CHECK(spec,
-              "npusim's fused attention takes float32 query, key and value of matching shapes that fit its "
-              "scratchpad; got ",
+              "npusim's fused attention takes float query, key and value of one dtype and of matching shapes that "
+              "fit its scratchpad; got ",
               query.sizes(), ", ", key.sizes(), ", ", value.sizes(), " of ", query.scalar_type());
   at::DimVector out_shape(query.sizes().begin(), query.sizes().end());
   out_shape.back() = value.size(-1);
   at::Tensor out = at::empty(out_shape, query.options());
-  at::Tensor logsumexp = at::empty(at::IntArrayRef(out_shape).slice(0, out_shape.size() - 1), query.options());
+  at::Tensor logsumexp =
+      at::empty(at::IntArrayRef(out_shape).slice(0, out_shape.size() - 1), query.options().dtype(at::kFloat));
   const at::Tensor q = query.contiguous(), k = key.contiguous(), v = value.contiguous();
   const uint64_t addresses[] = {device_address(out), device_address(logsumexp), device_address(q), device_address(k),
                                 device_address(v)};
@@ -96,13 +101,17 @@ FusedAttention npusim_fused_attention(const at::Tensor& query, const at::Tensor&
 }
 
 // With P = softmax(S), S = scale Q K^T (causal: -inf right of the diagonal), dO the output's gradient:
-// dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO O)), dQ = scale dS K, dK = scale dS^T Q.
+// dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO O)), dQ = scale dS K, dK = scale dS^T Q; in float32, as the
+// forward computes, the gradients then rounded to the inputs' type.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npusim_fused_attention_backward(
-    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-    const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
+    const at::Tensor& grad_out_, const at::Tensor& query_, const at::Tensor& key_, const at::Tensor& value_,
+    const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out_,
     const at::Tensor& logsumexp, const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k, int64_t max_q, int64_t max_k,
     double dropout_p, bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset,
     std::optional<double> scale) {
+  const auto wide = [](const at::Tensor& t) { return t.to(at::kFloat); };
+  const at::Tensor grad_out = wide(grad_out_), query = wide(query_), key = wide(key_), value = wide(value_),
+                   out = wide(out_);
   const double factor = softmax_scale(query, scale);
   at::Tensor scores = at::matmul(query, key.transpose(-2, -1)).mul_(factor);
   if (is_causal) {
@@ -116,7 +125,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npusim_fused_attentio
   const at::Tensor grad_scores = probabilities.mul(grad_probabilities.sub_(row_dot));
   const at::Tensor grad_query = at::matmul(grad_scores, key).mul_(factor);
   const at::Tensor grad_key = at::matmul(grad_scores.transpose(-2, -1), query).mul_(factor);
-  return {grad_query, grad_key, grad_value, at::Tensor()};
+  const at::ScalarType type = query_.scalar_type();
+  return {grad_query.to(type), grad_key.to(type), grad_value.to(type), at::Tensor()};
 }
 
 }  // namespace

@@ -63,8 +63,8 @@ std::string cache_key(int device_index, const emitter::SgdSpec& s) {
 }
 
 std::string cache_key(int device_index, const emitter::AttentionSpec& s) {
-  return fmt::format("attention|{}|{}|{}|{}|{}|{}|{}|{}", device_index, s.heads, s.q_len, s.k_len, s.head_dim,
-                     s.value_dim, s.causal, std::bit_cast<uint32_t>(s.scale));
+  return fmt::format("attention|{}|{}|{}|{}|{}|{}|{}|{}|{}", device_index, s.heads, s.q_len, s.k_len, s.head_dim,
+                     s.value_dim, s.causal, std::bit_cast<uint32_t>(s.scale), isa::type_name(s.type));
 }
 
 std::string cache_key(int device_index, const emitter::NllLossSpec& s, bool backward) {

@@ -592,13 +592,33 @@ TEST(TimedModel, AttentionKernelsLeaveTheSameMemoryAsTheEmulator) {
   config.core_systolic_rows = config.core_systolic_cols = 8;
   runtime::Device functional(config, runtime::Mode::Functional);
   runtime::Device timed(config, runtime::Mode::Timed);
-  for (bool causal : {false, true}) {
-    // 2 heads of 19 queries and 13 keys, head dimension 12, value dimension 10: buffers 2-4 hold Q, K, V.
-    const emitter::Kernel kernel = emitter::emit_attention({2, 19, 13, 12, 10, causal, 0.3f}, config);
-    EXPECT_EQ(run_with_buffers(functional, kernel, 5), run_with_buffers(timed, kernel, 5)) << causal;
-    for (const runtime::CommandRecord& record : timed.take_records())
-      EXPECT_EQ(record.stats.hazards, 0u) << kernel.name << ": " << record.first_hazard;
-  }
+  for (bool causal : {false, true})
+    for (isa::ElementType type : {isa::ElementType::F32, isa::ElementType::BF16}) {
+      // 2 heads of 19 queries and 13 keys, head dimension 12, value dimension 10: buffers 2-4 hold Q, K, V; for
+      // bfloat16, values between -1.1 and 1.5 (the upper halves of floats) in every 16-bit element.
+      const emitter::Kernel kernel = emitter::emit_attention({2, 19, 13, 12, 10, causal, 0.3f, type}, config);
+      const auto run = [&](runtime::Device& device) {
+        if (type == isa::ElementType::F32) return run_with_buffers(device, kernel, 5);
+        std::vector<uint16_t> values(4096);
+        for (size_t k = 0; k < values.size(); ++k)
+          values[k] = static_cast<uint16_t>(std::bit_cast<uint32_t>(0.03f * static_cast<float>(k % 89) - 1.1f) >> 16);
+        std::vector<uint64_t> buffers;
+        for (int b = 0; b < 5; ++b) {
+          buffers.push_back(device.allocate(8192));
+          device.copy_host_to_device(buffers.back(), values.data(), 8192);
+        }
+        device.launch(kernel.name, device.load_program(kernel.words), buffers, (uint64_t{1} << kernel.cores) - 1);
+        std::vector<float> contents(2048 * 2);
+        for (int b = 0; b < 2; ++b) device.copy_device_to_host(contents.data() + 2048 * b, buffers[b], 8192);
+        for (uint64_t buffer : buffers) device.free(buffer);
+        return contents;
+      };
+      const std::vector<float> expected = run(functional);
+      EXPECT_EQ(expected, run(timed)) << kernel.name << causal;
+      EXPECT_FALSE(std::isnan(expected[0])) << kernel.name;
+      for (const runtime::CommandRecord& record : timed.take_records())
+        EXPECT_EQ(record.stats.hazards, 0u) << kernel.name << ": " << record.first_hazard;
+    }
 }
 
 // The fused AdamW step (amsgrad, weight decay) on 1000 elements over 2 cores, tiles ragged: the same parameter and

@@ -1,6 +1,7 @@
-"""scaled_dot_product_attention on npusim: float32 attention without mask or dropout runs as one fused kernel
-(flash-attention style, the score matrix never in DRAM) with a native backward from its saved log-sum-exp; other
-cases take PyTorch's math path, native too. Results and gradients against the CPU."""
+"""scaled_dot_product_attention on npusim: attention without mask or dropout runs as one fused kernel
+(flash-attention style, the score matrix never in DRAM; float16 and bfloat16 computed in float32 and rounded once)
+with a native backward from its saved log-sum-exp; other cases take PyTorch's math path, native too. Results and
+gradients against the CPU."""
 
 import pytest
 import torch
@@ -52,6 +53,26 @@ def test_fused_attention_and_its_gradients_match_cpu(name, causal, device, no_fa
         torch.testing.assert_close(npu.grad.cpu(), cpu.grad, rtol=1e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_half_precision_attention_is_fused_and_as_close_to_float32_as_the_cpus(dtype, causal, device, no_fallback):
+    q, k, v = (t.to(dtype).requires_grad_() for t in qkv(*SHAPES["cross-attention, ragged blocks"]))
+    on_device = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
+    with npusim.profile() as report:
+        actual = F.scaled_dot_product_attention(*on_device, is_causal=causal)
+    assert [kernel.name for kernel in report.kernels] == [f"attention_{'bf16' if dtype == torch.bfloat16 else 'f16'}"]
+    assert actual.dtype == dtype
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    exact = F.scaled_dot_product_attention(*(t.detach().float() for t in (q, k, v)), is_causal=causal)
+    ulp = 2**-8 if dtype == torch.bfloat16 else 2**-11
+    assert (actual.cpu().float() - exact).abs().max() <= max(ulp * 2, (expected.float() - exact).abs().max())
+    weights = torch.randn(expected.shape, generator=torch.Generator().manual_seed(1)).to(dtype)
+    (expected * weights).sum().backward()
+    (actual * weights.to(device)).sum().backward()
+    for cpu, npu in zip((q, k, v), on_device, strict=True):
+        torch.testing.assert_close(npu.grad.cpu(), cpu.grad, rtol=2e-2, atol=2e-2)
+
+
 def test_fused_attention_moves_fewer_bytes_than_the_math_path(device, no_fallback):
     """The score matrix stays in the scratchpad: the fused kernel reads Q, K, V and writes O and the log-sum-exp."""
     q, k, v = (t.to(device) for t in qkv((1, 4, 128, 32), (1, 4, 128, 32), 32))
@@ -68,7 +89,7 @@ def test_fused_attention_moves_fewer_bytes_than_the_math_path(device, no_fallbac
 
 @pytest.mark.parametrize(
     "case",
-    ["boolean mask", "additive mask", "dropout", "bfloat16"],
+    ["boolean mask", "additive mask", "dropout"],
 )
 def test_other_attention_takes_the_native_math_path(case, device, no_fallback):
     q, k, v = qkv((2, 2, 12, 8), (2, 2, 12, 8), 8)
@@ -77,8 +98,6 @@ def test_other_attention_takes_the_native_math_path(case, device, no_fallback):
         kwargs["attn_mask"] = torch.rand(12, 12, generator=torch.Generator().manual_seed(2)) > 0.3
     if case == "additive mask":
         kwargs["attn_mask"] = torch.randn(12, 12, generator=torch.Generator().manual_seed(2))
-    if case == "bfloat16":
-        q, k, v = (t.bfloat16() for t in (q, k, v))
     if case == "dropout":
         torch.manual_seed(0)
         result = F.scaled_dot_product_attention(q.to(device), k.to(device), v.to(device), dropout_p=0.5)
@@ -90,5 +109,4 @@ def test_other_attention_takes_the_native_math_path(case, device, no_fallback):
         )
     assert "attention_f32" not in [kernel.name for kernel in report.kernels]
     expected = F.scaled_dot_product_attention(q, k, v, **kwargs)
-    tolerance = {"rtol": 2e-2, "atol": 2e-2} if case == "bfloat16" else {"rtol": 1e-5, "atol": 1e-5}
-    torch.testing.assert_close(actual.cpu(), expected, **tolerance)
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=1e-5)

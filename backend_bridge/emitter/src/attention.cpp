@@ -28,10 +28,12 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The chunking of the head and value dimensions, and the largest block that fits the buffers.
 struct AttentionTiling {
+  bool half;  // f16 or bf16 in DRAM, staged in the scratchpad
   int64_t d_chunk, v_chunk, d_chunks, v_chunks, block = 0;
 
   AttentionTiling(const AttentionSpec& s, const config::ChipConfig& config)
-      : d_chunk(std::min<int64_t>(s.head_dim, config.core_systolic_rows)),
+      : half(s.type != isa::ElementType::F32),
+        d_chunk(std::min<int64_t>(s.head_dim, config.core_systolic_rows)),
         v_chunk(std::min<int64_t>(s.value_dim, config.core_systolic_cols)),
         d_chunks(ceil_div(s.head_dim, d_chunk)),
         v_chunks(ceil_div(s.value_dim, v_chunk)) {
@@ -44,10 +46,12 @@ struct AttentionTiling {
          b >= 1 && block == 0; --b)
       if (fits(b)) block = b;
   }
-  // Bytes of scratchpad a block size needs: Q, K, V, S, O, P V, five per-row vectors, two constants, the mask.
+  // Bytes of scratchpad a block size needs: Q, K, V, S, O, P V, five per-row vectors, two constants, the mask;
+  // for half precision, Q, K, V and O staged in 2-byte elements too.
   int64_t spad_bytes(int64_t b) const {
     const int64_t q_or_k = d_chunks * b * d_chunk, values = v_chunks * b * v_chunk;
-    return (2 * q_or_k + 3 * values + b * b + 5 * b + 2) * kFloat + b * b;
+    const int64_t staged = half ? (2 * q_or_k + 2 * values) * 2 : 0;
+    return (2 * q_or_k + 3 * values + b * b + 5 * b + 2) * kFloat + b * b + staged;
   }
 };
 
@@ -57,6 +61,9 @@ class AttentionEmitter {
     const AttentionTiling tiling(spec, config);
     if (tiling.block == 0) throw Unsupported("an attention block does not fit the scratchpad and accumulator");
     block_ = tiling.block;
+    half_ = tiling.half;
+    bytes_ = static_cast<int64_t>(isa::element_bytes(spec.type));
+    type_ = isa::type_name(spec.type);
     d_chunk_ = tiling.d_chunk;
     v_chunk_ = tiling.v_chunk;
     d_chunks_ = tiling.d_chunks;
@@ -76,12 +83,14 @@ class AttentionEmitter {
     scale_ = partial_ + block_ * kFloat;
     minus_infinity_ = scale_ + kFloat;
     mask_ = minus_infinity_ + kFloat;
+    staging_ = mask_ + block_ * block_;  // Q, K and V staged at half their f32 tiles' offsets, then O
+    staging_o_ = staging_ + (s_tile_ - q_) / 2;
     scores_acc_ = 0;
     product_acc_ = block_ * block_ * kFloat;
   }
 
   std::string emit() {
-    w_.comment(fmt::format("attention_f32: {} heads, {} queries x {} keys, head dim {}, value dim {}{}, block {}",
+    w_.comment(fmt::format("attention_{}: {} heads, {} queries x {} keys, head dim {}, value dim {}{}, block {}", type_,
                            s_.heads, s_.q_len, s_.k_len, s_.head_dim, s_.value_dim, s_.causal ? ", causal" : "",
                            block_));
     const int64_t q_blocks = ceil_div(s_.q_len, block_), full_k_blocks = s_.k_len / block_;
@@ -109,6 +118,10 @@ class AttentionEmitter {
     w_.line("addi r13, r17, 0");
     w_.label("short_block");
     load_rows(4, q_, s_.q_len, s_.head_dim, d_chunk_, d_chunks_, 12, 13);
+    if (half_) {
+      w_.line("fence");
+      widen_rows(q_, s_.head_dim, d_chunk_, d_chunks_, 13);
+    }
     w_.line("vfill.f32 r{}, r13, {}", spad(18, max_), std::bit_cast<int32_t>(-std::numeric_limits<float>::infinity()));
     spad(18, sum_);
     w_.line("vfill.f32 r18, r13, 0");
@@ -168,21 +181,35 @@ class AttentionEmitter {
     w_.line("mul r{0}, r13, r{0}", reg);
   }
 
+  // Where an f32 tile at `at` is staged in 2-byte elements.
+  int64_t staged(int64_t at) const { return staging_ + (at - q_) / 2; }
+
   // Loads `rows_reg` rows of block `block_reg` of a [heads][length][dim] tensor at r{base}, head r11, as chunks of
-  // `chunk` columns into the scratchpad at `at`.
+  // `chunk` columns into the scratchpad at `at` (half precision: into its staging, for widen_rows).
   void load_rows(int base, int64_t at, int64_t length, int64_t dim, int64_t chunk, int64_t chunks, int block_reg,
                  int rows_reg) {
-    w_.load_constant(17, length * dim * kFloat);
+    w_.load_constant(17, length * dim * bytes_);
     w_.line("mul r24, r11, r17");
-    w_.load_constant(17, block_ * dim * kFloat);
+    w_.load_constant(17, block_ * dim * bytes_);
     w_.line("mul r17, r{}, r17", block_reg);
     w_.line("add r24, r24, r17");
     w_.line("add r24, r24, r{}", base);
     for (int64_t c = 0; c < chunks; ++c) {
-      w_.line("addi r17, r24, {}", c * chunk * kFloat);
+      const int64_t tile = at + c * block_ * chunk * kFloat;
+      w_.line("addi r17, r24, {}", c * chunk * bytes_);
       w_.load_constant(19, width(c, dim, chunk));
-      spad(20, at + c * block_ * chunk * kFloat);
-      w_.line("dma.ld2.b32 r20, r17, r19, r{}, {}", rows_reg, dim * kFloat);
+      spad(20, half_ ? staged(tile) : tile);
+      w_.line("dma.ld2.b{} r20, r17, r19, r{}, {}", bytes_ * 8, rows_reg, dim * bytes_);
+    }
+  }
+
+  // The staged half-precision chunks of a load_rows, widened into their f32 tiles (after a fence).
+  void widen_rows(int64_t at, int64_t dim, int64_t chunk, int64_t chunks, int rows_reg) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t tile = at + c * block_ * chunk * kFloat;
+      w_.load_constant(21, width(c, dim, chunk));
+      w_.line("mul r21, r{}, r21", rows_reg);
+      w_.line("vcvt.f32.{} r{}, r{}, r21", type_, spad(20, tile), spad(18, staged(tile)));
     }
   }
 
@@ -192,6 +219,11 @@ class AttentionEmitter {
     load_rows(5, k_, s_.k_len, s_.head_dim, d_chunk_, d_chunks_, 14, 15);
     load_rows(6, v_, s_.k_len, s_.value_dim, v_chunk_, v_chunks_, 14, 15);
     w_.line("fence");
+    if (half_) {
+      widen_rows(k_, s_.head_dim, d_chunk_, d_chunks_, 15);
+      widen_rows(v_, s_.value_dim, v_chunk_, v_chunks_, 15);
+      w_.line("fence");
+    }
     // S = Q K^T, the head dimension in chunks accumulated in the accumulator.
     for (int64_t c = 0; c < d_chunks_; ++c) {
       w_.load_constant(19, width(c, s_.head_dim, d_chunk_));
@@ -255,18 +287,26 @@ class AttentionEmitter {
     w_.line("vlog.f32 r19, r19, r13");
     w_.line("vadd.f32 r19, r19, r{}, r13", spad(18, max_));
     w_.line("fence");
+    if (half_) {  // O rounded once into its staging
+      for (int64_t c = 0; c < v_chunks_; ++c) {
+        count(21, width(c, s_.value_dim, v_chunk_));
+        w_.line("vcvt.{}.f32 r{}, r{}, r21", type_, spad(20, staging_o_ + c * block_ * v_chunk_ * 2),
+                spad(18, o_ + c * block_ * v_chunk_ * kFloat));
+      }
+      w_.line("fence");
+    }
     // Output rows: head r11, block r12, row length value_dim.
-    w_.load_constant(17, s_.q_len * s_.value_dim * kFloat);
+    w_.load_constant(17, s_.q_len * s_.value_dim * bytes_);
     w_.line("mul r24, r11, r17");
-    w_.load_constant(17, block_ * s_.value_dim * kFloat);
+    w_.load_constant(17, block_ * s_.value_dim * bytes_);
     w_.line("mul r17, r12, r17");
     w_.line("add r24, r24, r17");
     w_.line("add r24, r24, r2");
     for (int64_t c = 0; c < v_chunks_; ++c) {
-      w_.line("addi r17, r24, {}", c * v_chunk_ * kFloat);
+      const int64_t tile = half_ ? staging_o_ + c * block_ * v_chunk_ * 2 : o_ + c * block_ * v_chunk_ * kFloat;
+      w_.line("addi r17, r24, {}", c * v_chunk_ * bytes_);
       w_.load_constant(20, width(c, s_.value_dim, v_chunk_));
-      w_.line("dma.st2.b32 r17, r{}, r20, r13, {}", spad(18, o_ + c * block_ * v_chunk_ * kFloat),
-              s_.value_dim * kFloat);
+      w_.line("dma.st2.b{} r17, r{}, r20, r13, {}", bytes_ * 8, spad(18, tile), s_.value_dim * bytes_);
     }
     w_.load_constant(17, s_.q_len * kFloat);
     w_.line("mul r24, r11, r17");
@@ -293,6 +333,10 @@ class AttentionEmitter {
   }
 
   AttentionSpec s_;
+  bool half_ = false;
+  int64_t bytes_ = kFloat;
+  std::string_view type_;
+  int64_t staging_ = 0, staging_o_ = 0;
   int64_t block_ = 1, d_chunk_ = 1, v_chunk_ = 1, d_chunks_ = 1, v_chunks_ = 1;
   int64_t q_ = 0, k_ = 0, v_ = 0, s_tile_ = 0, o_ = 0, product_ = 0, max_ = 0, new_max_ = 0, sum_ = 0, correction_ = 0,
           partial_ = 0, scale_ = 0, minus_infinity_ = 0, mask_ = 0, scores_acc_ = 0, product_acc_ = 0;
@@ -310,7 +354,9 @@ Kernel emit_attention(const AttentionSpec& spec, const config::ChipConfig& confi
     throw std::invalid_argument("attention needs at least one head, query, key and dimension");
   AttentionEmitter emitter(spec, config);
   Kernel kernel;
-  kernel.name = "attention_f32";
+  if (spec.type != isa::ElementType::F32 && spec.type != isa::ElementType::F16 && spec.type != isa::ElementType::BF16)
+    throw std::invalid_argument(fmt::format("attention of {} elements", isa::type_name(spec.type)));
+  kernel.name = fmt::format("attention_{}", isa::type_name(spec.type));
   kernel.assembly = emitter.emit();
   kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
   kernel.cores = std::min<int64_t>(config.chip_cores, spec.heads * ceil_div(spec.q_len, emitter.block()));

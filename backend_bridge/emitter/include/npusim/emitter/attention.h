@@ -12,16 +12,19 @@
 
 namespace npusim::emitter {
 
-// Contiguous float32 tensors: query [heads][q_len][head_dim], key [heads][k_len][head_dim], value
-// [heads][k_len][value_dim]; heads is batch x heads.
+// Contiguous tensors of `type`: query [heads][q_len][head_dim], key [heads][k_len][head_dim], value
+// [heads][k_len][value_dim]; heads is batch x heads. float16 and bfloat16 inputs are widened to float32 in the
+// scratchpad, everything is computed in float32, and the output is rounded once.
 struct AttentionSpec {
   int64_t heads = 1, q_len = 1, k_len = 1, head_dim = 1, value_dim = 1;
-  bool causal = false;  // query i sees keys 0..i (PyTorch's is_causal: the top-left triangle)
-  float scale = 1.0f;   // multiplies Q K^T
+  bool causal = false;                            // query i sees keys 0..i (PyTorch's is_causal: the top-left triangle)
+  float scale = 1.0f;                             // multiplies Q K^T
+  isa::ElementType type = isa::ElementType::F32;  // of query, key, value and the output: f32, f16 or bf16
 };
 
-// The argument block is the addresses of the output [heads][q_len][value_dim], the log-sum-exp [heads][q_len] (both
-// float32), query, key and value. Throws Unsupported when a block does not fit the scratchpad or accumulator.
+// The argument block is the addresses of the output [heads][q_len][value_dim] (of `type`), the log-sum-exp
+// [heads][q_len] (float32), query, key and value. Throws Unsupported when a block does not fit the scratchpad or
+// accumulator.
 Kernel emit_attention(const AttentionSpec& spec, const config::ChipConfig& config);
 
 // Whether emit_attention can tile this attention on this chip.
