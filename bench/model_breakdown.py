@@ -5,7 +5,7 @@
 
 For each model (a 3-layer MLP with AdamW, a ResNet-style CNN with SGD, an nn.TransformerEncoderLayer with AdamW, a
 small GPT-2 from transformers with AdamW, both with dropout 0.1, and a 2-layer LSTM with Adam; the MLP also under
-bfloat16 autocast) it runs one warm-up
+bfloat16 autocast, and three of them again with the optimizer's fused=True kernels) it runs one warm-up
 step, then profiles one training step in timed mode and prints the device time, the CPU fallbacks (none expected)
 and each kernel's share of the simulated time. Not a test: a look at the chip for architects; the figures depend
 only on the config.
@@ -90,18 +90,21 @@ def step(model, optimizer, inputs, targets, loss, autocast=None):
 
 
 def main():
-    for name, build, autocast in [
-        ("MLP + AdamW", mlp, None),
-        ("MLP + AdamW, bfloat16 autocast", mlp, torch.bfloat16),
-        ("ResNet-style CNN + SGD", cnn, None),
-        ("TransformerEncoderLayer + AdamW", encoder, None),
-        ("GPT-2 (2 layers) + AdamW", gpt2, None),
-        ("LSTM (2 layers, 32 steps) + Adam", lstm, None),
+    for name, build, autocast, fused in [
+        ("MLP + AdamW", mlp, None, False),
+        ("MLP + AdamW, bfloat16 autocast", mlp, torch.bfloat16, False),
+        ("ResNet-style CNN + SGD", cnn, None, False),
+        ("TransformerEncoderLayer + AdamW", encoder, None, False),
+        ("GPT-2 (2 layers) + AdamW", gpt2, None, False),
+        ("LSTM (2 layers, 32 steps) + Adam", lstm, None, False),
+        ("MLP + AdamW(fused=True)", mlp, None, True),
+        ("ResNet-style CNN + SGD(fused=True)", cnn, None, True),
+        ("GPT-2 (2 layers) + AdamW(fused=True)", gpt2, None, True),
     ]:
         torch.manual_seed(0)
         model, optimizer_class, inputs, targets, loss = build()
         model.to("npusim")
-        optimizer = optimizer_class(model.parameters(), lr=1e-3)
+        optimizer = optimizer_class(model.parameters(), lr=1e-3, **({"fused": True} if fused else {}))
         inputs, targets = inputs.to("npusim"), targets.to("npusim")
         step(model, optimizer, inputs, targets, loss, autocast)  # warm-up: optimizer state and the kernel cache
         with npusim.profile() as report:
