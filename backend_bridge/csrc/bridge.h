@@ -69,6 +69,9 @@ bool gather_along(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
 // into their type or float32, or int8 into int32. False when the emitter cannot express the case.
 bool launch_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out);
 
+// The int64 flat positions of a bool mask's true elements, ascending, computed on the mask's device.
+at::Tensor true_positions(const at::Tensor& mask);
+
 // The ISA's element type for a PyTorch dtype, if it has one.
 std::optional<isa::ElementType> element_type(at::ScalarType type);
 

@@ -96,6 +96,18 @@ std::optional<ElementwiseOp> integer_mul(const at::Tensor& self, const at::Tenso
   return {};
 }
 
+// Python's integer % and // (int64, int32); float operands take the CPU fallback, whose kernels divide exactly.
+template <ElementwiseOp I64, ElementwiseOp I32>
+at::Tensor& integer_division_out(const char* name, const char* overload, const at::Tensor& self,
+                                 const at::Tensor& other, at::Tensor& out) {
+  const bool integers = integer_operand(self, out) && integer_operand(other, out);
+  if (integers && out.scalar_type() == at::kLong && launch_binary(I64, self, other, out)) return out;
+  if (integers && out.scalar_type() == at::kInt && launch_binary(I32, self, other, out)) return out;
+  torch::jit::Stack stack{self, other, out};
+  call_cpu_fallback(name, overload, stack);
+  return out;
+}
+
 at::Tensor result_like(const at::Tensor& self, const at::Tensor& other) {
   const at::Tensor& device_operand = self.is_cpu() ? other : self;
   return at::empty({0}, device_operand.options().dtype(at::result_type(self, other)));
@@ -178,6 +190,29 @@ at::Tensor binary(const at::Tensor& self, const at::Tensor& other) {
 template <ElementwiseOp Op>
 at::Tensor& binary_(at::Tensor& self, const at::Tensor& other) {
   return binary_out<Op>(self, other, self);
+}
+
+at::Tensor& npusim_remainder_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  return integer_division_out<ElementwiseOp::RemainderI64, ElementwiseOp::RemainderI32>("aten::remainder", "Tensor_out",
+                                                                                        self, other, out);
+}
+at::Tensor npusim_remainder(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out = result_like(self, other);
+  return npusim_remainder_out(self, other, out);
+}
+at::Tensor& npusim_remainder_(at::Tensor& self, const at::Tensor& other) {
+  return npusim_remainder_out(self, other, self);
+}
+at::Tensor& npusim_floor_divide_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  return integer_division_out<ElementwiseOp::FloorDivideI64, ElementwiseOp::FloorDivideI32>("aten::floor_divide", "out",
+                                                                                            self, other, out);
+}
+at::Tensor npusim_floor_divide(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out = result_like(self, other);
+  return npusim_floor_divide_out(self, other, out);
+}
+at::Tensor& npusim_floor_divide_(at::Tensor& self, const at::Tensor& other) {
+  return npusim_floor_divide_out(self, other, self);
 }
 
 // True division: integer operands give the default float type, as on the CPU.
@@ -341,6 +376,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sub.out", add_or_sub_out<ElementwiseOp::SubF32>);
   m.impl("sub.Tensor", add_or_sub<ElementwiseOp::SubF32>);
   m.impl("sub_.Tensor", add_or_sub_<ElementwiseOp::SubF32>);
+  m.impl("remainder.Tensor_out", npusim_remainder_out);
+  m.impl("remainder.Tensor", npusim_remainder);
+  m.impl("remainder_.Tensor", npusim_remainder_);
+  m.impl("floor_divide.out", npusim_floor_divide_out);
+  m.impl("floor_divide", npusim_floor_divide);
+  m.impl("floor_divide_.Tensor", npusim_floor_divide_);
   m.impl("div.out", binary_out<ElementwiseOp::DivF32>);
   m.impl("div.Tensor", npusim_div);
   m.impl("div_.Tensor", binary_<ElementwiseOp::DivF32>);

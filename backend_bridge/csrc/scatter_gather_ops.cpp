@@ -301,7 +301,26 @@ std::optional<SingleIndex> single_index(const at::Tensor& self, const c10::List<
   return found;
 }
 
+// A boolean mask over self's leading dimensions as the only index (x[mask]), on self's device.
+std::optional<at::Tensor> leading_mask(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  if (indices.size() != 1) return std::nullopt;
+  const std::optional<at::Tensor> mask = indices.get(0);
+  if (!mask || !mask->defined() || mask->scalar_type() != at::kBool || mask->dim() == 0 || mask->dim() > self.dim() ||
+      mask->sizes() != self.sizes().slice(0, mask->dim()))
+    return std::nullopt;
+  return mask->to(self.device());
+}
+
+// self with its first `dims` dimensions flattened into one.
+at::Tensor rows_of(const at::Tensor& self, int64_t dims) {
+  at::DimVector shape{-1};
+  shape.append(self.sizes().begin() + dims, self.sizes().end());
+  return self.reshape(shape);
+}
+
 at::Tensor npusim_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  if (const auto mask = leading_mask(self, indices); mask && element_type(self.scalar_type()))
+    return rows_of(self, mask->dim()).index_select(0, true_positions(*mask));
   const auto single = single_index(self, indices);
   if (single && element_type(self.scalar_type())) {
     at::Tensor out = at::empty(single->shape, self.options());
@@ -322,6 +341,19 @@ at::Tensor npusim_index(const at::Tensor& self, const c10::List<std::optional<at
 
 at::Tensor& npusim_index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                                    const at::Tensor& values, bool accumulate, bool unsafe) {
+  if (const auto mask = leading_mask(self, indices); mask && values.scalar_type() == self.scalar_type()) {
+    if (!accumulate && values.numel() == 1) {  // x[mask] = value: a masked fill, no compaction
+      at::DimVector shape(mask->sizes().begin(), mask->sizes().end());
+      shape.resize(self.dim(), 1);
+      return self.masked_fill_(mask->view(shape), values.to(self.device()).reshape({}));
+    }
+    if (self.is_contiguous()) {
+      at::Tensor rows = rows_of(self, mask->dim());
+      npusim_index_put_impl_(rows, c10::List<std::optional<at::Tensor>>({true_positions(*mask)}), values, accumulate,
+                             unsafe);
+      return self;
+    }
+  }
   const auto single = single_index(self, indices);
   const bool addable = is_float_kind(self.scalar_type()) || at::isIntegralType(self.scalar_type(), false);
   if (single && values.scalar_type() == self.scalar_type() && (!accumulate || addable)) {

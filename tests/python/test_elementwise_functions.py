@@ -251,3 +251,18 @@ def test_rotary_position_embedding_runs_natively(device):
     actual = rotate(q.to(device), angles.to(device))
     torch.testing.assert_close(actual.cpu(), rotate(q, angles), rtol=1e-6, atol=1e-6)
     assert npusim._C.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_integer_remainder_and_floor_division_follow_python(dtype, device):
+    a = torch.arange(-20, 21, dtype=dtype)
+    b = torch.tensor([3, -3, 7, -7, 1, -1, 5, 2], dtype=dtype).repeat(6)[:41]
+    npusim._C.reset_fallback_counts()
+    for function in (torch.remainder, torch.floor_divide):
+        assert torch.equal(function(a.to(device), b.to(device)).cpu(), function(a, b))
+        assert torch.equal(function(a.to(device), -4).cpu(), function(a, -4))
+    assert torch.equal((a.to(device) % 5).cpu(), a % 5) and torch.equal((a.to(device) // 5).cpu(), a // 5)
+    assert npusim._C.fallback_counts() == {}
+    with pytest.raises(RuntimeError, match="division by zero"):
+        (a.to(device) % torch.zeros_like(a).to(device)).cpu()
+    assert torch.equal((a.to(device) % 3).cpu(), a % 3), "the device stays usable"

@@ -166,3 +166,28 @@ def test_an_index_outside_the_dimension_is_an_index_error_and_the_device_stays_u
         x[torch.tensor([3]).to(device)] = 1.0
     assert torch.equal(x.cpu(), torch.zeros(3, 4)), "a rejected scatter leaves the tensor as it was"
     same(torch.gather(x + 1, 1, torch.tensor([[3]]).to(device)), torch.ones(1, 1))
+
+
+def test_boolean_masks_select_and_assign_natively(device, no_fallback):
+    """x[mask], x[mask] = v, nonzero, masked_select and torch.where(mask) by stream compaction on the device."""
+    x = torch.randn(4, 5, 3, generator=generator())
+    leading, full = x[:, :, 0] > 0, x > 0.3
+    x_device = x.to(device)
+    same(x_device[leading.to(device)], x[leading])
+    same(x_device[full.to(device)], x[full])
+    same(x_device[leading], x[leading])  # a mask on the CPU works too
+    same(torch.nonzero(full.to(device)), torch.nonzero(full))
+    same(torch.masked_select(x_device, full.to(device)), torch.masked_select(x, full))
+    for actual, expected in zip(torch.where(full.to(device)), torch.where(full), strict=True):
+        same(actual, expected)
+    same(torch.nonzero(torch.zeros(4, 0, dtype=torch.bool).to(device)), torch.zeros(0, 2, dtype=torch.long))
+    values = torch.randn(int(leading.sum()), 3, generator=generator())
+    for assign in (
+        lambda t, m, v: t.__setitem__(m, 0.5),
+        lambda t, m, v: t.__setitem__(m, v),
+        lambda t, m, v: t.index_put_((m,), v, accumulate=True),
+    ):
+        expected, actual = x.clone(), x.to(device)
+        assign(expected, leading, values)
+        assign(actual, leading.to(device), values.to(device))
+        same(actual, expected)

@@ -99,6 +99,34 @@ const std::vector<OpDefinition>& definitions() {
       {SubI64, "sub_i64", 2, {"vsub.i64 {a}, {a}, {b}, {n}"}, 8},
       {MulI32, "mul_i32", 2, {"vmul.i32 {a}, {a}, {b}, {n}"}},
       {MulI64, "mul_i64", 2, {"vmul.i64 {a}, {a}, {b}, {n}"}, 8},
+      {RemainderI32,
+       "remainder_i32",
+       2,
+       {"vdiv.i32 {c}, {a}, {b}, {n}", "vmul.i32 {c}, {c}, {b}, {n}", "vsub.i32 {a}, {a}, {c}, {n}",
+        "vadd.i32 {a}, {a}, {b}, {n}", "vdiv.i32 {c}, {a}, {b}, {n}", "vmul.i32 {c}, {c}, {b}, {n}",
+        "vsub.i32 {a}, {a}, {c}, {n}"}},
+      {RemainderI64,
+       "remainder_i64",
+       2,
+       {"vdiv.i64 {c}, {a}, {b}, {n}", "vmul.i64 {c}, {c}, {b}, {n}", "vsub.i64 {a}, {a}, {c}, {n}",
+        "vadd.i64 {a}, {a}, {b}, {n}", "vdiv.i64 {c}, {a}, {b}, {n}", "vmul.i64 {c}, {c}, {b}, {n}",
+        "vsub.i64 {a}, {a}, {c}, {n}"},
+       8},
+      {FloorDivideI32,
+       "floor_divide_i32",
+       2,
+       {"vmov.i32 {d}, {a}, {n}", "vdiv.i32 {c}, {d}, {b}, {n}", "vmul.i32 {c}, {c}, {b}, {n}",
+        "vsub.i32 {d}, {d}, {c}, {n}", "vadd.i32 {d}, {d}, {b}, {n}", "vdiv.i32 {c}, {d}, {b}, {n}",
+        "vmul.i32 {c}, {c}, {b}, {n}", "vsub.i32 {d}, {d}, {c}, {n}", "vsub.i32 {a}, {a}, {d}, {n}",
+        "vdiv.i32 {a}, {a}, {b}, {n}"}},
+      {FloorDivideI64,
+       "floor_divide_i64",
+       2,
+       {"vmov.i64 {d}, {a}, {n}", "vdiv.i64 {c}, {d}, {b}, {n}", "vmul.i64 {c}, {c}, {b}, {n}",
+        "vsub.i64 {d}, {d}, {c}, {n}", "vadd.i64 {d}, {d}, {b}, {n}", "vdiv.i64 {c}, {d}, {b}, {n}",
+        "vmul.i64 {c}, {c}, {b}, {n}", "vsub.i64 {d}, {d}, {c}, {n}", "vsub.i64 {a}, {a}, {d}, {n}",
+        "vdiv.i64 {a}, {a}, {b}, {n}"},
+       8},
       {AddF32, "add_f32", 2, {"vadd.f32 {a}, {a}, {b}, {n}"}},
       {SubF32, "sub_f32", 2, {"vsub.f32 {a}, {a}, {b}, {n}"}},
       {MulF32, "mul_f32", 2, {"vmul.f32 {a}, {a}, {b}, {n}"}},
@@ -278,7 +306,11 @@ bool computes_in_f32(ElementwiseOp op) {
     case AddI64:
     case SubI64:
     case MulI32:
-    case MulI64: return false;
+    case MulI64:
+    case RemainderI32:
+    case RemainderI64:
+    case FloorDivideI32:
+    case FloorDivideI64: return false;
     default: return true;
   }
 }

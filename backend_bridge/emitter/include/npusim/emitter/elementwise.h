@@ -51,6 +51,12 @@ enum class ElementwiseOp {
   SubI64,
   MulI32,
   MulI64,
+  // Python's integer % and //, from truncating division: r = a - trunc(a / b) b, then ((r + b) - trunc((r + b) /
+  // b) b) takes the divisor's sign; a // b = (a - a % b) / b, exact. A zero divisor traps.
+  RemainderI32,
+  RemainderI64,
+  FloorDivideI32,
+  FloorDivideI64,
   // one input
   NegF32,
   AbsF32,

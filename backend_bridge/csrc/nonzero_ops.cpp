@@ -1,0 +1,61 @@
+// Where a boolean mask is true, on the device: the flat positions of its true elements by stream compaction from
+// native kernels (an int64 cumsum numbers the true elements, a scatter sends each position to its number, the false
+// ones to a spare slot past the end); only the count crosses to the host, as torch.nonzero's size does on CUDA.
+// On top of it: torch.nonzero, masked_select, and boolean-mask indexing (x[mask], x[mask] = v, x[mask] += v).
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/where.h>
+#include <torch/library.h>
+
+#include "bridge.h"
+
+namespace npusim::bridge {
+
+at::Tensor true_positions(const at::Tensor& mask) {
+  const at::Tensor flat = mask.reshape({-1});
+  const at::Tensor numbers = at::cumsum(flat.to(at::kLong), 0);  // 1-based number of each true element
+  const int64_t count = flat.numel() == 0 ? 0 : numbers[-1].item<int64_t>();
+  const at::Tensor slots = at::where(flat, numbers.sub(1), at::Scalar(count));
+  at::Tensor positions = at::empty({count + 1}, numbers.options());
+  positions.scatter_(0, slots, at::arange(flat.numel(), numbers.options()));
+  return positions.narrow(0, 0, count);
+}
+
+namespace {
+
+// [count, ndim] coordinates of the true elements, from their flat positions: (position / stride) % size per dim.
+at::Tensor npusim_nonzero(const at::Tensor& self) {
+  if (self.scalar_type() != at::kBool || self.dim() == 0) {
+    torch::jit::Stack stack{self};
+    call_cpu_fallback("aten::nonzero", "", stack);
+    return stack[0].toTensor();
+  }
+  const at::Tensor positions = true_positions(self);
+  std::vector<at::Tensor> coordinates;
+  int64_t stride = self.numel();
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    stride /= std::max<int64_t>(self.size(d), 1);
+    coordinates.push_back(positions.floor_divide(stride).remainder(self.size(d)));
+  }
+  return at::stack(coordinates, 1);
+}
+
+at::Tensor npusim_masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  if (mask.scalar_type() == at::kBool && mask.sizes() == self.sizes() && mask.device() == self.device() &&
+      element_type(self.scalar_type()))
+    return self.reshape({-1}).index_select(0, true_positions(mask));
+  torch::jit::Stack stack{self, mask};
+  call_cpu_fallback("aten::masked_select", "", stack);
+  return stack[0].toTensor();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("nonzero", npusim_nonzero);
+  m.impl("masked_select", npusim_masked_select);
+}
+
+}  // namespace npusim::bridge
