@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <chrono>
 #include <cstdlib>
 #include <set>
 
@@ -71,6 +72,8 @@ void Device::boot_firmware() {
 Device::Submitted Device::submit(uint64_t kind, uint64_t arg0, uint64_t arg1, uint64_t arg2) {
   emulator::DeviceMemory& memory = chip_->memory();
   uint64_t tail = 0;
+  const int64_t host_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   memory.read(abi::RING_BASE + abi::RING_TAIL, &tail, sizeof tail);
   const abi::CommandSlot slot{kind, arg0, arg1, arg2, next_sequence_++, {}};
   const uint64_t slot_address = abi::RING_BASE + abi::RING_SLOTS + (tail % abi::RING_CAPACITY) * sizeof slot;
@@ -93,28 +96,45 @@ Device::Submitted Device::submit(uint64_t kind, uint64_t arg0, uint64_t arg1, ui
         fmt::format("npusim firmware completed command {} while {} was expected", completed, slot.sequence));
   ++completed_commands_;
   completed_cycles_ = chip_->elapsed_cycles();
-  return {status, cycles_before, chip_->elapsed_cycles() - cycles_before};
+  return {status, cycles_before, chip_->elapsed_cycles() - cycles_before, host_ns};
+}
+
+void Device::record_copy(const char* name, uint64_t bytes, const Submitted& done) {
+  if (!recording_ && !observer_) return;
+  CommandRecord record{name, scope_, bytes, done.start_cycle, 0, 0, done.device_cycles};
+  record.host_ns = done.host_ns;
+  keep(std::move(record));
+}
+
+void Device::keep(CommandRecord record) {
+  if (observer_) observer_(record);
+  if (recording_) records_.push_back(std::move(record));
+}
+
+void Device::set_observer(std::function<void(const CommandRecord&)> observer) {
+  std::lock_guard lock(submit_mutex_);
+  observer_ = std::move(observer);
 }
 
 void Device::copy_host_to_device(uint64_t destination, const void* source, uint64_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(submit_mutex_);
   const Submitted done = submit(abi::COMMAND_COPY_H2D, destination, reinterpret_cast<uint64_t>(source), bytes);
-  if (recording_) records_.push_back({"copy_h2d", scope_, bytes, done.start_cycle, 0, 0, done.device_cycles});
+  record_copy("copy_h2d", bytes, done);
 }
 
 void Device::copy_device_to_host(void* destination, uint64_t source, uint64_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(submit_mutex_);
   const Submitted done = submit(abi::COMMAND_COPY_D2H, reinterpret_cast<uint64_t>(destination), source, bytes);
-  if (recording_) records_.push_back({"copy_d2h", scope_, bytes, done.start_cycle, 0, 0, done.device_cycles});
+  record_copy("copy_d2h", bytes, done);
 }
 
 void Device::copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(submit_mutex_);
   const Submitted done = submit(abi::COMMAND_COPY_D2D, destination, source, bytes);
-  if (recording_) records_.push_back({"copy_d2d", scope_, bytes, done.start_cycle, 0, 0, done.device_cycles});
+  record_copy("copy_d2d", bytes, done);
 }
 
 uint64_t Device::load_program(std::span<const uint64_t> words) {
@@ -152,8 +172,9 @@ void Device::launch(const std::string& kernel_name, uint64_t program, std::span<
     if (record.first_hazard.empty()) record.first_hazard = launch.first_hazard;
   }
   record.bytes = record.stats.dram_bytes_read + record.stats.dram_bytes_written;
-  if (recording_) records_.push_back(record);
+  record.host_ns = done.host_ns;
   if (!record.first_hazard.empty()) report_hazard(kernel_name, record.first_hazard);
+  keep(std::move(record));
   if (done.status != 0) {
     const std::optional<emulator::KernelFault> fault = chip_->take_kernel_fault();
     throw DeviceError(fmt::format("npusim kernel '{}' failed: {}", kernel_name,

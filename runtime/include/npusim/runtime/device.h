@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -39,6 +40,7 @@ struct CommandRecord {
   emulator::KernelStats stats;  // kernels: summed over their cores
   std::string first_hazard;     // kernels: the first hazard the timed model saw, or empty
   std::vector<emulator::EngineInterval> trace;  // kernels, when tracing is on (timed mode)
+  int64_t host_ns = 0;  // wall-clock time of the submission, ns since the epoch (places it on a profiler's timeline)
 
   uint64_t instructions() const {
     return stats.instructions_scalar + stats.instructions_dma + stats.instructions_vector + stats.instructions_matrix;
@@ -72,6 +74,9 @@ class Device {
   std::vector<CommandRecord> take_records();
   // Whether commands leave records for take_records (on by default; a long run with nobody reading them turns it off).
   void set_recording(bool enabled);
+  // Called with the record of every command that completes from now on, whether or not records are kept (a
+  // profiler's hook); an empty function removes it.
+  void set_observer(std::function<void(const CommandRecord&)> observer);
   // A label stamped on the records of the commands that follow (the profiler sets the PyTorch module path).
   void set_scope(std::string scope);
   uint64_t elapsed_cycles() const { return chip_->elapsed_cycles(); }
@@ -97,7 +102,11 @@ class Device {
     uint64_t status;
     uint64_t start_cycle;
     uint64_t device_cycles;
+    int64_t host_ns;
   };
+  void record_copy(const char* name, uint64_t bytes, const Submitted& done);
+  void keep(CommandRecord record);
+  std::function<void(const CommandRecord&)> observer_;
   Submitted submit(uint64_t kind, uint64_t arg0, uint64_t arg1, uint64_t arg2);
   void boot_firmware();
 
