@@ -62,6 +62,7 @@ py::list take_records(int index) {
     py::dict entry;
     entry["name"] = record.name;
     entry["scope"] = record.scope;
+    entry["op"] = record.op;
     entry["bytes"] = record.bytes;
     entry["start_cycle"] = record.start_cycle;
     entry["cores"] = record.cores;
@@ -161,6 +162,9 @@ PYBIND11_MODULE(_C, m) {
       py::arg("device") = 0);
   m.def(
       "set_scope", [](const std::string& scope, int index) { device(index).set_scope(scope); }, py::arg("scope"),
+      py::arg("device") = 0);
+  m.def(
+      "set_op", [](const std::string& op, int index) { device(index).set_op(op); }, py::arg("op"),
       py::arg("device") = 0);
   m.def("set_default_recording", [](bool enabled) { runtime::Session::instance().set_default_recording(enabled); });
   m.def("statistics", &statistics_declarations);

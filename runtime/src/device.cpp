@@ -103,6 +103,7 @@ void Device::record_copy(const char* name, uint64_t bytes, const Submitted& done
   if (!recording_ && !observer_) return;
   CommandRecord record{name, scope_, bytes, done.start_cycle, 0, 0, done.device_cycles};
   record.host_ns = done.host_ns;
+  record.op = op_;
   keep(std::move(record));
 }
 
@@ -173,6 +174,7 @@ void Device::launch(const std::string& kernel_name, uint64_t program, std::span<
   }
   record.bytes = record.stats.dram_bytes_read + record.stats.dram_bytes_written;
   record.host_ns = done.host_ns;
+  record.op = op_;
   if (!record.first_hazard.empty()) report_hazard(kernel_name, record.first_hazard);
   keep(std::move(record));
   if (done.status != 0) {
@@ -185,6 +187,11 @@ void Device::launch(const std::string& kernel_name, uint64_t program, std::span<
 void Device::set_scope(std::string scope) {
   std::lock_guard lock(submit_mutex_);
   scope_ = std::move(scope);
+}
+
+void Device::set_op(std::string op) {
+  std::lock_guard lock(submit_mutex_);
+  op_ = std::move(op);
 }
 
 void Device::set_recording(bool enabled) {

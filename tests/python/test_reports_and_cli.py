@@ -1,6 +1,7 @@
 """Performance reports, traces and the npusim command."""
 
 import json
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -286,3 +287,50 @@ def test_npusim_run_shows_progress_on_long_runs(tmp_path):
     assert all(line.endswith("ms simulated") for line in lines)
     quiet = subprocess.run([*command[:4], "0", str(script)], capture_output=True, text=True, check=False)
     assert "commands" not in quiet.stderr
+
+
+GOLDEN_PROGRAM = """
+import json, torch, npusim
+with npusim.profile() as report:
+    x = torch.arange(64.0).reshape(8, 8).to("npusim")
+    y = torch.relu(x @ x.t() - 100.0).sum(dim=1)
+    y.cpu()
+print(json.dumps([
+    {"name": r.name, "op": r.op, "bytes": r.bytes, "instructions": r.instructions,
+     "kernel_cycles": r.kernel_cycles, "device_cycles": r.device_cycles}
+    for r in report.records
+], indent=1))
+"""
+
+
+def test_golden_report_of_a_small_fixed_program():
+    """Every command of a fixed program on the default chip in timed mode, as tests/python/data/golden_report.json
+    records it. A deliberate change to the timing model or the kernels regenerates the file (print the program's
+    output into it); an accidental one fails here."""
+    process = run_python(GOLDEN_PROGRAM, NPUSIM_MODE="timed", NPUSIM_CONFIG="default")
+    assert process.returncode == 0, process.stderr
+    actual = json.loads(process.stdout[process.stdout.index("[") :])
+    golden = json.loads((pathlib.Path(__file__).parent / "data" / "golden_report.json").read_text())
+    assert actual == golden
+
+
+def test_operators_are_totalled_and_fallbacks_charged():
+    process = run_python(
+        """
+        import json, torch, npusim
+        x = torch.randn(16, 16, device="npusim", requires_grad=True)
+        with npusim.profile() as report:
+            (x @ x).relu().sum().backward()
+            torch.atan(x.detach())  # no native kernel: the CPU fallback, its copies charged to it
+        by_op = report.by_op()
+        print(json.dumps({"ops": list(by_op), "op_cycles": sum(t["device_cycles"] for t in by_op.values()),
+                          "total": report.total_device_cycles, "fallback": report.fallback_cycles(),
+                          "table": "operator" in report.table()}))
+        """,
+        NPUSIM_MODE="timed",
+    )
+    assert process.returncode == 0, process.stderr
+    figures = json.loads(process.stdout.splitlines()[-1])
+    assert {"aten::mm", "aten::relu", "aten::threshold_backward", "aten::atan"} <= set(figures["ops"])
+    assert figures["op_cycles"] == figures["total"] and figures["table"]
+    assert figures["fallback"]["aten::atan.out"] > 0  # the round trip over the host link

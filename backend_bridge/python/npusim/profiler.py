@@ -7,6 +7,8 @@ The statistics of each kernel are declared once in C++ (``emulator/include/npusi
 import json
 from dataclasses import asdict, dataclass, field
 
+from torch.utils._python_dispatch import TorchDispatchMode
+
 from . import _C
 
 SCHEMA_VERSION = 1
@@ -24,6 +26,7 @@ class KernelRecord:
 
     name: str
     scope: str  # the nn.Module (path from the outermost module) that issued the command, or ""
+    op: str  # the PyTorch operator (aten::mm, ...) that issued the command, or ""
     bytes: int
     start_cycle: int
     cores: int
@@ -158,6 +161,28 @@ class Report:
             entry["device_cycles"] += r.device_cycles
         return dict(sorted(scopes.items(), key=lambda item: -item[1]["device_cycles"]))
 
+    def by_op(self):
+        """Totals per PyTorch operator (as the dispatcher saw it, after autograd: backward ops included): commands,
+        bytes, kernel and device cycles, most device time first."""
+        ops = {}
+        for r in self.records:
+            fields = ("commands", "bytes", "kernel_cycles", "device_cycles")
+            entry = ops.setdefault(r.op or "(outside any operator)", dict.fromkeys(fields, 0))
+            entry["commands"] += 1
+            entry["bytes"] += r.bytes
+            entry["kernel_cycles"] += r.kernel_cycles
+            entry["device_cycles"] += r.device_cycles
+        return dict(sorted(ops.items(), key=lambda item: -item[1]["device_cycles"]))
+
+    def fallback_cycles(self):
+        """Device cycles charged to each CPU-fallback operator: the copies that moved its data over the host link
+        (and any kernels the operator ran besides), keyed like :attr:`fallbacks`."""
+        charged = {}
+        for name in self.fallbacks:
+            base = name.split(".")[0]
+            charged[name] = sum(r.device_cycles for r in self.records if r.op.split(".")[0] == base)
+        return charged
+
     def by_kernel(self):
         """Totals per command name (a kernel, or a copy kind): count, bytes, instructions, kernel and device cycles,
         energy, and each engine's utilisation over those kernels; most device time first."""
@@ -224,14 +249,25 @@ class Report:
                     f"{scope[-40:]:<40}{totals['commands']:>9}{totals['bytes']:>12}{totals['device_cycles']:>12}"
                     f"{self.seconds(totals['device_cycles']) * 1e6:>10.2f}"
                 )
+        if any(r.op for r in self.records):
+            lines.append(f"\n{'operator':<40}{'commands':>9}{'bytes':>12}{'device cyc':>12}{'time us':>10}")
+            for op, totals in list(self.by_op().items())[:max_rows]:
+                lines.append(
+                    f"{op[-40:]:<40}{totals['commands']:>9}{totals['bytes']:>12}{totals['device_cycles']:>12}"
+                    f"{self.seconds(totals['device_cycles']) * 1e6:>10.2f}"
+                )
         if per_kernel:
             lines.append(
                 f"({len(self.records)} commands, totalled per kernel; Report.records and to_json have each one)"
             )
         if self.mode == "functional":
             lines.append("(functional mode computes results only; run with NPUSIM_MODE=timed for cycles)")
+        charged = self.fallback_cycles()
         for name, count in sorted(self.fallbacks.items()):
-            lines.append(f"CPU fallback: {name} x{count}")
+            lines.append(
+                f"CPU fallback: {name} x{count}, {self.seconds(charged[name]) * 1e6:.2f} us of device time charged"
+                " (its data over the host link)"
+            )
         for r in self.kernels:
             if r.first_hazard:
                 lines.append(f"hazard in {r.name}: {r.first_hazard}")
@@ -265,7 +301,10 @@ class Report:
                 for r in self.records
             ],
             "totals": self.totals(),
+            "by_op": self.by_op(),
+            "by_module": self.by_scope(),
             "fallbacks": self.fallbacks,
+            "fallback_cycles": self.fallback_cycles(),
         }
         with open(path, "w") as file:
             json.dump(document, file, indent=1)
@@ -312,6 +351,18 @@ class Report:
             json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, file)
 
 
+class _OperatorNames(TorchDispatchMode):
+    """Stamps each device command with the aten operator that issued it: the outermost one the dispatcher ran (a
+    mode is off while its own operator runs, so the operators an implementation calls inside do not re-enter)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        _C.set_op(func.name(), 0)
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            _C.set_op("", 0)
+
+
 class _ModuleScopes:
     """Stamps each device command with the path of the nn.Module that was running when it was issued."""
 
@@ -346,6 +397,7 @@ class _ModuleScopes:
 
 _open_profiles = []  # innermost last
 _module_scopes = None
+_operator_names = None
 
 
 def _collect():
@@ -392,11 +444,15 @@ class profile:
 
     @staticmethod
     def _update_device():
-        global _module_scopes
+        global _module_scopes, _operator_names
         _C.set_recording(bool(_open_profiles), 0)
         _C.set_tracing(any(p.trace for p in _open_profiles), 0)
         if _open_profiles and _module_scopes is None:
             _module_scopes = _ModuleScopes()
+            _operator_names = _OperatorNames()
+            _operator_names.__enter__()
         elif not _open_profiles and _module_scopes is not None:
             _module_scopes.remove()
             _module_scopes = None
+            _operator_names.__exit__(None, None, None)
+            _operator_names = None

@@ -41,6 +41,7 @@ struct CommandRecord {
   std::string first_hazard;     // kernels: the first hazard the timed model saw, or empty
   std::vector<emulator::EngineInterval> trace;  // kernels, when tracing is on (timed mode)
   int64_t host_ns = 0;  // wall-clock time of the submission, ns since the epoch (places it on a profiler's timeline)
+  std::string op;       // the PyTorch operator that issued the command, when a profiler names them (set_op)
 
   uint64_t instructions() const {
     return stats.instructions_scalar + stats.instructions_dma + stats.instructions_vector + stats.instructions_matrix;
@@ -79,6 +80,8 @@ class Device {
   void set_observer(std::function<void(const CommandRecord&)> observer);
   // A label stamped on the records of the commands that follow (the profiler sets the PyTorch module path).
   void set_scope(std::string scope);
+  // The operator name stamped on the records of the commands that follow (the profiler sets the running aten op).
+  void set_op(std::string op);
   uint64_t elapsed_cycles() const { return chip_->elapsed_cycles(); }
 
   // Commands completed so far and the simulated clock after the last one: safe to read from any thread while the
@@ -118,7 +121,7 @@ class Device {
   uint64_t next_sequence_ = 1;
   std::atomic<uint64_t> completed_commands_{0}, completed_cycles_{0};
   bool recording_ = true;
-  std::string scope_;
+  std::string scope_, op_;
   std::vector<CommandRecord> records_;
 };
 
