@@ -84,10 +84,12 @@ def test_roofline_plot_is_written(tmp_path):
 def test_perfetto_trace_has_command_and_engine_tracks(tmp_path):
     _, trace = run_profiled(tmp_path, "timed")
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
-    assert names == {"commands", "core0 scalar", "core0 dma", "core0 vector", "core0 matrix"}
+    assert names == {"host operators", "commands", "core0 scalar", "core0 dma", "core0 vector", "core0 matrix"}
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
-    assert {e["name"] for e in slices} >= {"matmul_f32", "mx.mac.f32", "dma.ld.b32", "vmax.f32"}
+    assert {e["name"] for e in slices} >= {"matmul_f32", "mx.mac.f32", "dma.ld.b32", "vmax.f32", "aten::addmm"}
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in slices)
+    traffic = [e for e in trace["traceEvents"] if e["ph"] == "C" and e["name"] == "DRAM traffic"]
+    assert traffic and max(e["args"]["GB/s"] for e in traffic) > 0
 
 
 def test_functional_report_counts_instructions_without_cycles(tmp_path):

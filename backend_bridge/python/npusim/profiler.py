@@ -310,15 +310,48 @@ class Report:
             json.dump(document, file, indent=1)
 
     def to_perfetto(self, path):
-        """Writes a Chrome trace-event JSON file that Perfetto (ui.perfetto.dev) and chrome://tracing open: one
-        track for the device's commands, and with ``profile(trace=True)`` one per core engine."""
+        """Writes a Chrome trace-event JSON file that Perfetto (ui.perfetto.dev) and chrome://tracing open: a track
+        of the PyTorch operators that issued the work, one of the commands the command processor ran, a counter of
+        DRAM traffic, and with ``profile(trace=True)`` one track per core engine (DMA, vector, matrix, scalar)."""
         microseconds_per_cycle = 1e-3 / self.clock_ghz
+        operators_track = -1
         events = [
             {"ph": "M", "pid": 0, "name": "process_name", "args": {"name": f"npusim:0 ({self.config}, {self.mode})"}},
             {"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": "commands"}},
+            {"ph": "M", "pid": 0, "tid": operators_track, "name": "thread_name", "args": {"name": "host operators"}},
         ]
+        # Each run of commands one operator issued becomes one slice on the operators' track.
+        run = None
+        for r in self.records + [None]:
+            if run and (r is None or r.op != run["name"]):
+                events.append({"ph": "X", "pid": 0, "tid": operators_track, **run})
+                run = None
+            if r is not None and r.op:
+                start, end = (
+                    r.start_cycle * microseconds_per_cycle,
+                    (r.start_cycle + r.device_cycles) * microseconds_per_cycle,
+                )
+                if run is None:
+                    run = {"name": r.op, "ts": start, "dur": end - start}
+                else:
+                    run["dur"] = end - run["ts"]
         tracks = {}
         for r in self.records:
+            # DRAM traffic as a counter: the command's bytes over its device time, back to 0 when it ends.
+            seconds = self.seconds(r.device_cycles)
+            for ts, rate in (
+                (r.start_cycle, r.bytes / seconds / 1e9 if seconds else 0.0),
+                (r.start_cycle + r.device_cycles, 0.0),
+            ):
+                events.append(
+                    {
+                        "ph": "C",
+                        "pid": 0,
+                        "name": "DRAM traffic",
+                        "ts": ts * microseconds_per_cycle,
+                        "args": {"GB/s": rate},
+                    }
+                )
             events.append(
                 {
                     "ph": "X",
