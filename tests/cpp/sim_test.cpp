@@ -524,6 +524,11 @@ TEST(TimedModel, DeadlocksAreTrapsNamingTheInstruction) {
 
 // A kernel whose argument block is `count` 8 KiB buffers, all filled with the same float pattern first; returns the
 // buffers' contents afterwards.
+// Two float32 argument words packed into one 64-bit word, low half first.
+uint64_t two_floats(float low, float high) {
+  return uint64_t{std::bit_cast<uint32_t>(low)} | uint64_t{std::bit_cast<uint32_t>(high)} << 32;
+}
+
 std::vector<float> run_with_buffers(runtime::Device& device, const emitter::Kernel& kernel, int count) {
   std::vector<uint64_t> buffers;
   std::vector<float> data(2048);
@@ -634,9 +639,6 @@ TEST(TimedModel, AdamKernelLeavesTheSameMemoryAsTheEmulator) {
     contents.back() = 3.0f;  // the step
     const uint64_t memory = device.allocate(contents.size() * 4);
     device.copy_host_to_device(memory, contents.data(), contents.size() * 4);
-    const auto pack = [](float low, float high) {
-      return uint64_t{std::bit_cast<uint32_t>(low)} | uint64_t{std::bit_cast<uint32_t>(high)} << 32;
-    };
     const uint64_t arguments[] = {memory,
                                   memory + 4000,
                                   memory + 8000,
@@ -644,11 +646,11 @@ TEST(TimedModel, AdamKernelLeavesTheSameMemoryAsTheEmulator) {
                                   memory + 16000,
                                   memory + 20000,
                                   1000,
-                                  pack(1e-2f, 0.01f),
-                                  pack(0.9f, 0.999f),
-                                  pack(1e-8f, std::log(0.9f)),
-                                  pack(std::log(0.999f), 0.1f),
-                                  pack(0.001f, 1.0f)};
+                                  two_floats(1e-2f, 0.01f),
+                                  two_floats(0.9f, 0.999f),
+                                  two_floats(1e-8f, std::log(0.9f)),
+                                  two_floats(std::log(0.999f), 0.1f),
+                                  two_floats(0.001f, 1.0f)};
     device.launch(kernel.name, device.load_program(kernel.words), arguments, 3);
     device.copy_device_to_host(contents.data(), memory, contents.size() * 4);
     return contents;
@@ -672,10 +674,8 @@ TEST(TimedModel, SgdKernelLeavesTheSameMemoryAsTheEmulator) {
     for (size_t k = 0; k < contents.size(); ++k) contents[k] = 0.01f * static_cast<float>(k % 89) - 0.3f;
     const uint64_t memory = device.allocate(contents.size() * 4);
     device.copy_host_to_device(memory, contents.data(), contents.size() * 4);
-    const auto pack = [](float low, float high) {
-      return uint64_t{std::bit_cast<uint32_t>(low)} | uint64_t{std::bit_cast<uint32_t>(high)} << 32;
-    };
-    const uint64_t arguments[] = {memory, memory + 4000, memory + 8000, 1000, pack(0.1f, 0.01f), pack(0.9f, 0.8f)};
+    const uint64_t arguments[] = {memory, memory + 4000,           memory + 8000,
+                                  1000,   two_floats(0.1f, 0.01f), two_floats(0.9f, 0.8f)};
     device.launch(kernel.name, device.load_program(kernel.words), arguments, 3);
     device.copy_device_to_host(contents.data(), memory, contents.size() * 4);
     return contents;

@@ -149,30 +149,26 @@ class Report:
         )
         return summed
 
-    def by_scope(self):
-        """Totals per module path: commands, bytes, kernel and device cycles, most device time first."""
-        scopes = {}
+    def _totals_by(self, key, unnamed):
+        """Commands, bytes, kernel and device cycles per value of key(record), most device time first."""
+        groups = {}
         for r in self.records:
             fields = ("commands", "bytes", "kernel_cycles", "device_cycles")
-            entry = scopes.setdefault(r.scope or "(outside any module)", dict.fromkeys(fields, 0))
+            entry = groups.setdefault(key(r) or unnamed, dict.fromkeys(fields, 0))
             entry["commands"] += 1
             entry["bytes"] += r.bytes
             entry["kernel_cycles"] += r.kernel_cycles
             entry["device_cycles"] += r.device_cycles
-        return dict(sorted(scopes.items(), key=lambda item: -item[1]["device_cycles"]))
+        return dict(sorted(groups.items(), key=lambda item: -item[1]["device_cycles"]))
+
+    def by_scope(self):
+        """Totals per module path: commands, bytes, kernel and device cycles, most device time first."""
+        return self._totals_by(lambda r: r.scope, "(outside any module)")
 
     def by_op(self):
         """Totals per PyTorch operator (as the dispatcher saw it, after autograd: backward ops included): commands,
         bytes, kernel and device cycles, most device time first."""
-        ops = {}
-        for r in self.records:
-            fields = ("commands", "bytes", "kernel_cycles", "device_cycles")
-            entry = ops.setdefault(r.op or "(outside any operator)", dict.fromkeys(fields, 0))
-            entry["commands"] += 1
-            entry["bytes"] += r.bytes
-            entry["kernel_cycles"] += r.kernel_cycles
-            entry["device_cycles"] += r.device_cycles
-        return dict(sorted(ops.items(), key=lambda item: -item[1]["device_cycles"]))
+        return self._totals_by(lambda r: r.op, "(outside any operator)")
 
     def fallback_cycles(self):
         """Device cycles charged to each CPU-fallback operator: the copies that moved its data over the host link
