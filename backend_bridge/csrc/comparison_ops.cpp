@@ -1,8 +1,10 @@
-// Native comparisons (eq, ne, lt, le, gt, ge) of float32 tensors and scalars, with broadcasting, into bool tensors,
+// Native comparisons (eq, ne, lt, le, gt, ge) of float32, int64 and int32 tensors and scalars, with broadcasting,
+// into bool tensors,
 // and clamp, clamp_min and clamp_max of float32, float16 and bfloat16 tensors composed from maximum and minimum.
 // Other dtypes take the CPU fallback.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/maximum.h>
@@ -18,26 +20,51 @@ namespace {
 
 using emitter::ElementwiseOp;
 
-// A float32 operand on the output's device, or a 0-dim CPU scalar (converted to float32, as the CPU compares it).
-bool float_operand(const at::Tensor& operand, const at::Tensor& out) {
-  if (operand.device() == out.device()) return operand.scalar_type() == at::kFloat;
-  return operand.dim() == 0 && operand.is_cpu() && !operand.is_complex();
+// The type a comparison runs in on the device: PyTorch's promoted type, int64 and int32 as they are and the float
+// types as float32 (operands are first rounded to the promoted type, as PyTorch compares them, then widened, which
+// is exact). Operands are tensors on the output's device or CPU scalars.
+std::optional<at::ScalarType> comparison_type(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
+  const auto usable = [&](const at::Tensor& t) {
+    return (t.device() == out.device() && element_type(t.scalar_type())) ||
+           (t.dim() == 0 && t.is_cpu() && !t.is_complex());
+  };
+  if (!usable(self) || !usable(other)) return std::nullopt;
+  const at::ScalarType promoted = at::result_type(self, other);
+  if (promoted == at::kLong || promoted == at::kInt) return promoted;
+  if (is_float_kind(promoted)) return at::kFloat;
+  return std::nullopt;
+}
+
+// The integer form of a float32 comparison.
+ElementwiseOp integer_form(ElementwiseOp op, at::ScalarType type) {
+  const bool wide = type == at::kLong;
+  switch (op) {
+    case ElementwiseOp::EqF32: return wide ? ElementwiseOp::EqI64 : ElementwiseOp::EqI32;
+    case ElementwiseOp::NeF32: return wide ? ElementwiseOp::NeI64 : ElementwiseOp::NeI32;
+    case ElementwiseOp::LtF32: return wide ? ElementwiseOp::LtI64 : ElementwiseOp::LtI32;
+    case ElementwiseOp::LeF32: return wide ? ElementwiseOp::LeI64 : ElementwiseOp::LeI32;
+    case ElementwiseOp::GtF32: return wide ? ElementwiseOp::GtI64 : ElementwiseOp::GtI32;
+    default: return wide ? ElementwiseOp::GeI64 : ElementwiseOp::GeI32;
+  }
 }
 
 // `other_argument` is what the CPU fallback gets for `other`: the tensor, or the Scalar of the Scalar overloads.
 template <ElementwiseOp Op>
 at::Tensor& compare_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out, const char* name,
                         const char* overload, const c10::IValue& other_argument) {
-  if (out.scalar_type() == at::kBool && float_operand(self, out) && float_operand(other, out) &&
-      (self.device() == out.device() || other.device() == out.device())) {
+  const auto type = comparison_type(self, other, out);
+  if (out.scalar_type() == at::kBool && type && (self.device() == out.device() || other.device() == out.device())) {
     const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
     at::native::resize_output(out, shape);
     if (out.numel() == 0) return out;
     at::assert_no_internal_overlap(out);
-    const at::Tensor a = self.to(out.device(), at::kFloat).expand(shape);
-    const at::Tensor b = other.to(out.device(), at::kFloat).expand(shape);
-    emitter::ElementwiseSpec spec{
-        Op, 1, out.sizes().vec(), {out.strides().vec(), a.strides().vec(), b.strides().vec()}};
+    const at::ScalarType promoted = at::result_type(self, other);
+    const at::Tensor a = self.to(out.device(), promoted).to(*type).expand(shape);
+    const at::Tensor b = other.to(out.device(), promoted).to(*type).expand(shape);
+    emitter::ElementwiseSpec spec{*type == at::kFloat ? Op : integer_form(Op, *type),
+                                  1,
+                                  out.sizes().vec(),
+                                  {out.strides().vec(), a.strides().vec(), b.strides().vec()}};
     const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
     if (!may_share_memory(out, a) && !may_share_memory(out, b) &&
         launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); }))
@@ -49,21 +76,22 @@ at::Tensor& compare_out(const at::Tensor& self, const at::Tensor& other, at::Ten
 }
 
 // Each comparison's Tensor and Scalar forms, functional and out=.
-#define NPUSIM_COMPARISON(name, Op)                                                                         \
-  at::Tensor& name##_tensor_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {         \
-    return compare_out<ElementwiseOp::Op>(self, other, out, "aten::" #name, "Tensor_out", other);           \
-  }                                                                                                         \
-  at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other) {                               \
-    at::Tensor out = at::empty({0}, (self.is_cpu() ? other : self).options().dtype(at::kBool));             \
-    return name##_tensor_out(self, other, out);                                                             \
-  }                                                                                                         \
-  at::Tensor& name##_scalar_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) {         \
-    return compare_out<ElementwiseOp::Op>(self, at::scalar_tensor(other, at::kDouble), out, "aten::" #name, \
-                                          "Scalar_out", other);                                             \
-  }                                                                                                         \
-  at::Tensor name##_scalar(const at::Tensor& self, const at::Scalar& other) {                               \
-    at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));                                       \
-    return name##_scalar_out(self, other, out);                                                             \
+#define NPUSIM_COMPARISON(name, Op)                                                                 \
+  at::Tensor& name##_tensor_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
+    return compare_out<ElementwiseOp::Op>(self, other, out, "aten::" #name, "Tensor_out", other);   \
+  }                                                                                                 \
+  at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other) {                       \
+    at::Tensor out = at::empty({0}, (self.is_cpu() ? other : self).options().dtype(at::kBool));     \
+    return name##_tensor_out(self, other, out);                                                     \
+  }                                                                                                 \
+  at::Tensor& name##_scalar_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) { \
+    /* a wrapped number, so that type promotion treats it as the Python scalar it is */             \
+    const at::Tensor wrapped = at::native::wrapped_scalar_tensor(other);                            \
+    return compare_out<ElementwiseOp::Op>(self, wrapped, out, "aten::" #name, "Scalar_out", other); \
+  }                                                                                                 \
+  at::Tensor name##_scalar(const at::Tensor& self, const at::Scalar& other) {                       \
+    at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));                               \
+    return name##_scalar_out(self, other, out);                                                     \
   }
 NPUSIM_COMPARISON(eq, EqF32)
 NPUSIM_COMPARISON(ne, NeF32)

@@ -210,6 +210,23 @@ def test_comparisons_run_natively_and_match_cpu_including_nan(name, device):
     assert torch.equal(out.cpu(), compare(a, b))
 
 
+@pytest.mark.parametrize("name", ["eq", "ne", "lt", "le", "gt", "ge"])
+def test_integer_and_half_precision_comparisons_promote_as_the_cpu(name, device):
+    compare = getattr(torch, name)
+    a, b = torch.arange(-5, 10), torch.arange(15).flip(0) - 3
+    half = torch.tensor([0.099609375, 0.1, 0.3]).bfloat16()  # 0.0998 rounds to bfloat16 0.099609375 first
+    npusim._C.reset_fallback_counts()
+    for dtype in (torch.int64, torch.int32):
+        x, y = a.to(dtype), b.to(dtype)
+        for other in (y, 3, 2.5, b.to(torch.int32)):  # integer tensors and scalars, and a float scalar
+            other_device = other.to(device) if isinstance(other, torch.Tensor) else other
+            assert torch.equal(compare(x.to(device), other_device).cpu(), compare(x, other)), (dtype, other)
+    assert torch.equal(compare(half.to(device), 0.0998).cpu(), compare(half, 0.0998))
+    causal = torch.arange(6, device=device)
+    assert torch.equal((causal[None] <= causal[:, None]).cpu(), torch.ones(6, 6, dtype=torch.bool).tril())
+    assert npusim._C.fallback_counts() == {}
+
+
 def test_clamp_runs_natively_and_matches_cpu(device):
     x = torch.cat([random((200,), 21) * 5, torch.tensor([float("nan"), float("inf"), float("-inf")])])
     with npusim.profile() as report:

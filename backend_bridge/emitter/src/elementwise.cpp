@@ -89,6 +89,18 @@ const std::vector<OpDefinition>& definitions() {
       {LeF32, "le_f32", 2, {"vcle.f32 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
       {GtF32, "gt_f32", 2, {"vclt.f32 {c}, {b}, {a}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
       {GeF32, "ge_f32", 2, {"vcle.f32 {c}, {b}, {a}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {EqI32, "eq_i32", 2, {"vceq.i32 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {NeI32, "ne_i32", 2, {"vcne.i32 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {LtI32, "lt_i32", 2, {"vclt.i32 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {LeI32, "le_i32", 2, {"vcle.i32 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {GtI32, "gt_i32", 2, {"vclt.i32 {c}, {b}, {a}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {GeI32, "ge_i32", 2, {"vcle.i32 {c}, {b}, {a}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {4, 4}},
+      {EqI64, "eq_i64", 2, {"vceq.i64 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {8, 8}},
+      {NeI64, "ne_i64", 2, {"vcne.i64 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {8, 8}},
+      {LtI64, "lt_i64", 2, {"vclt.i64 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {8, 8}},
+      {LeI64, "le_i64", 2, {"vcle.i64 {c}, {a}, {b}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {8, 8}},
+      {GtI64, "gt_i64", 2, {"vclt.i64 {c}, {b}, {a}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {8, 8}},
+      {GeI64, "ge_i64", 2, {"vcle.i64 {c}, {b}, {a}, {n}", "vmov.u8 {a}, {c}, {n}"}, 1, {8, 8}},
       {AndB8, "and_b8", 2, {"vand.u8 {a}, {a}, {b}, {n}"}, 1},
       {OrB8, "or_b8", 2, {"vor.u8 {a}, {a}, {b}, {n}"}, 1},
       {XorB8, "xor_b8", 2, {"vxor.u8 {a}, {a}, {b}, {n}"}, 1},
@@ -310,7 +322,19 @@ bool computes_in_f32(ElementwiseOp op) {
     case RemainderI32:
     case RemainderI64:
     case FloorDivideI32:
-    case FloorDivideI64: return false;
+    case FloorDivideI64:
+    case EqI32:
+    case NeI32:
+    case LtI32:
+    case LeI32:
+    case GtI32:
+    case GeI32:
+    case EqI64:
+    case NeI64:
+    case LtI64:
+    case LeI64:
+    case GtI64:
+    case GeI64: return false;
     default: return true;
   }
 }

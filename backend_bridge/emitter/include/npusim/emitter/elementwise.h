@@ -40,6 +40,18 @@ enum class ElementwiseOp {
   LeF32,
   GtF32,
   GeF32,
+  EqI32,  // the same comparisons of int32 and int64 operands, exact
+  NeI32,
+  LtI32,
+  LeI32,
+  GtI32,
+  GeI32,
+  EqI64,
+  NeI64,
+  LtI64,
+  LeI64,
+  GtI64,
+  GeI64,
   // bitwise logic of 1-byte elements (bool, uint8, int8): two inputs, or one for not (of bools: 0 and 1 swap)
   AndB8,
   OrB8,
