@@ -1,0 +1,31 @@
+// What the timed-model tests share: the chip they run on and a way to find a kernel's record.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "npusim/config/chip_config.h"
+#include "npusim/runtime/device.h"
+
+namespace npusim {
+
+// parameters.def's defaults (1 GHz, 100 GB/s and 100 ns DRAM, 16 lanes), with room for the tests' buffers: the
+// closed-form timings in the tests are derived from these figures.
+inline config::ChipConfig test_config() {
+  config::ChipConfig config;
+  config.dram_capacity_mib = 256;
+  return config;
+}
+
+// The record of a kernel (run_program's by default) among the copies around it.
+inline runtime::CommandRecord kernel_record(const std::vector<runtime::CommandRecord>& records,
+                                            const std::string& name = "program") {
+  for (const runtime::CommandRecord& record : records)
+    if (record.name == name) return record;
+  ADD_FAILURE() << "no kernel record named " << name;
+  return {};
+}
+
+}  // namespace npusim
