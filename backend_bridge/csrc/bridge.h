@@ -43,11 +43,13 @@ bool launched_natively(Launch&& launch) {
 }
 
 // launched_natively for kernels that check indices: their `trap 1` (an index outside the table) becomes PyTorch's
-// IndexError, `message` first.
+// IndexError, `message` first. It waits for the kernel on `device`, so that the error is raised by the operator that
+// indexed out of range, as on the CPU, rather than at a later synchronising call.
 template <typename Launch>
-bool launched_checking_indices(Launch&& launch, const char* message) {
+bool launched_checking_indices(runtime::Device& device, Launch&& launch, const char* message) {
   try {
     launch();
+    device.synchronize_stream(runtime::kCurrentStream);
   } catch (const emitter::Unsupported&) {
     return false;
   } catch (const runtime::DeviceError& error) {

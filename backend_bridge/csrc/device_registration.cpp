@@ -64,17 +64,35 @@ class DeviceMemoryAllocator final : public c10::Allocator {
 DeviceMemoryAllocator allocator;
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocator)
 
-// Streams and events. Launches complete before they return, so every stream is already in order with every other
-// and nothing is ever pending: streams are ids (0 the default), each thread has a current one per device, and an
-// event records the device's simulated clock, so elapsed_time is simulated time.
-thread_local std::map<c10::DeviceIndex, c10::StreamId> current_streams;
+// Streams and events are the runtime's: a stream id names a command ring's queue (0 the default), each thread has a
+// current stream per device (kept by the runtime, which launches there), and an event is a device event whose
+// recording the firmware stamps with the simulated clock, so elapsed_time is simulated time.
 std::atomic<c10::StreamId> next_stream_id{1};
 
 struct DeviceEvent {
   c10::DeviceIndex device;
   c10::EventFlag flag;  // BACKEND_DEFAULT: created with enable_timing=True
-  uint64_t cycle = 0;
+  int id;               // the runtime's event
 };
+
+// The configuration's device count; 0 when it cannot be read (opening a device then raises the reason).
+c10::DeviceIndex device_count() noexcept {
+  try {
+    return static_cast<c10::DeviceIndex>(runtime::Session::instance().device_count());
+  } catch (...) {
+    return 0;
+  }
+}
+
+// Runs a runtime call that may raise a deferred kernel error, as a PyTorch error.
+template <typename Call>
+auto reporting_device_errors(Call&& call) {
+  try {
+    return call();
+  } catch (const runtime::DeviceError& error) {
+    TORCH_CHECK(false, error.what());
+  }
+}
 
 class DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
  public:
@@ -86,14 +104,14 @@ class DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
   }
   c10::Device getDevice() const override { return {c10::DeviceType::PrivateUse1, current_device}; }
   void setDevice(c10::Device device) const override {
-    TORCH_CHECK(device.index() >= 0 && device.index() < deviceCount(), "npusim: device ", device,
-                " does not exist; there are ", static_cast<int>(deviceCount()));
+    const int count = runtime::Session::instance().device_count();  // raises a configuration's error
+    TORCH_CHECK(device.index() >= 0 && device.index() < count, "npusim device ", static_cast<int>(device.index()),
+                " does not exist; there ", count == 1 ? "is " : "are ", count);
     current_device = device.index();
   }
   void uncheckedSetDevice(c10::Device device) const noexcept override { current_device = device.index(); }
   c10::Stream getStream(c10::Device device) const override {
-    const auto current = current_streams.find(device.index());
-    return c10::Stream(c10::Stream::UNSAFE, device, current == current_streams.end() ? 0 : current->second);
+    return c10::Stream(c10::Stream::UNSAFE, device, runtime_device(device.index()).current_stream());
   }
   c10::Stream getDefaultStream(c10::Device device) const override { return c10::Stream(c10::Stream::DEFAULT, device); }
   c10::Stream getNewStream(c10::Device device, int) const override {
@@ -102,7 +120,7 @@ class DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool) const override { return getNewStream(device, 0); }
   c10::Stream exchangeStream(c10::Stream stream) const override {
     const c10::Stream previous = getStream(stream.device());
-    current_streams[stream.device_index()] = stream.id();
+    runtime_device(stream.device_index()).set_current_stream(stream.id());
     return previous;
   }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
@@ -110,35 +128,65 @@ class DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "npusim: event device index ",
                 static_cast<int>(device_index), " does not match the recording stream's ",
                 static_cast<int>(stream.device_index()));
-    if (*event == nullptr) *event = new DeviceEvent{stream.device_index(), flag};
+    runtime::Device& device = runtime_device(stream.device_index());
+    if (*event == nullptr) *event = new DeviceEvent{stream.device_index(), flag, device.create_event()};
     auto* recorded = static_cast<DeviceEvent*>(*event);
-    recorded->cycle = runtime_device(stream.device_index()).elapsed_cycles();
+    TORCH_CHECK(recorded->device == stream.device_index(), "npusim: an event of device ",
+                static_cast<int>(recorded->device), " cannot be recorded on device ",
+                static_cast<int>(stream.device_index()));
+    device.record_event(recorded->id, stream.id());
   }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
-    delete static_cast<DeviceEvent*>(event);
+    auto* destroyed = static_cast<DeviceEvent*>(event);
+    try {
+      runtime_device(destroyed->device).destroy_event(destroyed->id);
+    } catch (...) {  // a deferred kernel error belongs to the next synchronising call, not to a destructor
+    }
+    delete destroyed;
   }
-  void block(void*, const c10::Stream&) const override {}  // what the event marks has completed
-  bool queryEvent(void*) const override { return true; }
-  void synchronizeEvent(void*) const override {}
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event == nullptr) return;  // never recorded: nothing to wait for
+    const auto* waited = static_cast<DeviceEvent*>(event);
+    TORCH_CHECK(waited->device == stream.device_index(), "npusim: a stream of device ",
+                static_cast<int>(stream.device_index()), " cannot wait for an event of device ",
+                static_cast<int>(waited->device));
+    runtime_device(waited->device).wait_event(waited->id, stream.id());
+  }
+  bool queryEvent(void* event) const override {
+    if (event == nullptr) return true;
+    const auto* queried = static_cast<DeviceEvent*>(event);
+    return runtime_device(queried->device).event_done(queried->id);
+  }
+  void synchronizeEvent(void* event) const override {
+    if (event == nullptr) return;
+    const auto* waited = static_cast<DeviceEvent*>(event);
+    reporting_device_errors([&] { runtime_device(waited->device).synchronize_event(waited->id); });
+  }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex device_index) const override {
     TORCH_CHECK(start != nullptr && end != nullptr,
                 "npusim: both events must be recorded before calculating elapsed time");
     const auto *from = static_cast<DeviceEvent*>(start), *to = static_cast<DeviceEvent*>(end);
     TORCH_CHECK(from->flag == c10::EventFlag::BACKEND_DEFAULT && to->flag == c10::EventFlag::BACKEND_DEFAULT,
                 "npusim: elapsed_time needs both events created with enable_timing=True");
-    const runtime::Device& device = runtime_device(device_index < 0 ? from->device : device_index);
+    runtime::Device& device = runtime_device(device_index < 0 ? from->device : device_index);
     TORCH_CHECK(device.mode() == runtime::Mode::Timed,
                 "npusim: Event.elapsed_time is simulated time, which needs timed mode (NPUSIM_MODE=timed or "
                 "npusim.init(mode=\"timed\")); functional mode has no clock");
-    const double cycles = static_cast<double>(to->cycle) - static_cast<double>(from->cycle);
+    const double cycles = reporting_device_errors([&] {
+      return static_cast<double>(device.event_cycle(to->id)) - static_cast<double>(device.event_cycle(from->id));
+    });
     return cycles / (device.config().chip_clock_ghz * 1e6);  // milliseconds
   }
-  c10::DeviceIndex deviceCount() const noexcept override {
-    return static_cast<c10::DeviceIndex>(runtime::Session::instance().device_count());
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  bool queryStream(const c10::Stream& stream) const override {
+    return runtime_device(stream.device_index()).stream_done(stream.id());
   }
-  bool queryStream(const c10::Stream&) const override { return true; }
-  void synchronizeStream(const c10::Stream&) const override {}
-  void synchronizeDevice(const c10::DeviceIndex) const override {}
+  void synchronizeStream(const c10::Stream& stream) const override {
+    reporting_device_errors([&] { runtime_device(stream.device_index()).synchronize_stream(stream.id()); });
+  }
+  void synchronizeDevice(const c10::DeviceIndex index) const override {
+    reporting_device_errors([&] { runtime_device(index < 0 ? current_device : index).synchronize(); });
+  }
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, DeviceGuard);
@@ -153,9 +201,7 @@ class Hooks final : public at::PrivateUse1HooksInterface {
   c10::Device getDeviceFromPtr(void* data) const override {
     return {c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(std::max(0, device_of_pointer(data)))};
   }
-  c10::DeviceIndex deviceCount() const override {
-    return static_cast<c10::DeviceIndex>(runtime::Session::instance().device_count());
-  }
+  c10::DeviceIndex deviceCount() const override { return device_count(); }
   void setCurrentDevice(c10::DeviceIndex device) const override { current_device = device; }
   c10::DeviceIndex getCurrentDevice() const override { return current_device; }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {

@@ -29,8 +29,9 @@ at::Tensor& npusim_index_select_out(const at::Tensor& self, int64_t dim, const a
                                    static_cast<int64_t>(table.numel() / self.size(0) * table.element_size()),
                                    indices.numel(), static_cast<int>(indices.element_size())};
     const uint64_t addresses[] = {device_address(result), device_address(table), device_address(indices)};
-    if (launched_checking_indices([&] { launch_gather(out.device().index(), runtime_device(out), spec, addresses); },
-                                  "index out of range in self")) {
+    if (launched_checking_indices(
+            runtime_device(out), [&] { launch_gather(out.device().index(), runtime_device(out), spec, addresses); },
+            "index out of range in self")) {
       if (!result.is_same(out)) out.copy_(result);
       return out;
     }
@@ -74,6 +75,7 @@ at::Tensor npusim_embedding_dense_backward(const at::Tensor& grad_output, const 
                                            padding_idx};
     const uint64_t addresses[] = {device_address(grad_weight), device_address(rows), device_address(flat)};
     if (launched_checking_indices(
+            runtime_device(grad_output),
             [&] {
               launch_scatter_add_rows(grad_output.device().index(), runtime_device(grad_output), spec, addresses);
             },

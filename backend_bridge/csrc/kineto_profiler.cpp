@@ -28,13 +28,17 @@ class Session final : public libkineto::IActivityProfilerSession {
     status_ = libkineto::TraceStatus::RECORDING;
     for (int index = 0; index < runtime::Session::instance().device_count(); ++index)
       runtime_device(static_cast<c10::DeviceIndex>(index)).set_observer([this, index](const runtime::CommandRecord& r) {
+        // On the device thread, when the command completes; its operator's correlation id was stamped at submission.
         const std::lock_guard lock(mutex_);
-        commands_.push_back({index, r.name, r.host_ns, r.device_cycles, r.bytes, correlation()});
+        commands_.push_back({index, r.name, r.host_ns, r.device_cycles, r.bytes, r.correlation});
       });
   }
   void stop() override {
-    for (int index = 0; index < runtime::Session::instance().device_count(); ++index)
-      runtime_device(static_cast<c10::DeviceIndex>(index)).set_observer({});
+    for (int index = 0; index < runtime::Session::instance().device_count(); ++index) {
+      runtime::Device& device = runtime_device(static_cast<c10::DeviceIndex>(index));
+      device.wait_idle();  // the commands issued while profiling complete, and are seen, before the observer goes
+      device.set_observer({});
+    }
     status_ = libkineto::TraceStatus::PROCESSING;
   }
   std::vector<std::string> errors() override { return {}; }
@@ -70,12 +74,20 @@ class Session final : public libkineto::IActivityProfilerSession {
 
   // The operator being run, so that the commands it issues link to it.
   void pushCorrelationId(uint64_t id) override {
-    const std::lock_guard lock(mutex_);
-    correlations_.push_back(id);
+    {
+      const std::lock_guard lock(mutex_);
+      correlations_.push_back(id);
+    }
+    stamp_correlation(id);
   }
   void popCorrelationId() override {
-    const std::lock_guard lock(mutex_);
-    if (!correlations_.empty()) correlations_.pop_back();
+    uint64_t current = 0;
+    {
+      const std::lock_guard lock(mutex_);
+      if (!correlations_.empty()) correlations_.pop_back();
+      if (!correlations_.empty()) current = correlations_.back();
+    }
+    stamp_correlation(current);
   }
 
  private:
@@ -85,7 +97,12 @@ class Session final : public libkineto::IActivityProfilerSession {
     int64_t host_ns;
     uint64_t cycles, bytes, correlation;
   };
-  uint64_t correlation() const { return correlations_.empty() ? 0 : correlations_.back(); }  // under mutex_
+  // The innermost operator's id goes on the commands submitted from now on. Not under mutex_: the observer takes
+  // mutex_ with the device's lock held, so the device's lock must never be taken with mutex_ held.
+  static void stamp_correlation(uint64_t current) {
+    for (int index = 0; index < runtime::Session::instance().device_count(); ++index)
+      runtime_device(static_cast<c10::DeviceIndex>(index)).set_correlation(current);
+  }
 
   std::mutex mutex_;
   std::vector<Command> commands_;

@@ -41,7 +41,7 @@ std::optional<emitter::NllLossSpec> native_spec(const at::Tensor& self, const at
 // Runs the kernel; a target out of range becomes an IndexError. False when the emitter cannot express the case.
 bool launch(const emitter::NllLossSpec& spec, bool backward, const at::Tensor& on, std::span<const uint64_t> args) {
   return launched_checking_indices(
-      [&] { launch_nll_loss(on.device().index(), runtime_device(on), spec, backward, args); },
+      runtime_device(on), [&] { launch_nll_loss(on.device().index(), runtime_device(on), spec, backward, args); },
       "Target is out of bounds");
 }
 

@@ -232,6 +232,7 @@ at::Tensor& npusim_max_pool2d_backward_out(const at::Tensor& grad_output, const 
     const emitter::ScatterAddRowsSpec spec{planes * plane, 1, flat.numel(), 8, -1};
     const uint64_t addresses[] = {device_address(sums), device_address(grads), device_address(flat)};
     if (launched_checking_indices(
+            runtime_device(input),
             [&] { launch_scatter_add_rows(input.device().index(), runtime_device(input), spec, addresses); },
             "max_pool2d's backward: an index outside the input")) {
       at::native::resize_output(grad_input, input.sizes());

@@ -1,5 +1,6 @@
 // The autograd profiler's custom-device path (torch.autograd.profiler.profile(use_device="npusim")): PyTorch stamps
-// each operator's start and end through these stubs, and npusim's stamps are the device's simulated clock, so the
+// each operator's start and end through these stubs, and npusim's stamps are the device's simulated clock (a stamp
+// waits for the work submitted before it), so the
 // profiler's "npusim time" columns give each operator's simulated time (zero in functional mode, which has none).
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/ApproximateClock.h>
@@ -22,7 +23,7 @@ class SimulatedClockStubs final : public torch::profiler::impl::ProfilerStubs {
               int64_t* cpu_ns) const override {
     const c10::DeviceIndex index = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
     if (device != nullptr) *device = index;
-    const runtime::Device& chip = runtime_device(index);
+    runtime::Device& chip = runtime_device(index);
     *event = std::make_shared<ClockStamp>(ClockStamp{chip.elapsed_cycles(), chip.config().chip_clock_ghz});
     if (cpu_ns != nullptr) *cpu_ns = c10::getTime();
   }
@@ -41,7 +42,9 @@ class SimulatedClockStubs final : public torch::profiler::impl::ProfilerStubs {
   void onEachDevice(std::function<void(int)> op) const override {
     for (int index = 0; index < runtime::Session::instance().device_count(); ++index) op(index);
   }
-  void synchronize() const override {}  // launches complete before they return
+  void synchronize() const override {
+    runtime_device(c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index()).synchronize();
+  }
 };
 
 const bool stubs_registered = [] {

@@ -2,6 +2,8 @@
 // per-command records that performance reports are built from.
 #include <torch/extension.h>
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include "device_generator.h"
 #include "fallback_counts.h"
 #include "npusim/runtime/session.h"
@@ -57,14 +59,20 @@ py::list trace_of(const std::vector<emulator::EngineInterval>& trace) {
 }
 
 py::list take_records(int index) {
+  std::vector<runtime::CommandRecord> records;
+  {
+    py::gil_scoped_release released;  // waits for the device's work
+    records = device(index).take_records();
+  }
   py::list list;
-  for (const runtime::CommandRecord& record : device(index).take_records()) {
+  for (const runtime::CommandRecord& record : records) {
     py::dict entry;
     entry["name"] = record.name;
     entry["scope"] = record.scope;
     entry["op"] = record.op;
     entry["bytes"] = record.bytes;
     entry["start_cycle"] = record.start_cycle;
+    entry["stream"] = record.stream;
     entry["cores"] = record.cores;
     entry["kernel_cycles"] = record.kernel_cycles;
     entry["device_cycles"] = record.device_cycles;
@@ -113,6 +121,9 @@ py::dict memory_stats(int index) {
   result["reserved_bytes.all.current"] = stats.reserved_bytes;
   result["allocation.all.current"] = stats.allocations;
   result["allocation.all.allocated"] = stats.total_allocations;
+  result["free_blocks"] = stats.free_blocks;
+  result["largest_free_block_bytes"] = stats.largest_free_block_bytes;
+  result["fragmentation"] = stats.fragmentation();
   return result;
 }
 
@@ -125,6 +136,24 @@ PYBIND11_MODULE(_C, m) {
     runtime::Session::instance().set_default_config_dirs({dirs.begin(), dirs.end()});
   });
   m.def("device_count", [] { return runtime::Session::instance().device_count(); });
+  m.def("current_device", [] {
+    return static_cast<int>(c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index());
+  });
+  m.def(
+      "set_device",
+      [](int index) {
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)
+            ->setDevice(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));
+      },
+      py::arg("device"));
+  m.def(
+      "synchronize",
+      [](int index) {
+        runtime::Device& waited = device(index);
+        py::gil_scoped_release released;
+        waited.synchronize();
+      },
+      py::arg("device"));
   m.def(
       "default_stream",
       [](int index) {

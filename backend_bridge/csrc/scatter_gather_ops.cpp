@@ -74,6 +74,7 @@ bool move_indexed(IndexedMove move, const at::Tensor& data, int64_t dim, at::Int
   // Addresses of element (0, 0, 0); strides do the rest (an index tensor is addressed from its first element).
   const uint64_t addresses[] = {device_address(data), device_address(index), device_address(values)};
   return launched_checking_indices(
+      runtime_device(data),
       [&] { launch_indexed_elements(data.device().index(), runtime_device(data), spec, addresses); }, what);
 }
 

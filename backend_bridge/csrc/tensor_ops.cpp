@@ -11,6 +11,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
 #include "bridge.h"
@@ -42,7 +43,8 @@ at::ScalarType chosen_dtype(std::optional<at::ScalarType> dtype) {
 }
 
 c10::DeviceIndex chosen_index(std::optional<c10::Device> device) {
-  return device && device->has_index() ? device->index() : 0;
+  if (device && device->has_index()) return device->index();
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();  // the current device
 }
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
@@ -161,6 +163,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     copy_host_to_device(self, dst);
   } else if (dst.is_cpu()) {
     copy_device_to_host(self, dst);
+  } else if (self.device() != dst.device()) {
+    // Between two npusim devices: through host memory, as between GPUs without peer access.
+    copy_host_to_device(self.cpu(), dst);
   } else if (self.scalar_type() == dst.scalar_type()) {
     copy_on_device(self.expand_as(dst), dst);
   } else if (!convert_on_device(self.expand_as(dst), dst)) {

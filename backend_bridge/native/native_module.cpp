@@ -90,17 +90,26 @@ class NativeDevice {
   uint64_t load_program(const py::bytes& image) { return device_.load_program(words_of(image)); }
   py::dict launch(const std::string& name, uint64_t program, const std::vector<uint64_t>& arguments,
                   uint64_t core_mask) {
-    device_.take_records();  // this launch's record is then the only kernel record
+    std::vector<runtime::CommandRecord> records;
     {
       py::gil_scoped_release released;
+      device_.take_records();  // this launch's record is then the only kernel record
       device_.launch(name, program, arguments, core_mask);
+      device_.synchronize();  // a trap is raised here, at its launch
+      records = device_.take_records();
     }
-    for (const runtime::CommandRecord& record : device_.take_records())
+    for (const runtime::CommandRecord& record : records)
       if (record.name == name) return record_dict(record);
     throw std::logic_error("the launch left no record");
   }
-  std::array<uint64_t, isa::kRegisterCount> registers(int core) const { return device_.core_registers(core); }
-  uint64_t elapsed_cycles() const { return device_.elapsed_cycles(); }
+  std::array<uint64_t, isa::kRegisterCount> registers(int core) {
+    py::gil_scoped_release released;
+    return device_.core_registers(core);
+  }
+  uint64_t elapsed_cycles() {
+    py::gil_scoped_release released;
+    return device_.elapsed_cycles();
+  }
 
  private:
   static config::ChipConfig load(const std::string& name_or_path, const std::vector<std::string>& dirs) {

@@ -188,9 +188,8 @@ class FunctionalChip::CommandProcessorContext : public ExecContext {
     uint64_t status = 0;
     if (std::optional<KernelFault> fault = reported_fault(std::move(faults))) {
       status = static_cast<uint64_t>(fault->core) + 1;
-      chip_.kernel_fault_ = std::move(fault);
+      record.fault = std::move(fault);
     }
-    record.failed = status != 0;
     chip_.launch_records_.push_back(record);
     launch_.reset();
     return status;
@@ -261,7 +260,6 @@ FunctionalChip::~FunctionalChip() = default;
 void FunctionalChip::boot(uint64_t firmware_entry) { command_processor_->boot(firmware_entry); }
 void FunctionalChip::ring_doorbell() { command_processor_->ring(); }
 
-std::optional<KernelFault> FunctionalChip::take_kernel_fault() { return std::exchange(kernel_fault_, std::nullopt); }
 std::vector<LaunchRecord> FunctionalChip::take_launch_records() { return std::exchange(launch_records_, {}); }
 
 std::optional<KernelFault> FunctionalChip::run_kernel(int core, uint64_t program, uint64_t arguments) {

@@ -1,4 +1,5 @@
-// Host side of the command ring: write a slot, ring the doorbell, read the completion the firmware published.
+// Host side of the command rings: commands are queued by any host thread, written into the stream's ring by the
+// device thread, executed by the firmware, and finished from the completion queue the firmware writes.
 #include "npusim/runtime/device.h"
 
 #include <fmt/format.h>
@@ -6,8 +7,8 @@
 #include <bit>
 #include <chrono>
 #include <cstdlib>
-#include <set>
 
+#include "device_thread.h"
 #include "npusim/emulator/functional_chip.h"
 #include "npusim/firmware/ring_abi.h"
 #include "npusim/sim/timed_chip.h"
@@ -15,6 +16,22 @@
 namespace npusim::runtime {
 
 namespace abi = npusim::firmware;
+static_assert(kRings == abi::RING_COUNT);
+
+// One command on its way through the device.
+struct Command {
+  uint64_t kind = 0, arg0 = 0, arg1 = 0, arg2 = 0;
+  StreamId stream = 0;
+  uint64_t sequence = 0;
+  uint64_t argument_block = 0;  // launches: freed once the kernel has run
+  int event = -1;               // event commands
+  bool keeps_record = true;     // kernels and copies leave records; event and fence commands do not
+  CommandRecord record;         // what the host knew at submission; the device thread adds the rest
+};
+
+struct Device::Completion {
+  abi::CompletionEntry entry;
+};
 
 Mode parse_mode(const std::string& text) {
   if (text == "functional") return Mode::Functional;
@@ -25,188 +42,491 @@ Mode parse_mode(const std::string& text) {
 std::string mode_name(Mode mode) { return mode == Mode::Functional ? "functional" : "timed"; }
 
 namespace {
-std::unique_ptr<emulator::Chip> make_chip(const config::ChipConfig& config, Mode mode) {
-  if (mode == Mode::Timed) return sim::make_timed_chip(config);
-  return std::make_unique<emulator::FunctionalChip>(config);
-}
 
-// Program images live in their own region below the heap: 1/64 of the device memory, at most 256 MiB.
+// Program images and argument blocks live in their own region below the heap: 1/64 of the device memory, at most
+// 256 MiB.
 uint64_t code_region_end(const config::ChipConfig& config) {
   return abi::HEAP_BASE + std::min<uint64_t>(config.dram_capacity_bytes() / 64, uint64_t{256} << 20);
 }
 
-}  // namespace
+int ring_of(StreamId stream) { return static_cast<int>(static_cast<uint64_t>(stream) % abi::RING_COUNT); }
 
-namespace {
+uint64_t ring_header(int ring) { return abi::RING_BASE + (static_cast<uint64_t>(ring) << abi::RING_SHIFT); }
+
+uint64_t event_address(int event) { return abi::EVENT_BASE + (static_cast<uint64_t>(event) << abi::EVENT_SHIFT); }
+
+int64_t host_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool launch_blocking() {
+  const char* setting = std::getenv("NPUSIM_LAUNCH_BLOCKING");
+  return setting && std::string(setting) == "1";
+}
+
 // A hazard makes a kernel's result depend on timing: an error with NPUSIM_HAZARDS=error, else a warning on stderr
 // once per kernel.
-void report_hazard(const std::string& kernel_name, const std::string& hazard) {
+std::optional<std::string> report_hazard(const std::string& kernel_name, const std::string& hazard) {
   const char* setting = std::getenv("NPUSIM_HAZARDS");
   if (setting && std::string(setting) == "error")
-    throw DeviceError(fmt::format("npusim kernel '{}' has a hazard (NPUSIM_HAZARDS=error): {}", kernel_name, hazard));
+    return fmt::format("npusim kernel '{}' has a hazard (NPUSIM_HAZARDS=error): {}", kernel_name, hazard);
   static std::mutex mutex;
   static std::set<std::string> warned;
   std::lock_guard lock(mutex);
   if (warned.insert(kernel_name).second)
     fmt::print(stderr, "npusim: warning: kernel '{}' has a hazard: {}\n", kernel_name, hazard);
+  return std::nullopt;
 }
+
 }  // namespace
 
-Device::Device(const config::ChipConfig& config, Mode mode)
-    : mode_(mode),
-      chip_(make_chip(config, mode)),
-      code_allocator_(abi::HEAP_BASE, code_region_end(config)),
+Device::Device(const config::ChipConfig& config, Mode mode) : Device(config, mode, std::make_shared<DeviceThread>()) {
+  chip_ = thread_->call([&] {
+    std::unique_ptr<emulator::Chip> chip;
+    if (mode == Mode::Timed) {
+      chip = std::move(sim::make_timed_chips(config, 1).front());
+    } else {
+      chip = std::make_unique<emulator::FunctionalChip>(config);
+    }
+    return chip;
+  });
+  thread_->call([&] {
+    clear_events();
+    boot_firmware();
+  });
+  thread_->attach(this);
+}
+
+Device::Device(const config::ChipConfig& config, Mode mode, std::shared_ptr<DeviceThread> thread)
+    : config_(config),
+      mode_(mode),
+      thread_(std::move(thread)),
+      reserved_allocator_(abi::HEAP_BASE, code_region_end(config)),
       allocator_(code_region_end(config), config.dram_capacity_bytes()) {
-  boot_firmware();
+  for (int event = abi::EVENT_COUNT - 1; event >= 0; --event) free_events_.push_back(event);
 }
 
-Device::~Device() = default;
-
-void Device::boot_firmware() {
-  emulator::DeviceMemory& memory = chip_->memory();
-  memory.fill(abi::RING_BASE, 0, abi::RING_SLOTS + abi::RING_CAPACITY * sizeof(abi::CommandSlot));
-  memory.write(abi::FIRMWARE_BASE, abi::firmware_image(), abi::firmware_image_words() * sizeof(uint64_t));
-  chip_->boot(abi::FIRMWARE_BASE);
+std::vector<std::unique_ptr<Device>> Device::open_devices(const config::ChipConfig& config, Mode mode, int count) {
+  auto thread = std::make_shared<DeviceThread>();
+  std::vector<std::unique_ptr<Device>> devices;
+  for (int index = 0; index < count; ++index)
+    devices.push_back(std::unique_ptr<Device>(new Device(config, mode, thread)));
+  thread->call([&] {
+    if (mode == Mode::Timed) {
+      std::vector<std::unique_ptr<emulator::Chip>> chips = sim::make_timed_chips(config, count);
+      for (int index = 0; index < count; ++index) devices[index]->chip_ = std::move(chips[index]);
+    } else {
+      for (auto& device : devices) device->chip_ = std::make_unique<emulator::FunctionalChip>(config);
+    }
+    for (auto& device : devices) {
+      device->clear_events();
+      device->boot_firmware();
+    }
+  });
+  for (auto& device : devices) thread->attach(device.get());
+  return devices;
 }
 
-Device::Submitted Device::submit(uint64_t kind, uint64_t arg0, uint64_t arg1, uint64_t arg2) {
-  emulator::DeviceMemory& memory = chip_->memory();
-  uint64_t tail = 0;
-  const int64_t host_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  memory.read(abi::RING_BASE + abi::RING_TAIL, &tail, sizeof tail);
-  const abi::CommandSlot slot{kind, arg0, arg1, arg2, next_sequence_++, {}};
-  const uint64_t slot_address = abi::RING_BASE + abi::RING_SLOTS + (tail % abi::RING_CAPACITY) * sizeof slot;
-  memory.write(slot_address, &slot, sizeof slot);
-  ++tail;
-  memory.write(abi::RING_BASE + abi::RING_TAIL, &tail, sizeof tail);
+Device::~Device() {
+  thread_->detach(this);
+  thread_->call([this] { chip_.reset(); });  // the chip is the device thread's, to the end
+}
 
-  const uint64_t cycles_before = chip_->elapsed_cycles();
-  try {
-    chip_->ring_doorbell();
-  } catch (const emulator::CommandProcessorFault& fault) {
-    boot_firmware();  // the ring is reset with it, so the device is usable again
-    throw DeviceError(fmt::format("npusim firmware failed on command {} ({}): {}", slot.sequence, kind, fault.what()));
+// ---- host side -------------------------------------------------------------------------------------------------
+
+namespace {
+thread_local std::map<const Device*, StreamId> current_streams;
+}
+
+StreamId Device::current_stream() const {
+  const auto current = current_streams.find(this);
+  return current == current_streams.end() ? 0 : current->second;
+}
+
+void Device::set_current_stream(StreamId stream) {
+  if (stream < 0) throw std::invalid_argument(fmt::format("npusim: stream {} is not a stream", stream));
+  current_streams[this] = stream;
+}
+
+uint64_t Device::submit(Command command) {
+  command.stream = resolve(command.stream);
+  command.record.host_ns = host_now_ns();
+  command.record.stream = command.stream;
+  uint64_t sequence = 0;
+  {
+    std::lock_guard lock(thread_->mutex());
+    if (command.kind == abi::COMMAND_EVENT_RECORD) {
+      // Under the same lock as the submission, so that a wait on another thread sees the recording whole.
+      EventState& event = events_.at(command.event);
+      command.arg1 = ++event.value;
+      event.record_sequence = next_sequence_;
+    }
+    sequence = command.sequence = next_sequence_++;
+    command.record.scope = scope_;
+    command.record.op = op_;
+    command.record.correlation = correlation_;
+    outstanding_.insert(sequence);
+    last_on_stream_[command.stream] = sequence;
+    pending_.push_back(std::move(command));
   }
-  uint64_t completed = 0, status = 0;
-  memory.read(abi::RING_BASE + abi::RING_COMPLETED, &completed, sizeof completed);
-  memory.read(abi::RING_BASE + abi::RING_STATUS, &status, sizeof status);
-  if (completed != slot.sequence)
-    throw DeviceError(
-        fmt::format("npusim firmware completed command {} while {} was expected", completed, slot.sequence));
-  ++completed_commands_;
-  completed_cycles_ = chip_->elapsed_cycles();
-  return {status, cycles_before, chip_->elapsed_cycles() - cycles_before, host_ns};
+  thread_->wake();
+  return sequence;
 }
 
-void Device::record_copy(const char* name, uint64_t bytes, const Submitted& done) {
-  if (!recording_ && !observer_) return;
-  CommandRecord record{name, scope_, bytes, done.start_cycle, 0, 0, done.device_cycles};
-  record.host_ns = done.host_ns;
-  record.op = op_;
-  keep(std::move(record));
+bool Device::completed(uint64_t sequence) const { return !outstanding_.contains(sequence); }
+
+void Device::wait_until(const std::function<bool()>& done, std::unique_lock<std::mutex>& lock) {
+  thread_->changed().wait(lock, done);
 }
 
-void Device::keep(CommandRecord record) {
-  if (observer_) observer_(record);
-  if (recording_) records_.push_back(std::move(record));
+void Device::raise_pending_error(std::unique_lock<std::mutex>& lock) {
+  if (!pending_error_) return;
+  const std::string message = std::exchange(pending_error_, std::nullopt).value();
+  throw DeviceError(message);
 }
 
-void Device::set_observer(std::function<void(const CommandRecord&)> observer) {
-  std::lock_guard lock(submit_mutex_);
-  observer_ = std::move(observer);
-}
-
-void Device::copy_host_to_device(uint64_t destination, const void* source, uint64_t bytes) {
+void Device::copy_host_to_device(uint64_t destination, const void* source, uint64_t bytes, StreamId stream) {
   if (bytes == 0) return;
-  std::lock_guard lock(submit_mutex_);
-  const Submitted done = submit(abi::COMMAND_COPY_H2D, destination, reinterpret_cast<uint64_t>(source), bytes);
-  record_copy("copy_h2d", bytes, done);
+  Command command{abi::COMMAND_COPY_H2D, destination, reinterpret_cast<uint64_t>(source), bytes, stream};
+  command.record.name = "copy_h2d";
+  command.record.bytes = bytes;
+  submit(std::move(command));
+  synchronize_stream(resolve(stream));  // the host buffer is read by the device thread; it must outlive the copy
 }
 
-void Device::copy_device_to_host(void* destination, uint64_t source, uint64_t bytes) {
+void Device::copy_device_to_host(void* destination, uint64_t source, uint64_t bytes, StreamId stream) {
   if (bytes == 0) return;
-  std::lock_guard lock(submit_mutex_);
-  const Submitted done = submit(abi::COMMAND_COPY_D2H, reinterpret_cast<uint64_t>(destination), source, bytes);
-  record_copy("copy_d2h", bytes, done);
+  Command command{abi::COMMAND_COPY_D2H, reinterpret_cast<uint64_t>(destination), source, bytes, stream};
+  command.record.name = "copy_d2h";
+  command.record.bytes = bytes;
+  submit(std::move(command));
+  synchronize_stream(resolve(stream));
 }
 
-void Device::copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes) {
+void Device::copy_device_to_device(uint64_t destination, uint64_t source, uint64_t bytes, StreamId stream) {
   if (bytes == 0) return;
-  std::lock_guard lock(submit_mutex_);
-  const Submitted done = submit(abi::COMMAND_COPY_D2D, destination, source, bytes);
-  record_copy("copy_d2d", bytes, done);
+  Command command{abi::COMMAND_COPY_D2D, destination, source, bytes, stream};
+  command.record.name = "copy_d2d";
+  command.record.bytes = bytes;
+  submit(std::move(command));
 }
 
 uint64_t Device::load_program(std::span<const uint64_t> words) {
-  std::lock_guard lock(submit_mutex_);  // the chip may be running another thread's command
-  const uint64_t address = code_allocator_.allocate(words.size_bytes());
+  // Device memory may be written while the chip runs: pages appear atomically, and a write to code is noticed by the
+  // decoded-instruction caches.
+  const uint64_t address = reserved_allocator_.allocate(words.size_bytes());
   chip_->memory().write(address, words.data(), words.size_bytes());
   return address;
 }
 
 void Device::launch(const std::string& kernel_name, uint64_t program, std::span<const uint64_t> arguments,
-                    uint64_t core_mask) {
+                    uint64_t core_mask, StreamId stream) {
   try {
-    emulator::check_core_mask(core_mask, config().chip_cores);
+    emulator::check_core_mask(core_mask, config_.chip_cores);
   } catch (const emulator::Trap& bad_mask) {
     throw std::invalid_argument(fmt::format("launch of '{}': {}", kernel_name, bad_mask.what()));
   }
-  std::lock_guard lock(submit_mutex_);
-  const uint64_t argument_block = allocator_.allocate(std::max<uint64_t>(arguments.size_bytes(), 8));
+  const uint64_t argument_block = reserved_allocator_.allocate(std::max<uint64_t>(arguments.size_bytes(), 8));
   chip_->memory().write(argument_block, arguments.data(), arguments.size_bytes());
-  Submitted done{};
-  try {
-    done = submit(abi::COMMAND_LAUNCH, program, argument_block, core_mask);
-  } catch (...) {
-    allocator_.free(argument_block);
-    throw;
+  Command command{abi::COMMAND_LAUNCH, program, argument_block, core_mask, stream};
+  command.argument_block = argument_block;
+  command.record.name = kernel_name;
+  command.record.cores = static_cast<uint64_t>(std::popcount(core_mask));
+  submit(std::move(command));
+  if (launch_blocking()) synchronize_stream(resolve(stream));
+}
+
+int Device::create_event() {
+  std::lock_guard lock(thread_->mutex());
+  if (free_events_.empty())
+    throw std::runtime_error(fmt::format("npusim: all {} device events are in use", abi::EVENT_COUNT));
+  const int event = free_events_.back();
+  free_events_.pop_back();
+  // The slot's value only grows, through every use of the slot: a wait of the new event must not be satisfied by a
+  // value a previous user recorded.
+  EventState& state = events_[event];
+  state.record_sequence = 0;
+  state.cycle = 0;
+  return event;
+}
+
+void Device::destroy_event(int event) {
+  // The event's slot is reused only once its last recording has completed.
+  synchronize_event(event);
+  std::lock_guard lock(thread_->mutex());
+  free_events_.push_back(event);
+}
+
+void Device::record_event(int event, StreamId stream) {
+  Command command{abi::COMMAND_EVENT_RECORD, event_address(event), 0, 0, stream};  // submit() sets the value
+  command.event = event;
+  command.keeps_record = false;
+  submit(std::move(command));
+}
+
+void Device::wait_event(int event, StreamId stream) {
+  uint64_t value = 0;
+  {
+    std::lock_guard lock(thread_->mutex());
+    const EventState& state = events_.at(event);
+    if (state.record_sequence == 0) return;  // never recorded: nothing to wait for
+    value = state.value;
   }
-  allocator_.free(argument_block);
-  std::vector<emulator::LaunchRecord> launches = chip_->take_launch_records();
-  CommandRecord record{
-      kernel_name, scope_, 0, done.start_cycle, static_cast<uint64_t>(std::popcount(core_mask)), 0, done.device_cycles};
-  for (auto& launch : launches) {
-    record.stats.add(launch.stats);
-    record.kernel_cycles += launch.end_cycle - launch.start_cycle;
-    record.trace.insert(record.trace.end(), launch.trace.begin(), launch.trace.end());
-    if (record.first_hazard.empty()) record.first_hazard = launch.first_hazard;
+  Command command{abi::COMMAND_EVENT_WAIT, event_address(event), value, 0, stream};
+  command.keeps_record = false;
+  submit(std::move(command));
+}
+
+bool Device::event_done(int event) {
+  std::lock_guard lock(thread_->mutex());
+  return completed(events_.at(event).record_sequence);
+}
+
+void Device::synchronize_event(int event) {
+  std::unique_lock lock(thread_->mutex());
+  const uint64_t sequence = events_.at(event).record_sequence;
+  wait_until([&] { return completed(sequence); }, lock);
+  raise_pending_error(lock);
+}
+
+uint64_t Device::event_cycle(int event) {
+  synchronize_event(event);
+  std::lock_guard lock(thread_->mutex());
+  return events_.at(event).cycle;
+}
+
+bool Device::stream_done(StreamId stream) {
+  stream = resolve(stream);
+  std::lock_guard lock(thread_->mutex());
+  auto last = last_on_stream_.find(stream);
+  return last == last_on_stream_.end() || completed(last->second);
+}
+
+void Device::synchronize_stream(StreamId stream) {
+  stream = resolve(stream);
+  std::unique_lock lock(thread_->mutex());
+  auto last = last_on_stream_.find(stream);
+  if (last != last_on_stream_.end()) {
+    const uint64_t sequence = last->second;
+    wait_until([&] { return completed(sequence); }, lock);
   }
-  record.bytes = record.stats.dram_bytes_read + record.stats.dram_bytes_written;
-  record.host_ns = done.host_ns;
-  record.op = op_;
-  if (!record.first_hazard.empty()) report_hazard(kernel_name, record.first_hazard);
-  keep(std::move(record));
-  if (done.status != 0) {
-    const std::optional<emulator::KernelFault> fault = chip_->take_kernel_fault();
-    throw DeviceError(fmt::format("npusim kernel '{}' failed: {}", kernel_name,
-                                  fault ? fault->describe() : fmt::format("status {}", done.status)));
-  }
+  raise_pending_error(lock);
+}
+
+void Device::synchronize() {
+  std::unique_lock lock(thread_->mutex());
+  wait_until([&] { return outstanding_.empty(); }, lock);
+  raise_pending_error(lock);
+}
+
+std::vector<CommandRecord> Device::take_records() {
+  wait_idle();
+  std::lock_guard lock(thread_->mutex());
+  return std::exchange(records_, {});
+}
+
+void Device::set_observer(std::function<void(const CommandRecord&)> observer) {
+  std::lock_guard lock(thread_->mutex());
+  observer_ = std::move(observer);
 }
 
 void Device::set_scope(std::string scope) {
-  std::lock_guard lock(submit_mutex_);
+  std::lock_guard lock(thread_->mutex());
   scope_ = std::move(scope);
 }
 
 void Device::set_op(std::string op) {
-  std::lock_guard lock(submit_mutex_);
+  std::lock_guard lock(thread_->mutex());
   op_ = std::move(op);
 }
 
+void Device::set_correlation(uint64_t correlation) {
+  std::lock_guard lock(thread_->mutex());
+  correlation_ = correlation;
+}
+
+void Device::wait_idle() {
+  std::unique_lock lock(thread_->mutex());
+  wait_until([&] { return outstanding_.empty(); }, lock);
+}
+
 void Device::set_recording(bool enabled) {
-  std::lock_guard lock(submit_mutex_);
+  std::lock_guard lock(thread_->mutex());
   recording_ = enabled;
 }
 
-void Device::set_tracing(bool enabled) {
-  std::lock_guard lock(submit_mutex_);
-  chip_->set_tracing(enabled);
+uint64_t Device::elapsed_cycles() {
+  wait_idle();
+  return thread_->call([this] { return chip_->elapsed_cycles(); });
 }
 
-std::vector<CommandRecord> Device::take_records() {
-  std::lock_guard lock(submit_mutex_);
-  return std::exchange(records_, {});
+std::array<uint64_t, isa::kRegisterCount> Device::core_registers(int core) {
+  if (core < 0 || core >= config_.chip_cores)
+    throw std::out_of_range(
+        fmt::format("core {} does not exist; the chip has {}", core, static_cast<int>(config_.chip_cores)));
+  wait_idle();
+  return thread_->call([this, core] { return chip_->core_registers(core); });
+}
+
+void Device::set_tracing(bool enabled) {
+  thread_->call([this, enabled] { chip_->set_tracing(enabled); });
+}
+
+// ---- device thread ---------------------------------------------------------------------------------------------
+
+bool Device::has_work() const { return serving_ || !pending_.empty(); }
+
+// Once per device, not at a reboot: events recorded before a firmware fault stay recorded.
+void Device::clear_events() { chip_->memory().fill(abi::EVENT_BASE, 0, abi::EVENT_COUNT << abi::EVENT_SHIFT); }
+
+void Device::boot_firmware() {
+  emulator::DeviceMemory& memory = chip_->memory();
+  memory.fill(abi::RING_BASE, 0, abi::RING_COUNT << abi::RING_SHIFT);
+  memory.fill(abi::COMPLETION_BASE, 0, abi::COMPLETION_ENTRIES + (abi::COMPLETION_CAPACITY << abi::COMPLETION_SHIFT));
+  ring_head_.fill(0);
+  ring_tail_.fill(0);
+  completions_seen_ = 0;
+  commands_written_ = 0;
+  memory.write(abi::FIRMWARE_BASE, abi::firmware_image(), abi::firmware_image_words() * sizeof(uint64_t));
+  chip_->boot(abi::FIRMWARE_BASE);
+}
+
+void Device::write_to_ring(const Command& command) {
+  emulator::DeviceMemory& memory = chip_->memory();
+  const int ring = ring_of(command.stream);
+  const uint64_t header = ring_header(ring);
+  const abi::CommandSlot slot{command.kind, command.arg0, command.arg1, command.arg2, command.sequence, {}};
+  memory.write(header + abi::RING_SLOTS + (ring_tail_[ring] % abi::RING_CAPACITY) * sizeof slot, &slot, sizeof slot);
+  ++ring_tail_[ring];
+  memory.write(header + abi::RING_TAIL, &ring_tail_[ring], sizeof(uint64_t));
+  ++commands_written_;
+  memory.write(abi::COMPLETION_BASE + abi::COMPLETION_SUBMITTED, &commands_written_, sizeof(uint64_t));
+}
+
+// One round: moves waiting commands into their rings (in submission order, stopping at the first whose ring is full,
+// so a command in a ring never depends on one still waiting), runs the chip until the firmware sleeps, and finishes
+// the commands it completed. Called with the lock held; releases it while the chip runs.
+//
+// In timed mode a round takes one command: how many commands are waiting depends on host thread timing, and the
+// firmware's path (sleeping between commands or going straight on) changes the simulated clock, so one command per
+// doorbell keeps simulated time a function of the program alone. Functional mode has no clock and takes them all.
+void Device::serve(std::unique_lock<std::mutex>& lock) {
+  serving_ = true;
+  std::vector<uint64_t> written;
+  std::array<uint64_t, kRings> filled = ring_tail_;
+  const size_t most = mode_ == Mode::Timed ? 1 : pending_.size();
+  while (!pending_.empty() && written.size() < most) {
+    const int ring = ring_of(pending_.front().stream);
+    if (filled[ring] - ring_head_[ring] >= abi::RING_CAPACITY) break;
+    ++filled[ring];
+    written.push_back(pending_.front().sequence);
+    in_rings_.emplace(pending_.front().sequence, std::move(pending_.front()));
+    pending_.pop_front();
+  }
+  lock.unlock();
+
+  for (uint64_t sequence : written) write_to_ring(in_rings_.at(sequence));
+  std::optional<std::string> firmware_failure;
+  try {
+    chip_->ring_doorbell();
+  } catch (const emulator::CommandProcessorFault& fault) {
+    firmware_failure = fault.what();
+  }
+  std::vector<Completion> completions = read_completions();
+  std::deque<emulator::LaunchRecord> launches;
+  for (emulator::LaunchRecord& launch : chip_->take_launch_records()) launches.push_back(std::move(launch));
+
+  lock.lock();
+  for (Completion& completion : completions) {
+    auto found = in_rings_.find(completion.entry.sequence);
+    if (found == in_rings_.end()) {
+      note_error(
+          fmt::format("npusim firmware completed command {}, which was not submitted", completion.entry.sequence));
+      continue;
+    }
+    Command command = std::move(found->second);
+    in_rings_.erase(found);
+    ++ring_head_[ring_of(command.stream)];
+    std::optional<emulator::LaunchRecord> launch;
+    if (command.kind == abi::COMMAND_LAUNCH && !launches.empty()) {
+      launch = std::move(launches.front());
+      launches.pop_front();
+    }
+    finish(command, completion, launch);
+  }
+  if (firmware_failure) {
+    // Whatever was still in the rings is lost with the firmware's state: those commands fail, the firmware reboots.
+    for (auto& [sequence, command] : in_rings_) {
+      note_error(fmt::format("npusim firmware failed on command {} ({}): {}", sequence, command.record.name,
+                             *firmware_failure));
+      release(command);
+    }
+    in_rings_.clear();
+    lock.unlock();
+    boot_firmware();
+    lock.lock();
+  }
+  serving_ = false;
+}
+
+std::vector<Device::Completion> Device::read_completions() {
+  emulator::DeviceMemory& memory = chip_->memory();
+  uint64_t tail = 0;
+  memory.read(abi::COMPLETION_BASE + abi::COMPLETION_TAIL, &tail, sizeof tail);
+  std::vector<Completion> completions;
+  for (; completions_seen_ < tail; ++completions_seen_) {
+    Completion completion;
+    const uint64_t slot = completions_seen_ % abi::COMPLETION_CAPACITY;
+    memory.read(abi::COMPLETION_BASE + abi::COMPLETION_ENTRIES + (slot << abi::COMPLETION_SHIFT), &completion.entry,
+                sizeof completion.entry);
+    completions.push_back(completion);
+  }
+  return completions;
+}
+
+// Fills in the record of a completed command, keeps it, and notes its error. Called with the lock held.
+void Device::finish(Command& command, const Completion& completion, std::optional<emulator::LaunchRecord>& launch) {
+  CommandRecord& record = command.record;
+  record.start_cycle = completion.entry.start_cycle;
+  record.device_cycles = completion.entry.end_cycle - completion.entry.start_cycle;
+  if (launch) {
+    record.stats = launch->stats;
+    record.kernel_cycles = launch->end_cycle - launch->start_cycle;
+    record.trace = std::move(launch->trace);
+    record.first_hazard = launch->first_hazard;
+    record.bytes = record.stats.dram_bytes_read + record.stats.dram_bytes_written;
+    if (!record.first_hazard.empty())
+      if (std::optional<std::string> error = report_hazard(record.name, record.first_hazard)) note_error(*error);
+  }
+  if (command.kind == abi::COMMAND_LAUNCH && completion.entry.status != 0)
+    note_error(fmt::format(
+        "npusim kernel '{}' failed: {}", record.name,
+        launch && launch->fault ? launch->fault->describe() : fmt::format("status {}", completion.entry.status)));
+  else if (completion.entry.status == abi::STATUS_UNKNOWN_COMMAND)
+    note_error(fmt::format("npusim firmware did not know command kind {}", command.kind));
+  if (command.kind == abi::COMMAND_EVENT_RECORD) {
+    uint64_t cycle = 0;
+    chip_->memory().read(event_address(command.event) + abi::EVENT_CYCLE, &cycle, sizeof cycle);
+    if (auto event = events_.find(command.event); event != events_.end()) event->second.cycle = cycle;
+  }
+  ++completed_commands_;
+  completed_cycles_ = completion.entry.end_cycle;
+  if (command.keeps_record) {
+    if (observer_) observer_(record);
+    if (recording_) records_.push_back(std::move(record));
+  }
+  release(command);
+}
+
+void Device::note_error(std::string message) {
+  if (!pending_error_) pending_error_ = std::move(message);
+}
+
+// The command is over: its argument block is free and waiters may see it complete. Called with the lock held.
+void Device::release(Command& command) {
+  if (command.argument_block) reserved_allocator_.free(command.argument_block);
+  outstanding_.erase(command.sequence);
 }
 
 }  // namespace npusim::runtime

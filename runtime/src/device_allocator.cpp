@@ -32,9 +32,9 @@ uint64_t DeviceAllocator::allocate(uint64_t bytes) {
   }
   throw OutOfMemory(fmt::format(
       "npusim device out of memory: tried to allocate {} bytes; {} bytes allocated in {} blocks, {} bytes free of {} "
-      "(largest free block {} bytes)",
+      "(largest free block {} bytes, {} free blocks, fragmentation {:.1f}%)",
       bytes, stats_.allocated_bytes, stats_.allocations, stats_.reserved_bytes - stats_.allocated_bytes,
-      stats_.reserved_bytes, largest_free_block()));
+      stats_.reserved_bytes, largest_free_block(), free_ranges_.size(), 100 * stats_locked().fragmentation()));
 }
 
 uint64_t DeviceAllocator::largest_free_block() const {
@@ -69,7 +69,14 @@ void DeviceAllocator::free(uint64_t address) {
 
 MemoryStats DeviceAllocator::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  return stats_locked();
+}
+
+MemoryStats DeviceAllocator::stats_locked() const {
+  MemoryStats stats = stats_;
+  stats.free_blocks = free_ranges_.size();
+  stats.largest_free_block_bytes = largest_free_block();
+  return stats;
 }
 
 void DeviceAllocator::reset_peak() {

@@ -60,11 +60,28 @@ const SessionOptions& Session::options() {
   return options_;
 }
 
+int Session::device_count() {
+  const SessionOptions chosen = options();
+  {
+    std::lock_guard lock(mutex_);
+    if (!devices_.empty()) return static_cast<int>(devices_.size());
+  }
+  // Read from the configuration without opening the devices, so npusim.init may still choose another chip.
+  return static_cast<int>(config::load_config(chosen.config, chosen.config_dirs).system_devices);
+}
+
 Device& Session::device(int index) {
+  open_devices();
+  std::lock_guard lock(mutex_);
+  if (index < 0 || index >= static_cast<int>(devices_.size()))
+    throw std::out_of_range(fmt::format("npusim device {} does not exist; there {} {}", index,
+                                        devices_.size() == 1 ? "is" : "are", devices_.size()));
+  return *devices_[index];
+}
+
+void Session::open_devices() {
   const SessionOptions& chosen = options();
   std::lock_guard lock(mutex_);
-  if (index < 0 || index >= device_count())
-    throw std::out_of_range(fmt::format("npusim device {} does not exist ({} device)", index, device_count()));
   if (devices_.empty()) {
     config::ChipConfig config = config::load_config(chosen.config, chosen.config_dirs);
     if (const char* watchdog = std::getenv("NPUSIM_WATCHDOG"); watchdog && *watchdog) {
@@ -74,10 +91,9 @@ Device& Session::device(int index) {
         throw std::invalid_argument(fmt::format("NPUSIM_WATCHDOG: '{}' is not a positive instruction count", watchdog));
       config.runtime_watchdog_instructions = budget;
     }
-    devices_.push_back(std::make_unique<Device>(config, chosen.mode));
-    devices_.back()->set_recording(default_recording_);
+    devices_ = Device::open_devices(config, chosen.mode, static_cast<int>(config.system_devices));
+    for (auto& device : devices_) device->set_recording(default_recording_);
   }
-  return *devices_[index];
 }
 
 }  // namespace npusim::runtime

@@ -73,10 +73,9 @@ class CommandProcessor::FirmwareContext : public emulator::ExecContext {
     uint64_t status = 0;
     if (std::optional<emulator::KernelFault> fault = emulator::reported_fault(std::move(faults))) {
       status = static_cast<uint64_t>(fault->core) + 1;
-      cp_.kernel_fault_ = std::move(fault);
+      launch_->fault = std::move(fault);
     }
     launch_->end_cycle = launch_->start_cycle + cp_.clock_.to_cycles(sc_core::sc_time_stamp() - launch_start_);
-    launch_->failed = status != 0;
     cp_.launch_records_.push_back(*launch_);
     launch_.reset();
     return status;

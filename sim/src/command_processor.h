@@ -27,7 +27,6 @@ class CommandProcessor : public sc_core::sc_module {
   void boot(uint64_t firmware_entry);
   void ring_doorbell();
   std::optional<emulator::KernelFault> take_firmware_fault() { return std::exchange(firmware_fault_, std::nullopt); }
-  std::optional<emulator::KernelFault> take_kernel_fault() { return std::exchange(kernel_fault_, std::nullopt); }
   std::vector<emulator::LaunchRecord> take_launch_records() { return std::exchange(launch_records_, {}); }
 
  private:
@@ -45,7 +44,7 @@ class CommandProcessor : public sc_core::sc_module {
   sc_core::sc_event boot_event_, doorbell_event_;
   uint64_t firmware_entry_ = 0;
   int pending_doorbells_ = 0;
-  std::optional<emulator::KernelFault> firmware_fault_, kernel_fault_;
+  std::optional<emulator::KernelFault> firmware_fault_;
   std::vector<emulator::LaunchRecord> launch_records_;
 };
 

@@ -25,27 +25,26 @@ namespace {
 
 class TimedChip : public emulator::Chip {
  public:
-  explicit TimedChip(const config::ChipConfig& config)
+  // `prefix` keeps the module names of several chips in one design apart.
+  TimedChip(const config::ChipConfig& config, const std::string& prefix)
       : config_(config),
         memory_(config_.dram_capacity_bytes()),
         clock_(config_.chip_clock_ghz),
-        dram_("dram", config_, memory_),
-        host_link_("host_link", config_) {
+        dram_((prefix + "dram").c_str(), config_, memory_),
+        host_link_((prefix + "host_link").c_str(), config_) {
     std::vector<NpuCore*> core_pointers;
     for (int index = 0; index < config_.chip_cores; ++index) {
-      cores_.push_back(std::make_unique<NpuCore>(fmt::format("core{}", index).c_str(), index, config_, memory_));
+      cores_.push_back(
+          std::make_unique<NpuCore>(fmt::format("{}core{}", prefix, index).c_str(), index, config_, memory_));
       cores_.back()->scalar_port.bind(dram_.socket);
       cores_.back()->dma_port.bind(dram_.socket);
       core_pointers.push_back(cores_.back().get());
     }
     for (auto& core : cores_) core->connect(barrier_, core_pointers);
-    command_processor_ =
-        std::make_unique<CommandProcessor>("command_processor", config_, memory_, core_pointers, barrier_);
+    command_processor_ = std::make_unique<CommandProcessor>((prefix + "command_processor").c_str(), config_, memory_,
+                                                            core_pointers, barrier_);
     command_processor_->dram_port.bind(dram_.socket);
     command_processor_->host_port.bind(host_link_.socket);
-    tlm_utils::tlm_quantumkeeper::set_global_quantum(sc_core::sc_time(1, sc_core::SC_US));
-    // Finish elaboration and let every thread reach its first wait, so later notifications find them waiting.
-    sc_core::sc_start(sc_core::SC_ZERO_TIME);
   }
 
   const config::ChipConfig& config() const override { return config_; }
@@ -59,7 +58,6 @@ class TimedChip : public emulator::Chip {
     command_processor_->ring_doorbell();
     simulate();
   }
-  std::optional<emulator::KernelFault> take_kernel_fault() override { return command_processor_->take_kernel_fault(); }
   std::vector<emulator::LaunchRecord> take_launch_records() override {
     return command_processor_->take_launch_records();
   }
@@ -92,13 +90,19 @@ bool timed_chip_built = false;
 
 }  // namespace
 
-std::unique_ptr<emulator::Chip> make_timed_chip(const config::ChipConfig& config) {
+std::vector<std::unique_ptr<emulator::Chip>> make_timed_chips(const config::ChipConfig& config, int count) {
   if (timed_chip_built)
     throw std::logic_error(
-        "a timed (SystemC) chip was already built in this process; SystemC elaborates one design per process");
+        "timed (SystemC) chips were already built in this process; SystemC elaborates one design per process");
   timed_chip_built = true;
   setenv("SYSC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
-  return std::make_unique<TimedChip>(config);
+  std::vector<std::unique_ptr<emulator::Chip>> chips;
+  for (int index = 0; index < count; ++index)
+    chips.push_back(std::make_unique<TimedChip>(config, count == 1 ? "" : fmt::format("npu{}_", index)));
+  tlm_utils::tlm_quantumkeeper::set_global_quantum(sc_core::sc_time(1, sc_core::SC_US));
+  // Finish elaboration and let every thread reach its first wait, so later notifications find them waiting.
+  sc_core::sc_start(sc_core::SC_ZERO_TIME);
+  return chips;
 }
 
 }  // namespace npusim::sim

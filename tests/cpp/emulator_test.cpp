@@ -270,7 +270,7 @@ std::vector<float> run_four_cores(const char* threads) {
       "launcher.s");
   chip.memory().write(kFirmware, firmware.data(), firmware.size() * 8);
   chip.boot(kFirmware);
-  EXPECT_FALSE(chip.take_kernel_fault());
+  EXPECT_FALSE(chip.take_launch_records().at(0).fault);
   std::vector<float> result(1024 + 4);
   chip.memory().read(kBuffer, result.data(), 1024 * 4);
   chip.memory().read(0x50000, result.data() + 1024, 16);

@@ -1,5 +1,5 @@
-// The command-processor firmware driven through the host runtime on the emulator: every command kind, ring
-// wrap-around, error status, and a device that stays usable after failures.
+// The command-processor firmware driven through the host runtime on the emulator: copies, launches, ring
+// wrap-around, errors, memory accounting, and a device that stays usable after failures.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -63,12 +63,13 @@ TEST(Firmware, RingWrapsAroundManyTimes) {
   }
 }
 
-TEST(Firmware, KernelFaultNamesKernelCorePcAndInstruction) {
+TEST(Firmware, KernelFaultSurfacesAtTheNextSynchronizeNamingKernelCorePcAndInstruction) {
   runtime::Device device(small_config(), runtime::Mode::Functional);
   const uint64_t program = device.load_program(isa::assemble("li r2, 3\n ld r3, 0(r2)\n halt\n", "k.s"));
   const uint64_t arguments[] = {0};
+  device.launch("misaligned", program, arguments);  // returns at once; the kernel fails on the device thread
   try {
-    device.launch("misaligned", program, arguments);
+    device.synchronize();
     FAIL() << "no error";
   } catch (const runtime::DeviceError& error) {
     EXPECT_EQ(std::string(error.what()),
@@ -76,6 +77,7 @@ TEST(Firmware, KernelFaultNamesKernelCorePcAndInstruction) {
                           "access at 0x3",
                           program + 8));
   }
+  EXPECT_NO_THROW(device.synchronize());  // reported once
   // The device keeps working.
   const uint64_t cell = device.allocate(8);
   const uint64_t value = 42;
@@ -140,6 +142,31 @@ TEST(DeviceAllocator, ReusesFreedMemoryAndTracksPeak) {
   EXPECT_EQ(stats.allocated_bytes, 2048u);
   EXPECT_EQ(stats.peak_allocated_bytes, 2048u);
   EXPECT_THROW(device.free(12345), std::invalid_argument);
+}
+
+TEST(DeviceAllocator, ReportsFragmentation) {
+  runtime::DeviceAllocator allocator(0, 4096);  // sixteen 256-byte blocks
+  std::vector<uint64_t> blocks;
+  for (int k = 0; k < 16; ++k) blocks.push_back(allocator.allocate(256));
+  EXPECT_EQ(allocator.stats().fragmentation(), 0.0);  // nothing free
+  for (int k = 0; k < 16; k += 2) allocator.free(blocks[k]);
+  // 8 free blocks of 256 bytes, the largest 256 of 2048 free bytes: 7/8 of free memory is outside it.
+  runtime::MemoryStats stats = allocator.stats();
+  EXPECT_EQ(stats.free_blocks, 8u);
+  EXPECT_EQ(stats.largest_free_block_bytes, 256u);
+  EXPECT_DOUBLE_EQ(stats.fragmentation(), 7.0 / 8.0);
+  try {
+    allocator.allocate(512);
+    FAIL() << "a 512-byte request fits in no free block";
+  } catch (const runtime::OutOfMemory& error) {
+    EXPECT_NE(std::string(error.what()).find("largest free block 256 bytes, 8 free blocks, fragmentation 87.5%"),
+              std::string::npos)
+        << error.what();
+  }
+  for (int k = 1; k < 16; k += 2) allocator.free(blocks[k]);
+  stats = allocator.stats();
+  EXPECT_EQ(stats.free_blocks, 1u);
+  EXPECT_EQ(stats.fragmentation(), 0.0);
 }
 
 TEST(Mode, UnknownModeIsAClearError) {

@@ -129,7 +129,7 @@ def test_generated_methods_and_device_module(device):
     assert "peak allocated" in summary and f"{torch.npusim.memory_allocated() / 2**20:12.3f} MiB" in summary
     del y
     assert torch.npusim.memory_allocated() == before
-    assert torch.npusim.get_device_properties()["total_memory"] > 0
+    assert torch.npusim.get_device_properties().total_memory > 0
     assert torch.npusim.max_memory_reserved() == torch.npusim.memory_reserved() > 0
 
 

@@ -14,22 +14,24 @@ def device_count():
 
 
 def current_device():
-    return 0  # one device for now
+    return _C.current_device()
 
 
 def set_device(device):
+    """Makes ``device`` (an index, ``"npusim:1"`` or a torch.device) the calling thread's current npusim device."""
     index = torch.device(device).index if isinstance(device, str) else getattr(device, "index", device)
-    if (index or 0) != 0:
-        raise RuntimeError(f"npusim: device {index} does not exist; there is 1")
+    _C.set_device(index or 0)
 
 
 def synchronize(device=None):
-    """Wait for the device; launches complete before they return, so there is never work in flight yet."""
+    """Waits for every command submitted to the device; raises the error of a failed asynchronous kernel."""
+    _C.synchronize(_index(device))
 
 
-# Streams and events, as torch.cuda's: launches complete before they return, so streams are always in order with
-# each other and events are always complete; an event records the simulated clock, so Event.elapsed_time gives
-# simulated milliseconds (timed mode).
+# Streams and events, as torch.cuda's: launches return at once, commands on one stream run in order, streams wait for
+# each other only through events, and synchronize / Event.synchronize / Stream.synchronize wait for the device. An
+# event's recording is stamped with the simulated clock, so Event.elapsed_time gives simulated milliseconds (timed
+# mode).
 class Stream(torch.Stream):
     """An npusim stream (``torch.Stream`` on the npusim device); usable as a context manager."""
 
@@ -78,27 +80,42 @@ def stream(stream):
 
 
 def get_device_name(device=None):
-    return _C.properties(0)["name"]
+    return _C.properties(_index(device))["name"]
+
+
+class DeviceProperties:
+    """What torch.cuda.get_device_properties gives, for an npusim chip: attributes (name, total_memory,
+    multi_processor_count — its cores — and the chip's own figures), read from its configuration."""
+
+    def __init__(self, values):
+        self.__dict__.update(values)
+        self.multi_processor_count = values["cores"]
+
+    def __repr__(self):
+        return (
+            f"_NpusimDeviceProperties(name='{self.name}', mode='{self.mode}', cores={self.cores}, "
+            f"clock_ghz={self.clock_ghz}, total_memory={self.total_memory // 2**20}MB)"
+        )
 
 
 def get_device_properties(device=None):
-    return _C.properties(0)
+    return DeviceProperties(_C.properties(_index(device)))
 
 
 def memory_stats(device=None):
-    return dict(_C.memory_stats(0))
+    return dict(_C.memory_stats(_index(device)))
 
 
 def memory_allocated(device=None):
-    return _C.memory_stats(0)["allocated_bytes.all.current"]
+    return memory_stats(device)["allocated_bytes.all.current"]
 
 
 def max_memory_allocated(device=None):
-    return _C.memory_stats(0)["allocated_bytes.all.peak"]
+    return memory_stats(device)["allocated_bytes.all.peak"]
 
 
 def memory_reserved(device=None):
-    return _C.memory_stats(0)["reserved_bytes.all.current"]
+    return memory_stats(device)["reserved_bytes.all.current"]
 
 
 def max_memory_reserved(device=None):
@@ -116,12 +133,14 @@ def memory_summary(device=None, abbreviated=False):
         f"  peak allocated {stats['allocated_bytes.all.peak'] / mib:12.3f} MiB",
         f"  reserved       {stats['reserved_bytes.all.current'] / mib:12.3f} MiB",
         f"  live allocations {stats['allocation.all.current']}, allocations in all {stats['allocation.all.allocated']}",
+        f"  free blocks {stats['free_blocks']}, largest {stats['largest_free_block_bytes'] / mib:.3f} MiB, "
+        f"fragmentation {100 * stats['fragmentation']:.1f}%",
     ]
     return "\n".join(lines)
 
 
 def reset_peak_memory_stats(device=None):
-    _C.reset_peak_memory_stats(0)
+    _C.reset_peak_memory_stats(_index(device))
 
 
 def empty_cache():
@@ -200,14 +219,18 @@ def set_rng_state_all(new_states):
 
 
 class device:
-    """Context manager selecting the current npusim device, like torch.cuda.device (there is one device for now)."""
+    """Context manager selecting the current npusim device, like torch.cuda.device; the previous one is current again
+    on exit."""
 
     def __init__(self, device):
         self.index = torch.device(device).index if isinstance(device, str) else getattr(device, "index", device)
+        self.previous = None
 
     def __enter__(self):
+        self.previous = current_device()
         set_device(self.index or 0)
         return self
 
     def __exit__(self, *exc):
+        set_device(self.previous)
         return False

@@ -35,6 +35,7 @@ class KernelRecord:
     stats: dict = field(default_factory=dict)
     trace: list = field(default_factory=list)
     first_hazard: str = ""  # timed mode: engines touching the same buffer bytes without a fence between
+    stream: int = 0  # the stream the command ran on (0: the default stream)
 
     @property
     def is_copy(self):

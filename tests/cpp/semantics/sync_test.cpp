@@ -66,6 +66,7 @@ TEST_F(Barrier, ThatACoreNeverReachesIsADeadlockNamingIt) {
   const uint64_t arguments[] = {0};
   try {
     device.launch("half_barrier", device.load_program(program), arguments, 0b11);
+    device.synchronize();
     ADD_FAILURE() << "no error";
   } catch (const runtime::DeviceError& error) {
     EXPECT_NE(std::string(error.what()).find("core 1, pc"), std::string::npos) << error.what();
@@ -76,9 +77,10 @@ TEST_F(Barrier, ThatACoreNeverReachesIsADeadlockNamingIt) {
   }
   // The device stays usable.
   const auto fine = isa::assemble("barrier\n halt\n", "fine.s");
-  EXPECT_NO_THROW(device.launch("full_barrier", device.load_program(fine), arguments, 0b11));
+  device.launch("full_barrier", device.load_program(fine), arguments, 0b11);
   // A launch of one core meets itself at the barrier.
-  EXPECT_NO_THROW(device.launch("lonely_barrier", device.load_program(fine), arguments, 0b01));
+  device.launch("lonely_barrier", device.load_program(fine), arguments, 0b01);
+  EXPECT_NO_THROW(device.synchronize());
 }
 TEST_F(Launch, StartsTheCoresOfTheMaskWithTheirArguments) {
   const auto owner = two_core_device();
@@ -104,6 +106,7 @@ TEST_F(Wait, ReportsTheFaultingCore) {
   const uint64_t arguments[] = {0};
   try {
     device.launch("one_traps", device.load_program(program), arguments, 0b11);
+    device.synchronize();
     ADD_FAILURE() << "no error";
   } catch (const runtime::DeviceError& error) {
     EXPECT_NE(std::string(error.what()).find("core 1, pc"), std::string::npos) << error.what();

@@ -25,7 +25,7 @@ struct LaunchRecord {
   KernelStats stats;                  // summed over the launched cores
   std::vector<EngineInterval> trace;  // engine activity, when tracing is on (timed mode)
   std::string first_hazard;           // the first hazard the timed model saw, or empty
-  bool failed = false;
+  std::optional<KernelFault> fault;   // the trap that failed the launch (the first, if several cores trapped)
 };
 
 // The firmware itself trapped; the command processor must be booted again.
@@ -55,8 +55,6 @@ class Chip {
   // Throws CommandProcessorFault if the firmware trapped.
   virtual void ring_doorbell() = 0;
 
-  // The trap that made the last failed `wait` report a non-zero status.
-  virtual std::optional<KernelFault> take_kernel_fault() = 0;
   virtual std::vector<LaunchRecord> take_launch_records() = 0;
   virtual uint64_t elapsed_cycles() const = 0;
   // Record engine activity intervals into launch records (timed mode only; a no-op for the emulator).

@@ -23,7 +23,6 @@ class FunctionalChip : public Chip {
 
   void boot(uint64_t firmware_entry) override;
   void ring_doorbell() override;
-  std::optional<KernelFault> take_kernel_fault() override;
   std::vector<LaunchRecord> take_launch_records() override;
   uint64_t elapsed_cycles() const override { return 0; }
 
@@ -44,7 +43,6 @@ class FunctionalChip : public Chip {
   DeviceMemory memory_;
   std::vector<std::unique_ptr<CoreContext>> cores_;
   std::unique_ptr<CommandProcessorContext> command_processor_;
-  std::optional<KernelFault> kernel_fault_;
   std::vector<LaunchRecord> launch_records_;
   WorkerPool workers_;  // emulates the launched cores in parallel
 };

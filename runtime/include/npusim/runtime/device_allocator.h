@@ -16,6 +16,16 @@ struct MemoryStats {
   uint64_t reserved_bytes = 0;  // the heap's size: the simulated device owns all of it
   uint64_t allocations = 0;     // live allocations
   uint64_t total_allocations = 0;
+  uint64_t free_blocks = 0;               // separate free ranges of the heap
+  uint64_t largest_free_block_bytes = 0;  // the largest allocation that can succeed
+
+  // The share of free memory outside the largest free block: 0 when all of it is one block, towards 1 when free
+  // memory is scattered in pieces too small for a large request.
+  double fragmentation() const {
+    const uint64_t free_bytes = reserved_bytes - allocated_bytes;
+    return free_bytes == 0 ? 0.0
+                           : 1.0 - static_cast<double>(largest_free_block_bytes) / static_cast<double>(free_bytes);
+  }
 };
 
 class OutOfMemory : public std::runtime_error {
@@ -36,6 +46,7 @@ class DeviceAllocator {
 
  private:
   uint64_t largest_free_block() const;  // caller holds mutex_
+  MemoryStats stats_locked() const;     // caller holds mutex_
 
   mutable std::mutex mutex_;
   std::map<uint64_t, uint64_t> free_ranges_;  // start → size

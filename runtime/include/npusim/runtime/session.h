@@ -32,11 +32,13 @@ class Session {
   // Whether devices created from now on start with command recording on (Device::set_recording).
   void set_default_recording(bool enabled);
   const SessionOptions& options();
+  // All devices, created together on first use (SystemC elaborates one design per process).
   Device& device(int index);
-  int device_count() const { return 1; }
+  int device_count();  // the configuration's system.devices; opens no device
 
  private:
   Session() = default;
+  void open_devices();
   mutable std::mutex mutex_;
   bool configured_ = false;
   SessionOptions options_;
