@@ -41,6 +41,7 @@ std::byte* DeviceMemory::page(uint64_t page_index, bool create) const {
   if (!bytes) {
     bytes = new std::byte[kPageBytes]();  // value-initialised: fresh memory reads as zero
     entry.bytes.store(bytes, std::memory_order_release);
+    resident_pages_.fetch_add(1, std::memory_order_relaxed);
   }
   return bytes;
 }

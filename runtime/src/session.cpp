@@ -93,6 +93,11 @@ void Session::open_devices() {
     }
     devices_ = Device::open_devices(config, chosen.mode, static_cast<int>(config.system_devices));
     for (auto& device : devices_) device->set_recording(default_recording_);
+    // A program may exit with work still running on the device thread: let it finish before the exit handlers
+    // registered earlier (the simulation kernel's among them) tear down what it uses.
+    std::atexit([] {
+      for (auto& device : Session::instance().devices_) device->wait_idle();
+    });
   }
 }
 

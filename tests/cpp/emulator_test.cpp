@@ -37,6 +37,21 @@ class Emulator : public ::testing::Test {
   FunctionalChip chip_;
 };
 
+TEST(DeviceMemory, A16GiBDeviceCostsHostMemoryOnlyForTheTouchedPages) {
+  DeviceMemory memory(uint64_t{16} << 30);
+  EXPECT_EQ(memory.resident_bytes(), 0u);
+  const uint64_t last = (uint64_t{16} << 30) - 8, value = 0x1234;
+  memory.write(last, &value, 8);
+  memory.write(0, &value, 1);
+  std::vector<uint8_t> middle(1 << 20, 0xff);
+  memory.read(uint64_t{8} << 30, middle.data(), middle.size());  // never written: zeros, and no page for it
+  EXPECT_EQ(middle, std::vector<uint8_t>(1 << 20, 0));
+  EXPECT_EQ(memory.resident_bytes(), 2 * DeviceMemory::kPageBytes);
+  uint64_t back = 0;
+  memory.read(last, &back, 8);
+  EXPECT_EQ(back, value);
+}
+
 TEST_F(Emulator, ScalarArithmeticWrapsAndShifts) {
   ASSERT_FALSE(
       run("li r2, -1\n li r3, 2\n add r4, r2, r3\n sub r5, r0, r3\n mul r6, r3, r3\n srai r7, r2, 60\n"

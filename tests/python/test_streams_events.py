@@ -91,3 +91,29 @@ def test_elapsed_time_explains_what_it_needs():
         untimed.elapsed_time(untimed)
     with pytest.raises(ValueError, match="must be recorded"):
         torch.npusim.Event(enable_timing=True).elapsed_time(torch.npusim.Event(enable_timing=True))
+
+
+def test_a_kernel_error_is_raised_by_the_next_synchronising_call():
+    a = torch.arange(1, 9).to("npusim")
+    broken = a % torch.zeros_like(a)  # returns at once: the kernel traps on the device thread
+    with pytest.raises(RuntimeError, match=r"kernel '.*' failed: core \d+, pc 0x[0-9a-f]+ \(.*\): integer division"):
+        torch.npusim.synchronize()
+    torch.npusim.synchronize()  # reported once
+    assert (a % 3).cpu().tolist() == [1, 2, 0, 1, 2, 0, 1, 2], "the device stays usable"
+    del broken
+
+
+def test_launch_blocking_raises_at_the_operator():
+    result = run_python(
+        """
+        import torch, npusim
+        a = torch.arange(1, 9).to("npusim")
+        try:
+            a % torch.zeros_like(a)
+        except RuntimeError as error:
+            print("raised at the operator:", "integer division by zero" in str(error))
+        """,
+        NPUSIM_LAUNCH_BLOCKING="1",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "raised at the operator: True"

@@ -185,6 +185,18 @@ def test_save_and_load_keep_device_views_and_map_location(device, tmp_path):
         assert torch.npusim.current_device() == 0
 
 
+def test_dlpack_capsules_share_device_memory(device):
+    """torch.utils.dlpack's capsules carry npusim tensors (as DLPack's extension device); PyTorch 2.13's
+    __dlpack_device__ protocol knows no custom device, so torch.from_dlpack(tensor) is PyTorch's own error."""
+    x = torch.arange(6.0).reshape(2, 3).to(device)
+    y = torch.utils.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(x[:, 1:]))
+    assert y.device == x.device and y.shape == (2, 2)
+    y.mul_(10)  # the same memory
+    assert x.cpu().tolist() == [[0.0, 10.0, 20.0], [3.0, 40.0, 50.0]]
+    with pytest.raises(ValueError, match="Unknown device type npusim for Dlpack"):
+        torch.from_dlpack(x)
+
+
 def test_cat_arange_and_tanh_backward_run_natively(device):
     a, b = torch.randn(2, 3), torch.randn(4, 3)
     c = torch.arange(12, dtype=torch.int64).reshape(3, 4)

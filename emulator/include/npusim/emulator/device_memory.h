@@ -25,6 +25,8 @@ class DeviceMemory {
       : capacity_bytes_(capacity_bytes), pages_((capacity_bytes + kPageBytes - 1) / kPageBytes) {}
 
   uint64_t capacity_bytes() const { return capacity_bytes_; }
+  // Host memory holding device pages: the pages written so far.
+  uint64_t resident_bytes() const { return resident_pages_.load(std::memory_order_relaxed) * kPageBytes; }
 
   // Both throw Trap (out of bounds) for a range outside [0, capacity).
   void read(uint64_t address, void* destination, uint64_t bytes) const;
@@ -59,6 +61,7 @@ class DeviceMemory {
   mutable std::vector<Page> pages_;
   mutable std::mutex allocation_mutex_;
   std::atomic<uint64_t> code_version_{0};
+  mutable std::atomic<uint64_t> resident_pages_{0};
 };
 
 }  // namespace npusim::emulator
