@@ -61,11 +61,11 @@ const SessionOptions& Session::options() {
 }
 
 int Session::device_count() {
-  const SessionOptions chosen = options();
   {
     std::lock_guard lock(mutex_);
     if (!devices_.empty()) return static_cast<int>(devices_.size());
   }
+  const SessionOptions chosen = options();
   // Read from the configuration without opening the devices, so npusim.init may still choose another chip.
   return static_cast<int>(config::load_config(chosen.config, chosen.config_dirs).system_devices);
 }

@@ -36,6 +36,7 @@ class KernelRecord:
     trace: list = field(default_factory=list)
     first_hazard: str = ""  # timed mode: engines touching the same buffer bytes without a fence between
     stream: int = 0  # the stream the command ran on (0: the default stream)
+    device: int = 0  # the npusim device (npusim:0, npusim:1, ...) it ran on
 
     @property
     def is_copy(self):
@@ -386,11 +387,11 @@ class _OperatorNames(TorchDispatchMode):
     mode is off while its own operator runs, so the operators an implementation calls inside do not re-enter)."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        _C.set_op(func.name(), 0)
+        _on_every_device(_C.set_op, func.name())
         try:
             return func(*args, **(kwargs or {}))
         finally:
-            _C.set_op("", 0)
+            _on_every_device(_C.set_op, "")
 
 
 class _ModuleScopes:
@@ -412,17 +413,22 @@ class _ModuleScopes:
                 id(m): f"{root}.{name} ({type(m).__name__})" if name else root for name, m in module.named_modules()
             }
         self.stack.append(self.names.get(id(module), type(module).__name__))
-        _C.set_scope(self.stack[-1], 0)
+        _on_every_device(_C.set_scope, self.stack[-1])
 
     def leave(self, module, args, output):
         if self.stack:
             self.stack.pop()
-        _C.set_scope(self.stack[-1] if self.stack else "", 0)
+        _on_every_device(_C.set_scope, self.stack[-1] if self.stack else "")
 
     def remove(self):
         for handle in self.handles:
             handle.remove()
-        _C.set_scope("", 0)
+        _on_every_device(_C.set_scope, "")
+
+
+def _on_every_device(setter, value):
+    for index in range(_C.device_count()):
+        setter(value, index)
 
 
 _open_profiles = []  # innermost last
@@ -432,7 +438,9 @@ _operator_names = None
 
 def _collect():
     """Hands what the device did since the last collection to every open report."""
-    records = [KernelRecord(**record) for record in _C.take_records(0)]
+    records = [
+        KernelRecord(**record, device=index) for index in range(_C.device_count()) for record in _C.take_records(index)
+    ]
     fallbacks = dict(_C.fallback_counts())
     _C.reset_fallback_counts()
     for open_profile in _open_profiles:
@@ -456,7 +464,8 @@ class profile:
         if _open_profiles:
             _collect()
         else:
-            _C.take_records(0)  # nothing was recording; drop leftovers
+            for index in range(_C.device_count()):
+                _C.take_records(index)  # nothing was recording; drop leftovers
             _C.reset_fallback_counts()
         self.report = Report(props["mode"], props["config"], props["clock_ghz"], dict(_C.device_configuration(0)))
         _open_profiles.append(self)
@@ -466,7 +475,8 @@ class profile:
     def __exit__(self, *exc):
         import torch
 
-        torch.npusim.synchronize()
+        for index in range(_C.device_count()):
+            torch.npusim.synchronize(index)  # raises the error of a kernel that failed inside the block
         _collect()
         _open_profiles.remove(self)
         self._update_device()
@@ -475,8 +485,8 @@ class profile:
     @staticmethod
     def _update_device():
         global _module_scopes, _operator_names
-        _C.set_recording(bool(_open_profiles), 0)
-        _C.set_tracing(any(p.trace for p in _open_profiles), 0)
+        _on_every_device(_C.set_recording, bool(_open_profiles))
+        _on_every_device(_C.set_tracing, any(p.trace for p in _open_profiles))
         if _open_profiles and _module_scopes is None:
             _module_scopes = _ModuleScopes()
             _operator_names = _OperatorNames()
