@@ -11,6 +11,7 @@
 
 #include "npusim/isa/assembler.h"
 #include "npusim/runtime/device.h"
+#include "test_kernels.h"
 
 namespace npusim {
 namespace {
@@ -22,21 +23,7 @@ config::ChipConfig test_config(int64_t dram_mib = 128) {
   return config;
 }
 
-// *arguments[0] += arguments[1], after spinning arguments[2] times (a long kernel).
-constexpr const char* kAddAfterSpin = R"(
-    ld   r2, 0(r1)
-    ld   r3, 8(r1)
-    ld   r4, 16(r1)
-spin:
-    beq  r4, r0, done
-    addi r4, r4, -1
-    jal  r0, spin
-done:
-    ld   r5, 0(r2)
-    add  r5, r5, r3
-    st   r5, 0(r2)
-    halt
-)";
+using test_kernels::kAddAfterSpin;
 
 class Adder {
  public:

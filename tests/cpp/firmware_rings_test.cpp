@@ -10,6 +10,7 @@
 #include "npusim/isa/assembler.h"
 #include "npusim/runtime/device.h"
 #include "npusim/sim/timed_chip.h"
+#include "test_kernels.h"
 
 namespace npusim {
 namespace {
@@ -88,26 +89,12 @@ std::vector<uint64_t> sequences(const std::vector<abi::CompletionEntry>& entries
   return order;
 }
 
-// An argument block at `block`: the kernel's r1 points at it.
+// Where the tests keep their data, the kernels' argument blocks (each kernel's r1) and their event.
 constexpr uint64_t kData = 0x200000;       // test data, well above the programs
 constexpr uint64_t kArguments = 0x300000;  // argument blocks
 constexpr uint64_t kEvent = abi::EVENT_BASE;
 
-// Adds the word at arguments[1] to the word at address arguments[0], after spinning arguments[2] times (a long kernel).
-constexpr const char* kAddAfterSpin = R"(
-    ld   r2, 0(r1)
-    ld   r3, 8(r1)
-    ld   r4, 16(r1)
-spin:
-    beq  r4, r0, done
-    addi r4, r4, -1
-    jal  r0, spin
-done:
-    ld   r5, 0(r2)
-    add  r5, r5, r3
-    st   r5, 0(r2)
-    halt
-)";
+using test_kernels::kAddAfterSpin;
 
 class FirmwareRings : public testing::TestWithParam<runtime::Mode> {};
 
