@@ -212,10 +212,21 @@ void Device::copy_device_to_device(uint64_t destination, uint64_t source, uint64
   submit(std::move(command));
 }
 
+// The argument blocks of launches not yet run hold the code region: when it is full, the host waits for the device
+// to catch up (and free them) before it gives up.
+uint64_t Device::allocate_reserved(uint64_t bytes) {
+  try {
+    return reserved_allocator_.allocate(bytes);
+  } catch (const OutOfMemory&) {
+    wait_idle();
+    return reserved_allocator_.allocate(bytes);
+  }
+}
+
 uint64_t Device::load_program(std::span<const uint64_t> words) {
   // Device memory may be written while the chip runs: pages appear atomically, and a write to code is noticed by the
   // decoded-instruction caches.
-  const uint64_t address = reserved_allocator_.allocate(words.size_bytes());
+  const uint64_t address = allocate_reserved(words.size_bytes());
   chip_->memory().write(address, words.data(), words.size_bytes());
   return address;
 }
@@ -227,7 +238,7 @@ void Device::launch(const std::string& kernel_name, uint64_t program, std::span<
   } catch (const emulator::Trap& bad_mask) {
     throw std::invalid_argument(fmt::format("launch of '{}': {}", kernel_name, bad_mask.what()));
   }
-  const uint64_t argument_block = reserved_allocator_.allocate(std::max<uint64_t>(arguments.size_bytes(), 8));
+  const uint64_t argument_block = allocate_reserved(std::max<uint64_t>(arguments.size_bytes(), 8));
   chip_->memory().write(argument_block, arguments.data(), arguments.size_bytes());
   Command command{abi::COMMAND_LAUNCH, program, argument_block, core_mask, stream};
   command.argument_block = argument_block;

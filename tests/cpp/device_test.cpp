@@ -82,6 +82,16 @@ TEST(Device, CommandsOnOneStreamRunInOrderPastTheRingCapacity) {
   }
 }
 
+TEST(Device, LaunchesFarAheadOfTheDeviceWaitForArgumentSpace) {
+  // 64 MiB: a 1 MiB code region, room for 4096 argument blocks of launches not yet run.
+  runtime::Device device(test_config(64), runtime::Mode::Functional);
+  Adder adder(device);
+  const uint64_t cell = device.allocate(8);
+  write_word(device, cell, 0);
+  for (int k = 0; k < 20000; ++k) adder.add(cell, 1);
+  EXPECT_EQ(read_word(device, cell), 20000u);
+}
+
 TEST(Device, AnEventOrdersAStreamAfterAnother) {
   runtime::Device device(test_config(), runtime::Mode::Functional);
   Adder adder(device);

@@ -155,6 +155,7 @@ class Device {
 
   // Host side (any thread).
   uint64_t submit(Command command);  // returns the command's sequence number
+  uint64_t allocate_reserved(uint64_t bytes);
   StreamId resolve(StreamId stream) const { return stream == kCurrentStream ? current_stream() : stream; }
   void wait_until(const std::function<bool()>& done, std::unique_lock<std::mutex>& lock);
   void raise_pending_error(std::unique_lock<std::mutex>& lock);
