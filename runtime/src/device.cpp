@@ -29,10 +29,6 @@ struct Command {
   CommandRecord record;         // what the host knew at submission; the device thread adds the rest
 };
 
-struct Device::Completion {
-  abi::CompletionEntry entry;
-};
-
 Mode parse_mode(const std::string& text) {
   if (text == "functional") return Mode::Functional;
   if (text == "timed") return Mode::Timed;
@@ -149,11 +145,10 @@ void Device::set_current_stream(StreamId stream) {
   current_streams[this] = stream;
 }
 
-uint64_t Device::submit(Command command) {
+void Device::submit(Command command) {
   command.stream = resolve(command.stream);
   command.record.host_ns = host_now_ns();
   command.record.stream = command.stream;
-  uint64_t sequence = 0;
   {
     std::lock_guard lock(thread_->mutex());
     if (command.kind == abi::COMMAND_EVENT_RECORD) {
@@ -162,7 +157,7 @@ uint64_t Device::submit(Command command) {
       command.arg1 = ++event.value;
       event.record_sequence = next_sequence_;
     }
-    sequence = command.sequence = next_sequence_++;
+    const uint64_t sequence = command.sequence = next_sequence_++;
     command.record.scope = scope_;
     command.record.op = op_;
     command.record.correlation = correlation_;
@@ -171,7 +166,6 @@ uint64_t Device::submit(Command command) {
     pending_.push_back(std::move(command));
   }
   thread_->wake();
-  return sequence;
 }
 
 bool Device::completed(uint64_t sequence) const { return !outstanding_.contains(sequence); }
@@ -444,16 +438,15 @@ void Device::serve(std::unique_lock<std::mutex>& lock) {
   } catch (const emulator::CommandProcessorFault& fault) {
     firmware_failure = fault.what();
   }
-  std::vector<Completion> completions = read_completions();
+  std::vector<abi::CompletionEntry> completions = read_completions();
   std::deque<emulator::LaunchRecord> launches;
   for (emulator::LaunchRecord& launch : chip_->take_launch_records()) launches.push_back(std::move(launch));
 
   lock.lock();
-  for (Completion& completion : completions) {
-    auto found = in_rings_.find(completion.entry.sequence);
+  for (const abi::CompletionEntry& completion : completions) {
+    auto found = in_rings_.find(completion.sequence);
     if (found == in_rings_.end()) {
-      note_error(
-          fmt::format("npusim firmware completed command {}, which was not submitted", completion.entry.sequence));
+      note_error(fmt::format("npusim firmware completed command {}, which was not submitted", completion.sequence));
       continue;
     }
     Command command = std::move(found->second);
@@ -481,26 +474,27 @@ void Device::serve(std::unique_lock<std::mutex>& lock) {
   serving_ = false;
 }
 
-std::vector<Device::Completion> Device::read_completions() {
+std::vector<abi::CompletionEntry> Device::read_completions() {
   emulator::DeviceMemory& memory = chip_->memory();
   uint64_t tail = 0;
   memory.read(abi::COMPLETION_BASE + abi::COMPLETION_TAIL, &tail, sizeof tail);
-  std::vector<Completion> completions;
+  std::vector<abi::CompletionEntry> completions;
   for (; completions_seen_ < tail; ++completions_seen_) {
-    Completion completion;
+    abi::CompletionEntry completion;
     const uint64_t slot = completions_seen_ % abi::COMPLETION_CAPACITY;
-    memory.read(abi::COMPLETION_BASE + abi::COMPLETION_ENTRIES + (slot << abi::COMPLETION_SHIFT), &completion.entry,
-                sizeof completion.entry);
+    memory.read(abi::COMPLETION_BASE + abi::COMPLETION_ENTRIES + (slot << abi::COMPLETION_SHIFT), &completion,
+                sizeof completion);
     completions.push_back(completion);
   }
   return completions;
 }
 
 // Fills in the record of a completed command, keeps it, and notes its error. Called with the lock held.
-void Device::finish(Command& command, const Completion& completion, std::optional<emulator::LaunchRecord>& launch) {
+void Device::finish(Command& command, const abi::CompletionEntry& completion,
+                    std::optional<emulator::LaunchRecord>& launch) {
   CommandRecord& record = command.record;
-  record.start_cycle = completion.entry.start_cycle;
-  record.device_cycles = completion.entry.end_cycle - completion.entry.start_cycle;
+  record.start_cycle = completion.start_cycle;
+  record.device_cycles = completion.end_cycle - completion.start_cycle;
   if (launch) {
     record.stats = launch->stats;
     record.kernel_cycles = launch->end_cycle - launch->start_cycle;
@@ -510,11 +504,11 @@ void Device::finish(Command& command, const Completion& completion, std::optiona
     if (!record.first_hazard.empty())
       if (std::optional<std::string> error = report_hazard(record.name, record.first_hazard)) note_error(*error);
   }
-  if (command.kind == abi::COMMAND_LAUNCH && completion.entry.status != 0)
-    note_error(fmt::format(
-        "npusim kernel '{}' failed: {}", record.name,
-        launch && launch->fault ? launch->fault->describe() : fmt::format("status {}", completion.entry.status)));
-  else if (completion.entry.status == abi::STATUS_UNKNOWN_COMMAND)
+  if (command.kind == abi::COMMAND_LAUNCH && completion.status != 0)
+    note_error(
+        fmt::format("npusim kernel '{}' failed: {}", record.name,
+                    launch && launch->fault ? launch->fault->describe() : fmt::format("status {}", completion.status)));
+  else if (completion.status == abi::STATUS_UNKNOWN_COMMAND)
     note_error(fmt::format("npusim firmware did not know command kind {}", command.kind));
   if (command.kind == abi::COMMAND_EVENT_RECORD) {
     uint64_t cycle = 0;
@@ -522,7 +516,7 @@ void Device::finish(Command& command, const Completion& completion, std::optiona
     if (auto event = events_.find(command.event); event != events_.end()) event->second.cycle = cycle;
   }
   ++completed_commands_;
-  completed_cycles_ = completion.entry.end_cycle;
+  completed_cycles_ = completion.end_cycle;
   if (command.keeps_record) {
     if (observer_) observer_(record);
     if (recording_) records_.push_back(std::move(record));

@@ -23,6 +23,10 @@
 #include "npusim/emulator/chip.h"
 #include "npusim/runtime/device_allocator.h"
 
+namespace npusim::firmware {
+struct CompletionEntry;  // ring_abi.h
+}
+
 namespace npusim::runtime {
 
 enum class Mode { Functional, Timed };
@@ -150,11 +154,10 @@ class Device {
 
  private:
   friend class DeviceThread;
-  struct Completion;
   Device(const config::ChipConfig& config, Mode mode, std::shared_ptr<DeviceThread> thread);
 
   // Host side (any thread).
-  uint64_t submit(Command command);  // returns the command's sequence number
+  void submit(Command command);
   uint64_t allocate_reserved(uint64_t bytes);
   StreamId resolve(StreamId stream) const { return stream == kCurrentStream ? current_stream() : stream; }
   void wait_until(const std::function<bool()>& done, std::unique_lock<std::mutex>& lock);
@@ -167,8 +170,9 @@ class Device {
   void clear_events();
   void boot_firmware();
   void write_to_ring(const Command& command);
-  std::vector<Completion> read_completions();
-  void finish(Command& command, const Completion& completion, std::optional<emulator::LaunchRecord>& launch);
+  std::vector<firmware::CompletionEntry> read_completions();
+  void finish(Command& command, const firmware::CompletionEntry& completion,
+              std::optional<emulator::LaunchRecord>& launch);
   void note_error(std::string message);
   void release(Command& command);
 
