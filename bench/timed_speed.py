@@ -24,11 +24,14 @@ for name, make in [("1024^3 fp32 GEMM", lambda: (torch.randn(1024, 1024), torch.
                    ("16 Mi-element fp32 add", lambda: (torch.ones(1 << 24), torch.ones(1 << 24), torch.add))]:
     a, b, op = make()
     da, db = a.to("npusim"), b.to("npusim")
-    op(da, db)  # warm the kernel cache
-    with npusim.profile() as report:
+    with npusim.profile() as report:  # also warms the kernel cache and the profiler
+        op(da, db)
+    seconds = float("inf")
+    for _ in range(3):  # best of three, outside the profiler
         started = time.perf_counter()
         op(da, db)
-        seconds = time.perf_counter() - started
+        torch.npusim.synchronize()  # launches are asynchronous
+        seconds = min(seconds, time.perf_counter() - started)
     (kernel,) = [r for r in report.records if not r.name.startswith("copy")]
     results[name] = {"seconds": seconds, "cycles": kernel.kernel_cycles,
                      "fraction": report.roofline(kernel)["fraction_of_bound"]}

@@ -125,6 +125,14 @@ std::vector<BufferAccess> buffer_accesses(const isa::Instruction& i, const std::
     case Opcode::Vrsqrt:
     case Opcode::Vrecip:
     case Opcode::Vsqrt:
+    case Opcode::Vsin:
+    case Opcode::Vcos:
+    case Opcode::Vlog1p:
+    case Opcode::Vexpm1:
+    case Opcode::Vfloor:
+    case Opcode::Vceil:
+    case Opcode::Vround:
+    case Opcode::Vtrunc:
       return {span(spad, r[i.rs1], r[i.rs3], type_bytes, false), span(spad, r[i.rd], r[i.rs3], type_bytes, true)};
     case Opcode::DmaLoadIndexed:
       return {span(spad, r[i.rs2], r[i.rs3], 8, false), span(spad, r[i.rd], r[i.rs3], type_bytes, true)};

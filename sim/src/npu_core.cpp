@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <tlm_utils/tlm_quantumkeeper.h>
 
+#include <algorithm>
 #include <systemc>
 
 #include "npusim/emulator/semantics.h"
@@ -129,6 +130,7 @@ NpuCore::NpuCore(sc_core::sc_module_name name, int index, const config::ChipConf
       clock_(config.chip_clock_ghz),
       scratchpad_(config.scratchpad_bytes()),
       accumulator_(config.accumulator_bytes()),
+      banks_(config),
       dma_queue_("dma_queue", static_cast<int>(config.core_engine_queue_depth)),
       vector_queue_("vector_queue", static_cast<int>(config.core_engine_queue_depth)),
       matrix_queue_("matrix_queue", static_cast<int>(config.core_engine_queue_depth)) {
@@ -323,6 +325,33 @@ sc_core::sc_time NpuCore::engine_time(const IssuedInstruction& item, const sc_co
   }
 }
 
+uint64_t NpuCore::bank_stall_cycles(const IssuedInstruction& item, const std::vector<emulator::BufferAccess>& accesses,
+                                    uint64_t vector_elements) {
+  const isa::Instruction& instruction = item.instruction;
+  const auto operand = [&](uint8_t reg) { return item.registers[reg]; };
+  const auto lanes = static_cast<uint64_t>(config_.core_vector_lanes);
+  const uint64_t lane_groups = (vector_elements + lanes - 1) / lanes;
+  switch (isa::info(instruction.opcode).timing) {
+    case isa::TimingClass::Vector: return banks_.stall_cycles(accesses, lane_groups, 1);
+    case isa::TimingClass::VectorSpecial:
+      return banks_.stall_cycles(accesses, lane_groups,
+                                 static_cast<uint64_t>(config_.core_vector_special_function_cycles));
+    default: break;
+  }
+  switch (instruction.opcode) {  // matrix steps: a weight row, an input row, an accumulator row
+    case isa::Opcode::MatrixLoadWeights:
+    case isa::Opcode::MatrixMultiply: return banks_.stall_cycles(accesses, operand(instruction.rs2), 1);
+    case isa::Opcode::MatrixLoadWeightsTransposed:
+      return banks_.transposed_load_stall_cycles(operand(instruction.rs1), operand(instruction.rs2),
+                                                 operand(instruction.rs3), isa::element_bytes(instruction.type));
+    case isa::Opcode::MatrixStore: {
+      const auto cols = static_cast<uint64_t>(config_.core_systolic_cols);
+      return banks_.stall_cycles(accesses, (operand(instruction.rs2) + cols - 1) / cols, 1);
+    }
+    default: return 0;  // DMA: the scratchpad outpaces DRAM
+  }
+}
+
 void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::Engine engine) {
   while (true) {
     IssuedInstruction item = queue.read();
@@ -335,7 +364,12 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::
       try {
         const uint64_t elements_before = state_.stats.vector_elements;
         emulator::execute(context, item.instruction);
-        busy = engine_time(item, context.memory_time, state_.stats.vector_elements - elements_before);
+        const uint64_t elements = state_.stats.vector_elements - elements_before;
+        const auto tile = std::find_if(pending_.begin(), pending_.end(),
+                                       [&](const PendingTile& pending) { return pending.id == item.id; });
+        const uint64_t bank_stall = bank_stall_cycles(item, tile->accesses, elements);
+        state_.stats.bank_conflict_cycles += bank_stall;
+        busy = engine_time(item, context.memory_time, elements) + clock_.cycles(bank_stall);
       } catch (const Trap& trap) {
         record_fault(context, item.pc, trap);
       }

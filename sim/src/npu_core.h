@@ -19,6 +19,7 @@
 #include "npusim/emulator/device_memory.h"
 #include "npusim/emulator/exec_context.h"
 #include "npusim/emulator/trap.h"
+#include "scratchpad_banks.h"
 
 namespace npusim::sim {
 
@@ -76,6 +77,9 @@ class NpuCore : public sc_core::sc_module {
   // `vector_elements` the elements a vector instruction processed.
   sc_core::sc_time engine_time(const IssuedInstruction& item, const sc_core::sc_time& memory_time,
                                uint64_t vector_elements) const;
+  // Cycles the instruction waits for scratchpad banks (scratchpad_banks.h); `accesses` as found at its issue.
+  uint64_t bank_stall_cycles(const IssuedInstruction& item, const std::vector<emulator::BufferAccess>& accesses,
+                             uint64_t vector_elements);
   void wait_engines_idle();
   void record_fault(emulator::ExecContext& context, uint64_t pc, const emulator::Trap& trap);
 
@@ -87,6 +91,7 @@ class NpuCore : public sc_core::sc_module {
   std::vector<std::byte> scratchpad_;
   std::vector<std::byte> accumulator_;
   emulator::MatrixWeights weights_;
+  ScratchpadBanks banks_;
   emulator::ScalarState state_;
   sc_core::sc_fifo<IssuedInstruction> dma_queue_, vector_queue_, matrix_queue_;
   sc_core::sc_event start_event_, done_event_, engine_idle_event_;

@@ -15,6 +15,7 @@
 #include "command_processor.h"
 #include "dram.h"
 #include "host_link.h"
+#include "interconnect.h"
 #include "npu_core.h"
 
 // libsystemc.so refers to sc_main; this library drives the kernel with sc_start instead, so it is never called.
@@ -31,19 +32,22 @@ class TimedChip : public emulator::Chip {
         memory_(config_.dram_capacity_bytes()),
         clock_(config_.chip_clock_ghz),
         dram_((prefix + "dram").c_str(), config_, memory_),
+        interconnect_((prefix + "interconnect").c_str(), config_, config_.chip_cores + 1),
         host_link_((prefix + "host_link").c_str(), config_) {
     std::vector<NpuCore*> core_pointers;
     for (int index = 0; index < config_.chip_cores; ++index) {
       cores_.push_back(
           std::make_unique<NpuCore>(fmt::format("{}core{}", prefix, index).c_str(), index, config_, memory_));
-      cores_.back()->scalar_port.bind(dram_.socket);
-      cores_.back()->dma_port.bind(dram_.socket);
+      interconnect_.attach(cores_.back()->scalar_port, index);
+      interconnect_.attach(cores_.back()->dma_port, index);
       core_pointers.push_back(cores_.back().get());
     }
     for (auto& core : cores_) core->connect(barrier_, core_pointers);
     command_processor_ = std::make_unique<CommandProcessor>((prefix + "command_processor").c_str(), config_, memory_,
                                                             core_pointers, barrier_);
-    command_processor_->dram_port.bind(dram_.socket);
+    interconnect_.attach(command_processor_->dram_port,
+                         config_.chip_cores);  // the last link is the command processor's
+    interconnect_.dram_port.bind(dram_.socket);
     command_processor_->host_port.bind(host_link_.socket);
   }
 
@@ -80,6 +84,7 @@ class TimedChip : public emulator::Chip {
   emulator::DeviceMemory memory_;
   Clock clock_;
   Dram dram_;
+  Interconnect interconnect_;
   HostLink host_link_;
   CoreBarrier barrier_;
   std::vector<std::unique_ptr<NpuCore>> cores_;

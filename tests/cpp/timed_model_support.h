@@ -11,11 +11,14 @@
 
 namespace npusim {
 
-// parameters.def's defaults (1 GHz, 100 GB/s and 100 ns DRAM, 16 lanes), with room for the tests' buffers: the
-// closed-form timings in the tests are derived from these figures.
+// parameters.def's defaults (1 GHz, 100 GB/s and 100 ns DRAM, 16 lanes, 128 B/cycle core links), with room for the
+// tests' buffers, one DRAM channel and no network latency: the closed-form timings in the tests are derived from
+// these figures (the tests of channels and the network set their own).
 inline config::ChipConfig test_config() {
   config::ChipConfig config;
   config.dram_capacity_mib = 256;
+  config.dram_channels = 1;
+  config.interconnect_latency_cycles = 0;
   return config;
 }
 
