@@ -163,6 +163,12 @@ void NpuCore::count_dram_bytes(tlm::tlm_command command, uint64_t bytes) {
   (command == tlm::TLM_READ_COMMAND ? state_.stats.dram_bytes_read : state_.stats.dram_bytes_written) += bytes;
 }
 
+void NpuCore::count_buffer_bytes(const std::vector<emulator::BufferAccess>& accesses) {
+  for (const emulator::BufferAccess& access : accesses)
+    (access.buffer == emulator::Buffer::Scratchpad ? state_.stats.scratchpad_bytes : state_.stats.accumulator_bytes) +=
+        access.end - access.begin;
+}
+
 void NpuCore::run_kernel() {
   fault_.reset();
   trace_.clear();
@@ -369,6 +375,7 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::
                                        [&](const PendingTile& pending) { return pending.id == item.id; });
         const uint64_t bank_stall = bank_stall_cycles(item, tile->accesses, elements);
         state_.stats.bank_conflict_cycles += bank_stall;
+        count_buffer_bytes(tile->accesses);
         busy = engine_time(item, context.memory_time, elements) + clock_.cycles(bank_stall);
       } catch (const Trap& trap) {
         record_fault(context, item.pc, trap);

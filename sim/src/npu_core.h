@@ -71,6 +71,7 @@ class NpuCore : public sc_core::sc_module {
   void matrix_engine() { engine_loop(matrix_queue_, emulator::Engine::Matrix); }
   void engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::Engine engine);
   void count_dram_bytes(tlm::tlm_command command, uint64_t bytes);
+  void count_buffer_bytes(const std::vector<emulator::BufferAccess>& accesses);
   static std::optional<emulator::Engine> engine_of(isa::TimingClass timing);  // none: the scalar unit runs it
   sc_core::sc_fifo<IssuedInstruction>& queue_for(emulator::Engine engine);
   // Time an engine is busy with one instruction (docs/timing.md); `memory_time` is its DRAM transactions' share,

@@ -94,6 +94,7 @@ TEST(MemorySystem, TransposedWeightLoadWaitsForBanks) {
       {"li r2, 16\n mx.ldwt.f32 r0, r2, r2\n fence\n halt\n", "li r2, 16\n mx.ldw.f32 r0, r2, r2\n fence\n halt\n"});
   EXPECT_EQ(records[0].kernel_cycles, 35u);
   EXPECT_EQ(records[0].stats.bank_conflict_cycles, 16u);
+  EXPECT_EQ(records[0].stats.scratchpad_bytes, 16u * 16 * 4);
   EXPECT_EQ(records[1].kernel_cycles, 19u);
 }
 
@@ -107,6 +108,7 @@ TEST(MemorySystem, VectorOperandsInTheSameBanksShareTheReadPorts) {
                            "li r2, 1000\n li r3, 4160\n vadd.f32 r0, r0, r3, r2\n fence\n halt\n"});
   EXPECT_EQ(records[0].kernel_cycles, 134u);
   EXPECT_EQ(records[0].stats.bank_conflict_cycles, 63u);
+  EXPECT_EQ(records[0].stats.scratchpad_bytes, 3u * 1000 * 4);  // two operands read, one result written
   // b one lane group (64 bytes) further lies in the next 4 banks: 4 + 63 = 67, ending at 69; + 2 → 71 cycles.
   EXPECT_EQ(records[1].kernel_cycles, 71u);
   EXPECT_EQ(records[1].stats.bank_conflict_cycles, 0u);
