@@ -96,13 +96,19 @@ std::optional<ElementwiseOp> integer_mul(const at::Tensor& self, const at::Tenso
   return {};
 }
 
-// Python's integer % and // (int64, int32); float operands take the CPU fallback, whose kernels divide exactly.
-template <ElementwiseOp I64, ElementwiseOp I32>
+// Integer (int64, int32) and float division ops; ElementwiseOp::Copy where the op has no float kernel (floor_divide
+// takes the CPU fallback then, whose kernel divides exactly).
+template <ElementwiseOp I64, ElementwiseOp I32, ElementwiseOp F32 = ElementwiseOp::Copy>
 at::Tensor& integer_division_out(const char* name, const char* overload, const at::Tensor& self,
                                  const at::Tensor& other, at::Tensor& out) {
   const bool integers = integer_operand(self, out) && integer_operand(other, out);
   if (integers && out.scalar_type() == at::kLong && launch_binary(I64, self, other, out)) return out;
   if (integers && out.scalar_type() == at::kInt && launch_binary(I32, self, other, out)) return out;
+  // Operands in the result's type, as the CPU's kernels take them (x % 3.7 of bfloat16 divides by bfloat16's 3.703125).
+  const auto in_result_type = [&](const at::Tensor& t) { return t.to(out.scalar_type()); };
+  if (F32 != ElementwiseOp::Copy && runs_natively(self, other, out) &&
+      launch_binary(F32, in_result_type(self), in_result_type(other), out))
+    return out;
   torch::jit::Stack stack{self, other, out};
   call_cpu_fallback(name, overload, stack);
   return out;
@@ -193,8 +199,8 @@ at::Tensor& binary_(at::Tensor& self, const at::Tensor& other) {
 }
 
 at::Tensor& npusim_remainder_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  return integer_division_out<ElementwiseOp::RemainderI64, ElementwiseOp::RemainderI32>("aten::remainder", "Tensor_out",
-                                                                                        self, other, out);
+  return integer_division_out<ElementwiseOp::RemainderI64, ElementwiseOp::RemainderI32, ElementwiseOp::RemainderF32>(
+      "aten::remainder", "Tensor_out", self, other, out);
 }
 at::Tensor npusim_remainder(const at::Tensor& self, const at::Tensor& other) {
   at::Tensor out = result_like(self, other);
@@ -203,6 +209,15 @@ at::Tensor npusim_remainder(const at::Tensor& self, const at::Tensor& other) {
 at::Tensor& npusim_remainder_(at::Tensor& self, const at::Tensor& other) {
   return npusim_remainder_out(self, other, self);
 }
+at::Tensor& npusim_fmod_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  return integer_division_out<ElementwiseOp::FmodI64, ElementwiseOp::FmodI32, ElementwiseOp::FmodF32>(
+      "aten::fmod", "Tensor_out", self, other, out);
+}
+at::Tensor npusim_fmod(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out = result_like(self, other);
+  return npusim_fmod_out(self, other, out);
+}
+at::Tensor& npusim_fmod_(at::Tensor& self, const at::Tensor& other) { return npusim_fmod_out(self, other, self); }
 at::Tensor& npusim_floor_divide_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   return integer_division_out<ElementwiseOp::FloorDivideI64, ElementwiseOp::FloorDivideI32>("aten::floor_divide", "out",
                                                                                             self, other, out);
@@ -379,6 +394,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("remainder.Tensor_out", npusim_remainder_out);
   m.impl("remainder.Tensor", npusim_remainder);
   m.impl("remainder_.Tensor", npusim_remainder_);
+  m.impl("fmod.Tensor_out", npusim_fmod_out);
+  m.impl("fmod.Tensor", npusim_fmod);
+  m.impl("fmod_.Tensor", npusim_fmod_);
   m.impl("floor_divide.out", npusim_floor_divide_out);
   m.impl("floor_divide", npusim_floor_divide);
   m.impl("floor_divide_.Tensor", npusim_floor_divide_);

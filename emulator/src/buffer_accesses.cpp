@@ -91,6 +91,7 @@ std::vector<BufferAccess> buffer_accesses(const isa::Instruction& i, const std::
     case Opcode::Vsub:
     case Opcode::Vmul:
     case Opcode::Vdiv:
+    case Opcode::Vrem:
     case Opcode::Vmax:
     case Opcode::Vmin:
     case Opcode::Vand:

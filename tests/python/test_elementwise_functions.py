@@ -283,3 +283,35 @@ def test_integer_remainder_and_floor_division_follow_python(dtype, device):
     with pytest.raises(RuntimeError, match="division by zero"):
         (a.to(device) % torch.zeros_like(a).to(device)).cpu()
     assert torch.equal((a.to(device) % 3).cpu(), a % 3), "the device stays usable"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_float_fmod_and_remainder_match_cpu_exactly(dtype, device):
+    # fmod keeps the dividend's sign, remainder the divisor's; both exact, so equal to the CPU bit for bit. A zero
+    # divisor gives NaN, as on the CPU.
+    a = torch.tensor([5.3, -5.3, 5.3, -5.3, 0.0, -0.0, 7.0, 1e4, 2.5, -1.0, 3.0], dtype=dtype)
+    b = torch.tensor([2.1, 2.1, -2.1, -2.1, 3.0, -3.0, 0.0, 0.7, 2.5, 4.0, float("inf")], dtype=dtype)
+    npusim._C.reset_fallback_counts()
+    for function in (torch.fmod, torch.remainder):
+        torch.testing.assert_close(function(a.to(device), b.to(device)).cpu(), function(a, b), rtol=0, atol=0,
+                                   equal_nan=True)  # fmt: skip
+        torch.testing.assert_close(function(a.to(device), -1.5).cpu(), function(a, -1.5), rtol=0, atol=0)
+    x = torch.randn(300, 7, dtype=dtype) * 100
+    torch.testing.assert_close((x.to(device) % 3.7).cpu(), x % 3.7, rtol=0, atol=0)
+    y = x.to(device)
+    y.fmod_(torch.tensor(2.0, dtype=dtype).to(device))
+    torch.testing.assert_close(y.cpu(), x.fmod(2.0), rtol=0, atol=0)
+    assert npusim._C.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_integer_fmod_keeps_the_dividend_sign(dtype, device):
+    a = torch.arange(-20, 21, dtype=dtype)
+    b = torch.tensor([3, -3, 7, -7, 1, -1, 5, 2], dtype=dtype).repeat(6)[:41]
+    npusim._C.reset_fallback_counts()
+    assert torch.equal(torch.fmod(a.to(device), b.to(device)).cpu(), torch.fmod(a, b))
+    assert torch.equal(torch.fmod(a.to(device), -4).cpu(), torch.fmod(a, -4))
+    assert npusim._C.fallback_counts() == {}
+    with pytest.raises(RuntimeError, match="division by zero"):
+        torch.fmod(a.to(device), torch.zeros_like(a).to(device)).cpu()
+    assert torch.equal(torch.fmod(a.to(device), 3).cpu(), torch.fmod(a, 3)), "the device stays usable"

@@ -139,6 +139,15 @@ const std::vector<OpDefinition>& definitions() {
         "vmul.i64 {c}, {c}, {b}, {n}", "vsub.i64 {d}, {d}, {c}, {n}", "vsub.i64 {a}, {a}, {d}, {n}",
         "vdiv.i64 {a}, {a}, {b}, {n}"},
        8},
+      {FmodI32, "fmod_i32", 2, {"vrem.i32 {a}, {a}, {b}, {n}"}},
+      {FmodI64, "fmod_i64", 2, {"vrem.i64 {a}, {a}, {b}, {n}"}, 8},
+      {FmodF32, "fmod_f32", 2, {"vrem.f32 {a}, {a}, {b}, {n}"}},
+      {RemainderF32,
+       "remainder_f32",
+       2,
+       {"vrem.f32 {a}, {a}, {b}, {n}", "vclt.f32 {c}, {a}, {zero}, {n}, 1", "vclt.f32 {d}, {b}, {zero}, {n}, 1",
+        "vxor.u8 {c}, {c}, {d}, {n}", "vcne.f32 {d}, {a}, {zero}, {n}, 1", "vand.u8 {c}, {c}, {d}, {n}",
+        "vadd.f32 {d}, {a}, {b}, {n}", "vsel.f32 {a}, {c}, {d}, {n}"}},
       {AddF32, "add_f32", 2, {"vadd.f32 {a}, {a}, {b}, {n}"}},
       {SubF32, "sub_f32", 2, {"vsub.f32 {a}, {a}, {b}, {n}"}},
       {MulF32, "mul_f32", 2, {"vmul.f32 {a}, {a}, {b}, {n}"}},
@@ -323,6 +332,8 @@ bool computes_in_f32(ElementwiseOp op) {
     case RemainderI64:
     case FloorDivideI32:
     case FloorDivideI64:
+    case FmodI32:
+    case FmodI64:
     case EqI32:
     case NeI32:
     case LtI32:

@@ -106,6 +106,18 @@ V divide(V x, V y) {
   }
 }
 
+// Truncated remainder, as C's fmod and %; exact in floating point, so f16/bf16 widened to f32 round back exactly.
+template <typename V>
+V remainder(V x, V y) {
+  if constexpr (std::is_floating_point_v<V>) {
+    return std::fmod(x, y);
+  } else {
+    if (y == 0) throw Trap("integer division by zero in vrem");
+    if (y == -1) return 0;  // INT_MIN % -1 overflows in C++; mathematically 0
+    return x % y;
+  }
+}
+
 // vcvt: floats round to nearest-even; float to integer truncates and saturates (NaN gives 0); integers saturate.
 template <typename To, typename From>
 To convert(From value) {
@@ -141,6 +153,9 @@ void Vmul(ExecContext& c, const Instruction& i) {
 }
 void Vdiv(ExecContext& c, const Instruction& i) {
   arithmetic(c, i, [](auto x, auto y) { return divide(x, y); });
+}
+void Vrem(ExecContext& c, const Instruction& i) {
+  arithmetic(c, i, [](auto x, auto y) { return remainder(x, y); });
 }
 void Vmax(ExecContext& c, const Instruction& i) {
   arithmetic(c, i, [](auto x, auto y) { return maximum(x, y); });

@@ -72,6 +72,7 @@ vmax.i8 r4, r25, r2, r29, 1679283441            # encoding: 0x6417d4f13e8b2462
 vmin.f16 r16, r15, r12, r16, 1540156227         # encoding: 0x5bcceb431831f063
 vsub.i64 r2, r20, r11, r27, -77                 # encoding: 0xffffffb36dae8290
 vdiv.i64 r18, r2, r22, r28, -15                 # encoding: 0xfffffff16e585291
+vrem.i64 r18, r2, r22, r28, -15                 # encoding: 0xfffffff16e58529d
 vand.i64 r24, r31, r4, r13, 39                  # encoding: 0x000000276693f892
 vor.i8 r17, r4, r27, r7, -76                    # encoding: 0xffffffb433ec9193
 vxor.i32 r28, r18, r16, r6, 83                  # encoding: 0x0000005353425c94

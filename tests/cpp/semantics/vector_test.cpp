@@ -57,6 +57,22 @@ TEST_F(Vmul, MultipliesInEveryType) {
   EXPECT_EQ(out[0], BFloat16(3.0f * float(BFloat16(1.0f / 3.0f))));
   EXPECT_EQ((vector_op<int8_t>("vmul.i8 r13, r10, r11, r14", {16}, {16})), (std::vector<int8_t>{0}));
 }
+TEST_F(Vrem, IsTheExactTruncatedRemainderInEveryType) {
+  // fmod is exact: 5.3 - 2 x 2.1 computed in floating point would round differently.
+  const auto out =
+      vector_op<float>("vrem.f32 r13, r10, r11, r14", {5.3f, -5.3f, 1e30f, 1.0f, kInf}, {2.1f, 2.1f, 3.0f, 0.0f, 1.0f});
+  EXPECT_EQ(bits(out[0]), bits(std::fmod(5.3f, 2.1f)));
+  EXPECT_EQ(bits(out[1]), bits(-std::fmod(5.3f, 2.1f)));  // the dividend's sign
+  EXPECT_EQ(bits(out[2]), bits(std::fmod(1e30f, 3.0f)));
+  EXPECT_TRUE(std::isnan(out[3]));
+  EXPECT_TRUE(std::isnan(out[4]));
+  const auto half = vector_op<BFloat16>("vrem.bf16 r13, r10, r11, r14", {BFloat16(7.5f)}, {BFloat16(-2.0f)});
+  EXPECT_EQ(float(half[0]), 1.5f);
+  EXPECT_EQ((vector_op<int32_t>("vrem.i32 r13, r10, r11, r14", {-7, 7, INT32_MIN}, {2, -2, -1})),
+            (std::vector<int32_t>{-1, 1, 0}));
+  EXPECT_EQ(trap_of("li r14, 1\n vfill.i32 r11, r14, 0\n vrem.i32 r13, r10, r11, r14\n halt\n"),
+            "integer division by zero in vrem");
+}
 TEST_F(Vdiv, FloatsFollowIeeeAndIntegersTruncate) {
   const auto out = vector_op<float>("vdiv.f32 r13, r10, r11, r14", {1.0f, 1.0f, 0.0f}, {3.0f, 0.0f, 0.0f});
   EXPECT_EQ(bits(out[0]), bits(1.0f / 3.0f));

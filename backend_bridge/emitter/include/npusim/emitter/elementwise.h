@@ -69,6 +69,10 @@ enum class ElementwiseOp {
   RemainderI64,
   FloorDivideI32,
   FloorDivideI64,
+  FmodI32,  // C's %: the dividend's sign; a zero divisor traps
+  FmodI64,
+  FmodF32,       // fmod(a, b), exact: the dividend's sign
+  RemainderF32,  // PyTorch's formula: r = fmod(a, b), + b where r != 0 and its sign differs from b's
   // one input
   NegF32,
   AbsF32,
