@@ -58,6 +58,15 @@ TEST(MemorySystem, ContiguousDmaUsesEveryChannel) {
             264u);
 }
 
+TEST(MemorySystem, BroadcastDmaReadsDramOnce) {
+  // A stride-0 load of 64 elements reads the same 4 bytes 64 times: the DMA engine serves the repeats from the burst
+  // it read. li 1; ld 1 + 0.64 + 100 → 102.64 ns; the DMA 16 + one burst 0.64 + latency 100 = 116.64 → 219.28 ns;
+  // fence and halt → 221.28 → 222 cycles (64 bursts would take 40.32 ns more).
+  EXPECT_EQ(run_kernels(test_config(), {"li r2, 64\n ld r3, 0(r1)\n dma.ld.b32 r0, r3, r2, 0\n fence\n halt\n"})[0]
+                .kernel_cycles,
+            222u);
+}
+
 TEST(MemorySystem, NarrowCoreLinkLimitsADma) {
   config::ChipConfig config = test_config();
   config.interconnect_link_bytes_per_cycle = 16;  // 16 GB/s, below the DRAM's 100
