@@ -37,11 +37,7 @@ uint64_t ScratchpadBanks::step_cycles() const {
 uint64_t ScratchpadBanks::stall_cycles(const std::vector<emulator::BufferAccess>& accesses, uint64_t steps,
                                        uint64_t cycles_per_step) {
   if (steps == 0) return 0;
-  struct Stream {
-    uint64_t begin, step_bytes;
-    bool write;
-  };
-  std::vector<Stream> streams;
+  streams_.clear();
   const uint64_t round = banks_ * bank_bytes_;  // bytes after which the banks repeat
   uint64_t period = 1;
   for (const emulator::BufferAccess& access : accesses) {
@@ -49,23 +45,23 @@ uint64_t ScratchpadBanks::stall_cycles(const std::vector<emulator::BufferAccess>
     // Less than a byte per step: a broadcast scalar or a reduction's results, held in the engine, not re-read.
     if (access.end - access.begin < steps) continue;
     const uint64_t step_bytes = (access.end - access.begin + steps - 1) / steps;
-    streams.push_back({access.begin, step_bytes, access.write});
+    streams_.push_back({access.begin, step_bytes, access.write});
     period = std::lcm(period, round / std::gcd(step_bytes, round));
   }
   // Stall of each step of one period, then whole periods and the leftover prefix. A period longer than
   // kMaxCountedSteps (operands of odd sizes per step) is estimated from its first steps.
   constexpr uint64_t kMaxCountedSteps = 64;
   const uint64_t counted = std::min({steps, period, kMaxCountedSteps});
-  std::vector<uint64_t> stall_before(counted + 1, 0);
+  stall_before_.assign(counted + 1, 0);
   for (uint64_t step = 0; step < counted; ++step) {
     clear();
-    for (const Stream& stream : streams)
+    for (const Stream& stream : streams_)
       touch(stream.begin + step * stream.step_bytes, stream.step_bytes, stream.write);
-    stall_before[step + 1] = stall_before[step] + (std::max(step_cycles(), cycles_per_step) - cycles_per_step);
+    stall_before_[step + 1] = stall_before_[step] + (std::max(step_cycles(), cycles_per_step) - cycles_per_step);
   }
-  if (counted == steps) return stall_before[counted];
-  if (counted == period) return steps / counted * stall_before[counted] + stall_before[steps % counted];
-  return stall_before[counted] * steps / counted;
+  if (counted == steps) return stall_before_[counted];
+  if (counted == period) return steps / counted * stall_before_[counted] + stall_before_[steps % counted];
+  return stall_before_[counted] * steps / counted;
 }
 
 uint64_t ScratchpadBanks::transposed_load_stall_cycles(uint64_t base, uint64_t rows, uint64_t cols,

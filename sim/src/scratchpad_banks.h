@@ -29,8 +29,16 @@ class ScratchpadBanks {
   void touch(uint64_t address, uint64_t bytes, bool write);  // the words of [address, address + bytes)
   uint64_t step_cycles() const;                              // of the words touched since clear()
 
+  struct Stream {  // an operand: where it starts, how far it advances per step
+    uint64_t begin, step_bytes;
+    bool write;
+  };
+
   uint64_t banks_, bank_bytes_, read_ports_;
   std::vector<uint64_t> reads_, writes_;
+  // Reused by every call: stall_cycles runs once per vector or matrix instruction.
+  std::vector<Stream> streams_;
+  std::vector<uint64_t> stall_before_;
 };
 
 }  // namespace npusim::sim
