@@ -135,6 +135,9 @@ std::vector<BufferAccess> buffer_accesses(const isa::Instruction& i, const std::
     case Opcode::Vround:
     case Opcode::Vtrunc:
       return {span(spad, r[i.rs1], r[i.rs3], type_bytes, false), span(spad, r[i.rd], r[i.rs3], type_bytes, true)};
+    case Opcode::Vtr:
+      return {span(spad, r[i.rs1], times(r[i.rs2], r[i.rs3]), type_bytes, false),
+              span(spad, r[i.rd], times(r[i.rs2], r[i.rs3]), type_bytes, true)};
     case Opcode::DmaLoadIndexed:
       return {span(spad, r[i.rs2], r[i.rs3], 8, false), span(spad, r[i.rd], r[i.rs3], type_bytes, true)};
     case Opcode::DmaStoreIndexed:

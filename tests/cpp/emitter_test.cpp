@@ -97,8 +97,16 @@ INSTANTIATE_TEST_SUITE_P(
         Case{ElementwiseOp::MulF32, {37, 53}, {{53, 1}, {1, 37}, {53, 1}}},           // transposed input
         Case{ElementwiseOp::MulF32, {3, 4, 5}, {{20, 5, 1}, {0, 5, 1}, {20, 0, 1}}},  // broadcasts
         Case{ElementwiseOp::AddF32, {2, 3, 4, 5, 6}, {{360, 120, 30, 6, 1}, {1, 2, 6, 24, 120}, {0, 1, 0, 3, 0}}},
+        // transposing copies: a short dimension taken whole, square tiles with partial edges, a permuted 3-D
+        // tensor, a contiguous source into a transposed view, and a 4-D permutation with two outer dimensions
         Case{ElementwiseOp::Copy, {300, 7}, {{7, 1}, {1, 300}}},
+        Case{ElementwiseOp::Copy, {37, 53}, {{53, 1}, {1, 37}}},
+        Case{ElementwiseOp::Copy, {5, 6, 7}, {{42, 7, 1}, {6, 1, 30}}},
+        Case{ElementwiseOp::Copy, {40, 20}, {{1, 40}, {20, 1}}},
+        Case{ElementwiseOp::Copy, {3, 4, 5, 6}, {{120, 30, 6, 1}, {20, 5, 1, 60}}},
         Case{ElementwiseOp::MaxF32, {100, 7}, {{7, 1}, {9, 1}, {0, 1}}},  // 2-D row tiles, a partial last one
+        Case{ElementwiseOp::MulF32, {100, 7}, {{7, 1}, {7, 1}, {1, 0}}},  // a per-row broadcast (4-D DMA)
+        Case{ElementwiseOp::AddF32, {7, 100}, {{1, 7}, {1, 7}, {0, 1}}},  // a transposed result, walked in its order
         Case{ElementwiseOp::Copy, {1}, {{1}, {1}}}),
     [](const ::testing::TestParamInfo<Case>& info) {
       return emitter::op_name(info.param.op) + "_" + std::to_string(info.index);
@@ -114,7 +122,7 @@ TEST(ElementwiseEmitter, EmptyShapeEmitsAProgramThatOnlyHalts) {
 
 TEST(ElementwiseEmitter, RejectsTooManyDimensionsAsUnsupported) {
   std::vector<int64_t> sizes(7, 2), strides{1, 4, 16, 64, 256, 1024, 4096}, other{4096, 1024, 256, 64, 16, 4, 1};
-  EXPECT_THROW(emitter::emit_elementwise({ElementwiseOp::Copy, 4, sizes, {strides, other}}, small_config()),
+  EXPECT_THROW(emitter::emit_elementwise({ElementwiseOp::AddF32, 4, sizes, {strides, other, strides}}, small_config()),
                emitter::Unsupported);
 }
 

@@ -86,6 +86,52 @@ def test_round_trip_copies_every_dtype(dtype, device):
     assert torch.equal(on_device.t().contiguous().cpu(), source.t().contiguous())
 
 
+@pytest.mark.parametrize(
+    "shape, make_view",
+    [
+        ((300, 7), lambda t: t.t()),  # a short side, taken whole in one tile
+        ((513, 129), lambda t: t.t()),  # several tiles each way, partial edge tiles
+        ((4, 64, 6, 32), lambda t: t.permute(0, 2, 1, 3)),  # attention heads: rows contiguous on both sides
+        ((4, 64, 6, 32), lambda t: t.permute(0, 3, 2, 1)),  # two outer dimensions around the transposed pair
+        ((64, 384, 4), lambda t: t.transpose(1, 2)),  # a reduction moving its dimension innermost
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.bool])
+def test_transposing_copies_match_cpu_and_move_tiles(shape, make_view, dtype, device):
+    source = (random(shape, 3) * 50).to(dtype)
+    view = make_view(source.to(device))
+    with npusim.profile() as report:
+        result = view.contiguous()
+    assert torch.equal(result.cpu(), make_view(source).contiguous())
+    names = [r.name for r in report.kernels]
+    transposes = make_view(source).stride()[-1] != 1
+    assert names == (["transpose"] if transposes else ["copy"]), names
+
+
+def test_copy_into_a_transposed_view_moves_tiles(device):
+    destination = torch.zeros(96, 80, device=device)
+    values = random((80, 96), 4)
+    with npusim.profile() as report:
+        destination.t().copy_(values.to(device).clone())
+    assert "transpose" in [r.name for r in report.kernels]
+    torch.testing.assert_close(destination.cpu(), values.t(), rtol=0, atol=0)
+
+
+def test_results_take_the_layout_of_a_transposed_input_as_on_cpu(device):
+    x = random((64, 48), 5)
+    for op in (lambda t: t.t() * 2, lambda t: torch.exp(t.t()), lambda t: t.t()[:, :20] + 1):
+        expected, actual = op(x), op(x.to(device))
+        assert actual.stride() == expected.stride()
+        torch.testing.assert_close(actual.cpu(), expected, rtol=1e-6, atol=0)
+
+
+def test_per_row_broadcast_matches_cpu(device):
+    x, scale = random((300, 70), 6), random((300, 1), 7)
+    for op in (torch.mul, torch.sub, torch.add):
+        torch.testing.assert_close(op(x.to(device), scale.to(device)).cpu(), op(x, scale), rtol=0, atol=0)
+        torch.testing.assert_close(op(scale.to(device), x.to(device)).cpu(), op(scale, x), rtol=0, atol=0)
+
+
 def test_copy_into_non_contiguous_destination(device):
     destination = torch.zeros(6, 6, device=device)
     values = random((6, 3), 8)

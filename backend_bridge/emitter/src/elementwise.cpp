@@ -3,10 +3,11 @@
 // Register use: r1 argument block, r2..r5 operand pointers (one per operand), r6..r9 outer loop counters,
 // r10 tile index, r11 elements in the current tile, r12 scratch, r13/r14 row length and rows of a 2-D tile,
 // r15 core id, r16..r18 scratchpad buffers (the third for a third input or for scratch), r19 a fourth (scratch),
-// r20..r23 saved operand pointers, r25..r31 addresses of the scratchpad constants the op uses (one f32 each, after
-// the buffers). Operands may have different element sizes (where's bool condition); every buffer holds a tile of
-// the widest, f32 for ops computing in f32, whose f16 and bf16 operands pass through staging tiles after the
-// constants. Each of the kernel's cores (Kernel::cores, which the launch must match) takes its share of the tiles.
+// r20..r23 saved operand pointers, r24 a row stride for dma.dim, r25..r31 addresses of the scratchpad constants the op
+// uses (one f32 each, after the buffers). Operands may have different element sizes (where's bool condition); every
+// buffer holds a tile of the widest, f32 for ops computing in f32, whose f16 and bf16 operands pass through staging
+// tiles after the constants. Each of the kernel's cores (Kernel::cores, which the launch must match) takes its share of
+// the tiles.
 #include "npusim/emitter/elementwise.h"
 
 #include <fmt/format.h>
@@ -15,8 +16,10 @@
 #include <fmt/ranges.h>
 #include <algorithm>
 #include <bit>
+#include <numeric>
 
 #include "npusim/emitter/assembly_writer.h"
+#include "npusim/emitter/transpose_copy.h"
 #include "npusim/isa/assembler.h"
 
 namespace npusim::emitter {
@@ -36,6 +39,8 @@ constexpr int kBufferB = 17;
 constexpr int kBufferC = 18;
 constexpr int kBufferD = 19;
 constexpr int kFirstSavedPointer = 20;
+
+constexpr int kRowStride = 24;  // a broadcast row operand's row stride, for dma.dim
 
 constexpr int kFirstConstant = 25;
 
@@ -373,13 +378,19 @@ std::vector<int> operand_bytes(const ElementwiseSpec& spec) {
   return bytes;
 }
 
-// Drops size-1 dimensions and merges neighbours that are contiguous in every operand. Strides become bytes.
+// Orders the dimensions by the output's strides, largest first (an elementwise result may be computed in any
+// order; a transposed result is walked in its memory order), drops size-1 dimensions and merges neighbours that are
+// contiguous in every operand. Strides become bytes.
 ElementwiseSpec collapse(const ElementwiseSpec& spec) {
   const std::vector<int> bytes = operand_bytes(spec);
+  std::vector<size_t> order(spec.sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return std::abs(spec.strides[0][x]) > std::abs(spec.strides[0][y]); });
   ElementwiseSpec out = spec;
   out.sizes.clear();
   out.strides.assign(spec.strides.size(), {});
-  for (size_t dim = 0; dim < spec.sizes.size(); ++dim) {
+  for (size_t dim : order) {
     if (spec.sizes[dim] == 1) continue;
     bool mergeable = !out.sizes.empty();
     for (size_t k = 0; k < spec.strides.size() && mergeable; ++k)
@@ -513,16 +524,26 @@ class ElementwiseEmitter {
 
   void emit_innermost() { emit_tiles(last_dim(), tile_elements_, false); }
 
-  // Whole rows of the innermost dimension fit a tile several times, and every operand's rows are contiguous: tiles
-  // of several rows, each moved by one 2-D DMA (a zero row stride repeats a broadcast row).
+  // Whole rows of the innermost dimension fit a tile several times, and every operand's rows are contiguous or
+  // one element repeated: tiles of several rows, each moved by one 2-D DMA (a zero row stride repeats a broadcast
+  // row), or, for an input whose rows repeat one element (a per-row broadcast), a 4-D DMA with a zero inner stride
+  // whose repeated reads the DMA engine serves from its buffer.
   bool rows_fit_in_tiles() const {
     for (size_t k = 0; k < spec_.strides.size(); ++k)
-      if (spec_.strides[k][last_dim()] != bytes_[k]) return false;
+      if (spec_.strides[k][last_dim()] != bytes_[k] && !repeats_within_rows(k)) return false;
     return spec_.sizes[last_dim()] * 2 <= tile_elements_;
   }
+  bool repeats_within_rows(size_t operand) const { return operand > 0 && spec_.strides[operand][last_dim()] == 0; }
 
   void emit_row_tiles(int dim) {
     writer_.load_constant(kRowLength, spec_.sizes[last_dim()]);
+    for (int k = 0; k < operands_; ++k)
+      if (repeats_within_rows(k)) {  // 4-D loads use dimension 1 only
+        writer_.line("li r{}, 1", kRowStride);
+        writer_.line("dma.dim 2, r{}, r0", kRowStride);
+        writer_.line("dma.dim 3, r{}, r0", kRowStride);
+        break;
+      }
     emit_tiles(dim, tile_elements_ / spec_.sizes[last_dim()], true);
   }
 
@@ -579,7 +600,11 @@ class ElementwiseEmitter {
     const int bits = bytes_[operand] * 8;
     const int pointer = kFirstPointer + operand;
     const int64_t stride = spec_.strides[operand][dim];
-    if (rows && load)
+    if (rows && load && repeats_within_rows(operand)) {
+      writer_.load_constant(kRowStride, stride);
+      writer_.line("dma.dim 1, r{}, r{}", kTileRows, kRowStride);
+      writer_.line("dma.ld4.b{} r{}, r{}, r{}, 0", bits, buffer, pointer, kRowLength);
+    } else if (rows && load)
       writer_.line("dma.ld2.b{} r{}, r{}, r{}, r{}, {}", bits, buffer, pointer, kRowLength, kTileRows, stride);
     else if (rows)
       writer_.line("dma.st2.b{} r{}, r{}, r{}, r{}, {}", bits, pointer, buffer, kRowLength, kTileRows, stride);
@@ -668,6 +693,12 @@ Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& c
       break;
     }
   const bool empty = std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end();
+  if (spec.op == ElementwiseOp::Copy && !empty) {  // a transpose moves tiles, not single elements
+    const ElementwiseSpec collapsed = collapse(spec);
+    if (auto transpose = emit_transpose_copy(
+            {spec.element_bytes, collapsed.sizes, collapsed.strides[0], collapsed.strides[1]}, config))
+      return *transpose;
+  }
   if (empty) {
     kernel.assembly = "; no elements\n    halt\n";
   } else {

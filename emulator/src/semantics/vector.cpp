@@ -231,6 +231,21 @@ void Vmov(ExecContext& c, const Instruction& i) {
   std::memmove(c.scratchpad(c.reg(i.rd), count, bytes).data(), source, count * bytes);
 }
 
+// Elements move as bits (no NaN canonicalisation); the tile is read whole first, so source and result may overlap.
+void Vtr(ExecContext& c, const Instruction& i) {
+  const uint64_t rows = c.reg(i.rs2), cols = c.reg(i.rs3), bytes = isa::element_bytes(i.type);
+  uint64_t count = 0;
+  if (__builtin_mul_overflow(rows, cols, &count))
+    throw Trap(fmt::format("transpose tile of {} x {} elements overflows", rows, cols));
+  c.stats().vector_elements += count;
+  const std::byte* source = c.scratchpad(c.reg(i.rs1), count, bytes).data();
+  std::vector<std::byte> transposed(count * bytes);
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint64_t k = 0; k < cols; ++k)
+      std::memcpy(transposed.data() + (k * rows + r) * bytes, source + (r * cols + k) * bytes, bytes);
+  std::memcpy(c.scratchpad(c.reg(i.rd), count, bytes).data(), transposed.data(), transposed.size());
+}
+
 // The source is read whole before anything is written, so converting in place (even to a wider type) is defined.
 void Vcvt(ExecContext& c, const Instruction& i) {
   visit_type(i.type, [&]<typename To>(To) {

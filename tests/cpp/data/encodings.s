@@ -95,6 +95,7 @@ vrsqrt.f16 r14, r4, r31                         # encoding: 0x000000001f808ea7
 vrecip.bf16 r1, r21, r20                        # encoding: 0x000000002a02a1a8
 vsqrt.f16 r22, r8, r5                           # encoding: 0x00000000128116a9
 vrsum.i64 r2, r5, r21, r13                      # encoding: 0x0000000066d4a2b0
+vtr.i64 r2, r5, r21, r13                        # encoding: 0x0000000066d4a2b5
 vrmax.f32 r12, r27, r14, r31                    # encoding: 0x000000000fbb6cb1
 vrmin.bf16 r6, r2, r26, r4                      # encoding: 0x00000000226846b2
 vargmax.i64 r12, r10, r25, r31                  # encoding: 0x000000006fe54cb3

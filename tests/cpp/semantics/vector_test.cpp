@@ -149,6 +149,17 @@ TEST_F(Vmov, CopiesOverlappingRegions) {
   EXPECT_EQ(values_of<int32_t>(out), (std::vector<int32_t>{1, 1, 2, 3}));
 }
 
+// A 2 x 3 tile becomes 3 x 2, bits kept (a signalling-NaN pattern and -0 pass unchanged), and in place.
+TEST_F(Vtr, TransposesATileAsBits) {
+  const std::vector<uint32_t> in = {1, 2, 0x7f800001u, 0x80000000u, 5, 6};
+  EXPECT_EQ(values_of<uint32_t>(tile("vtr.f32 r13, r10, r15, r14", 3, 24, {bytes_of(in)}, 2)),
+            (std::vector<uint32_t>{1, 0x80000000u, 2, 5, 0x7f800001u, 6}));
+  const std::vector<int64_t> wide = {1, 2, 3, 4, 5, 6};
+  EXPECT_EQ(values_of<int64_t>(tile("vtr.i64 r10, r10, r15, r14\n fence\n li r16, 6\n vmov.i64 r13, r10, r16", 2, 48,
+                                    {bytes_of(wide)}, 3)),
+            (std::vector<int64_t>{1, 3, 5, 2, 4, 6}));
+}
+
 // ---- conversions
 TEST_F(Vcvt, FloatToFloatRoundsToNearestEven) {
   const std::vector<float> in = {1.0009765625f * 1.5f, 65520.0f, 1e-8f, kNan};
