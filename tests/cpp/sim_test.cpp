@@ -96,6 +96,8 @@ TEST(TimedModel, EmittedKernelsLeaveTheSameMemoryAsTheEmulator) {
                                 test_config()),
       emitter::emit_elementwise({emitter::ElementwiseOp::MulF32, 4, {30, 50}, {{50, 1}, {50, 1}, {1, 0}}},
                                 test_config()),
+      emitter::emit_elementwise(
+          {emitter::ElementwiseOp::Copy, 4, {4, 3, 3, 6, 6}, {{324, 108, 36, 6, 1}, {64, 8, 1, 8, 1}}}, test_config()),
       emitter::emit_elementwise({emitter::ElementwiseOp::GeluTanhF32, 4, {40, 50}, {{50, 1}, {50, 1}}}, test_config()),
       emitter::emit_elementwise({emitter::ElementwiseOp::GeluBackwardF32, 4, {40, 50}, {{50, 1}, {50, 1}, {50, 1}}},
                                 test_config()),

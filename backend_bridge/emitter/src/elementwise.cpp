@@ -1,4 +1,5 @@
-// Elementwise kernels: collapse dimensions, nest scalar loops over the outer ones, tile the innermost one.
+// Elementwise kernels: order and collapse dimensions, nest scalar loops over the outer ones, tile the innermost one
+// (elements, whole rows, or whole planes of the two innermost).
 //
 // Register use: r1 argument block, r2..r5 operand pointers (one per operand), r6..r9 outer loop counters,
 // r10 tile index, r11 elements in the current tile, r12 scratch, r13/r14 row length and rows of a 2-D tile,
@@ -410,6 +411,10 @@ ElementwiseSpec collapse(const ElementwiseSpec& spec) {
   return out;
 }
 
+// What one tile of the innermost loops covers: elements of the innermost dimension, whole rows of it, or whole planes
+// of the two innermost dimensions.
+enum class TileShape { Elements, Rows, Planes };
+
 class ElementwiseEmitter {
  public:
   ElementwiseEmitter(const ElementwiseSpec& spec, const config::ChipConfig& config)
@@ -507,6 +512,10 @@ class ElementwiseEmitter {
       emit_innermost();
       return;
     }
+    if (dim == last_dim() - 2 && planes_fit_in_tiles()) {
+      emit_plane_tiles(dim);
+      return;
+    }
     if (dim == last_dim() - 1 && rows_fit_in_tiles()) {
       emit_row_tiles(dim);
       return;
@@ -522,7 +531,7 @@ class ElementwiseEmitter {
     advance_pointers(dim, -spec_.sizes[dim]);
   }
 
-  void emit_innermost() { emit_tiles(last_dim(), tile_elements_, false); }
+  void emit_innermost() { emit_tiles(last_dim(), tile_elements_, TileShape::Elements); }
 
   // Whole rows of the innermost dimension fit a tile several times, and every operand's rows are contiguous or
   // one element repeated: tiles of several rows, each moved by one 2-D DMA (a zero row stride repeats a broadcast
@@ -535,6 +544,29 @@ class ElementwiseEmitter {
   }
   bool repeats_within_rows(size_t operand) const { return operand > 0 && spec_.strides[operand][last_dim()] == 0; }
 
+  // Whole planes of the two innermost dimensions fit a tile several times (rows as above): tiles of several planes,
+  // each operand moved by one 4-D DMA, so that small feature maps and im2col patches move in large tiles.
+  bool planes_fit_in_tiles() const {
+    return rows_fit_in_tiles() && spec_.sizes[last_dim()] * spec_.sizes[last_dim() - 1] * 2 <= tile_elements_;
+  }
+
+  void emit_plane_tiles(int dim) {
+    writer_.load_constant(kRowLength, spec_.sizes[last_dim()]);
+    writer_.line("li r{}, 1", kRowStride);
+    writer_.line("dma.dim 3, r{}, r0", kRowStride);
+    emit_tiles(dim, tile_elements_ / (spec_.sizes[last_dim()] * spec_.sizes[last_dim() - 1]), TileShape::Planes);
+  }
+
+  // The 4-D DMA shape of operand k's tile of planes: dimension 1 the rows of a plane, dimension 2 the tile's planes
+  // (kTileRows holds their count).
+  void set_plane_shape(int operand) {
+    writer_.load_constant(kScratch, spec_.sizes[last_dim() - 1]);
+    writer_.load_constant(kRowStride, spec_.strides[operand][last_dim() - 1]);
+    writer_.line("dma.dim 1, r{}, r{}", kScratch, kRowStride);
+    writer_.load_constant(kRowStride, spec_.strides[operand][last_dim() - 2]);
+    writer_.line("dma.dim 2, r{}, r{}", kTileRows, kRowStride);
+  }
+
   void emit_row_tiles(int dim) {
     writer_.load_constant(kRowLength, spec_.sizes[last_dim()]);
     for (int k = 0; k < operands_; ++k)
@@ -544,18 +576,19 @@ class ElementwiseEmitter {
         writer_.line("dma.dim 3, r{}, r0", kRowStride);
         break;
       }
-    emit_tiles(dim, tile_elements_ / spec_.sizes[last_dim()], true);
+    emit_tiles(dim, tile_elements_ / spec_.sizes[last_dim()], TileShape::Rows);
   }
 
   // The tiles along `dim`, `per_tile` units each (elements, or rows of the innermost dimension), shared among the
   // cores: core c takes tiles c, c + n, c + 2n, ... and the partial last tile goes to core (full tiles mod n).
   // Pointers are saved and restored around it, so the enclosing loops see them unchanged.
-  void emit_tiles(int dim, int64_t per_tile, bool rows) {
+  void emit_tiles(int dim, int64_t per_tile, TileShape shape) {
     const int64_t full_tiles = spec_.sizes[dim] / per_tile, remainder = spec_.sizes[dim] % per_tile;
-    const int64_t row_length = rows ? spec_.sizes[last_dim()] : 1;
+    int64_t unit_elements = 1;  // a row or a plane
+    for (int inner = dim + 1; inner <= last_dim(); ++inner) unit_elements *= spec_.sizes[inner];
     const auto set_tile_size = [&](int64_t units) {
-      if (rows) writer_.load_constant(kTileRows, units);
-      writer_.load_constant(kTileElements, units * row_length);
+      if (shape != TileShape::Elements) writer_.load_constant(kTileRows, units);
+      writer_.load_constant(kTileElements, units * unit_elements);
     };
     for (int k = 0; k < operands_; ++k) writer_.line("addi r{}, r{}, 0", kFirstSavedPointer + k, kFirstPointer + k);
     writer_.line("csrr r{}, coreid", kCore);
@@ -571,7 +604,7 @@ class ElementwiseEmitter {
       writer_.line("addi r{}, r{}, 0", kTileCounter, kCore);
       set_tile_size(per_tile);
       writer_.label(loop);
-      emit_tile(dim, rows);
+      emit_tile(dim, shape);
       advance_pointers(dim, per_tile * cores_);
       writer_.line("addi r{0}, r{0}, {1}", kTileCounter, cores_);
       writer_.load_constant(kScratch, full_tiles);
@@ -585,7 +618,7 @@ class ElementwiseEmitter {
       restore_pointers();
       advance_pointers(dim, full_tiles * per_tile);
       set_tile_size(remainder);
-      emit_tile(dim, rows);
+      emit_tile(dim, shape);
       writer_.label(skip);
     }
     restore_pointers();
@@ -595,12 +628,17 @@ class ElementwiseEmitter {
     for (int k = 0; k < operands_; ++k) writer_.line("addi r{}, r{}, 0", kFirstPointer + k, kFirstSavedPointer + k);
   }
 
-  // Moves one operand's tile: 1-D along `dim`, or 2-D with rows along `dim` (kTileRows rows of kRowLength).
-  void move(bool load, int operand, int buffer, int dim, bool rows) {
+  // Moves one operand's tile: 1-D along `dim`, 2-D with rows along `dim` (kTileRows rows of kRowLength), or
+  // planes along `dim` (by 4-D DMA, its shape set by set_plane_shape).
+  void move(bool load, int operand, int buffer, int dim, TileShape shape) {
     const int bits = bytes_[operand] * 8;
     const int pointer = kFirstPointer + operand;
     const int64_t stride = spec_.strides[operand][dim];
-    if (rows && load && repeats_within_rows(operand)) {
+    const bool rows = shape == TileShape::Rows;
+    if (shape == TileShape::Planes)
+      writer_.line("dma.{}4.b{} r{}, r{}, r{}, {}", load ? "ld" : "st", bits, load ? buffer : pointer,
+                   load ? pointer : buffer, kRowLength, spec_.strides[operand][last_dim()]);
+    else if (rows && load && repeats_within_rows(operand)) {
       writer_.load_constant(kRowStride, stride);
       writer_.line("dma.dim 1, r{}, r{}", kTileRows, kRowStride);
       writer_.line("dma.ld4.b{} r{}, r{}, r{}, 0", bits, buffer, pointer, kRowLength);
@@ -620,11 +658,12 @@ class ElementwiseEmitter {
   // One tile: load the inputs (narrow ones into their staging tiles, then widened), compute, store (a narrow result
   // rounded into its staging tile first); fences order the engines because each step reads the previous one's
   // scratchpad results.
-  void emit_tile(int dim, bool rows = false) {
+  void emit_tile(int dim, TileShape shape) {
     const int buffers[] = {kBufferA, kBufferB, kBufferC};
     for (int input = 1; input < operands_; ++input) {
+      if (shape == TileShape::Planes) set_plane_shape(input);
       if (narrow(input)) writer_.load_constant(kScratch, staging_[input]);
-      move(true, input, narrow(input) ? kScratch : buffers[input - 1], dim, rows);
+      move(true, input, narrow(input) ? kScratch : buffers[input - 1], dim, shape);
     }
     if (!definition(spec_.op).steps.empty()) {
       writer_.line("fence");
@@ -636,13 +675,14 @@ class ElementwiseEmitter {
       emit_compute();
     }
     int result = kBufferA;
+    if (shape == TileShape::Planes) set_plane_shape(0);
     if (narrow(0)) {
       writer_.load_constant(kScratch, staging_[0]);
       writer_.line("vcvt.{}.f32 r{}, r{}, r{}", narrow_name(0), kScratch, kBufferA, kTileElements);
       result = kScratch;
     }
     writer_.line("fence");
-    move(false, 0, result, dim, rows);
+    move(false, 0, result, dim, shape);
     writer_.line("fence");
   }
 

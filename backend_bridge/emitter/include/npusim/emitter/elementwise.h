@@ -1,8 +1,9 @@
 // Emits ISA programs for elementwise kernels over strided tensors: a copy, or an operation of one to three inputs
 // (arithmetic, activations, special functions) composed from vector instructions, computing in f32 over f32, f16
 // or bf16 tensors. Programs are
-// specialised to the shape, the strides and the chip: the emitter collapses dimensions that are contiguous in every
-// operand, loops over the outer ones in scalar code, and tiles the innermost one to fit the scratchpad.
+// specialised to the shape, the strides and the chip: the emitter orders the dimensions as the output lies in memory,
+// collapses those contiguous in every operand, loops over the outer ones in scalar code, and tiles the innermost
+// one, or whole rows or planes of it, to fit the scratchpad. Copies that transpose go to transpose_copy.h.
 #pragma once
 
 #include <array>
