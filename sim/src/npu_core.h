@@ -30,6 +30,7 @@ struct IssuedInstruction {
   uint64_t pc = 0;
   std::array<uint64_t, isa::kRegisterCount> registers{};
   uint64_t ticket = 0;  // for sem.wait: the post number it waits for
+  sc_core::sc_time issued_at;
 };
 // sc_fifo requires a printer for its element type.
 inline std::ostream& operator<<(std::ostream& out, const IssuedInstruction& item) {
@@ -81,6 +82,9 @@ class NpuCore : public sc_core::sc_module {
   // Cycles the instruction waits for scratchpad banks (scratchpad_banks.h); `accesses` as found at its issue.
   uint64_t bank_stall_cycles(const IssuedInstruction& item, const std::vector<emulator::BufferAccess>& accesses,
                              uint64_t vector_elements);
+  // The array's double-buffered weights: the matrix-engine time left of a weight load that overlaps the product
+  // before it (docs/timing.md).
+  sc_core::sc_time overlap_weight_load(const IssuedInstruction& item, sc_core::sc_time busy);
   void wait_engines_idle();
   void record_fault(emulator::ExecContext& context, uint64_t pc, const emulator::Trap& trap);
 
@@ -127,6 +131,8 @@ class NpuCore : public sc_core::sc_module {
   // semaphore wait on Y matched a post on X), so they cannot race with them.
   std::array<std::array<uint64_t, emulator::kEngineNames.size()>, emulator::kEngineNames.size()> ordered_before_{};
   uint64_t next_tile_id_ = 0;
+  bool matrix_ran_product_ = false;  // the matrix engine's last instruction was an mx.mac, started at:
+  sc_core::sc_time product_start_;
   std::string first_hazard_;
   bool tracing_ = false;
   std::vector<emulator::EngineInterval> trace_;

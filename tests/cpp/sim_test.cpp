@@ -479,6 +479,21 @@ TEST(TimedModel, BarrierAndCoreToCoreMovesMatchTheEmulator) {
   EXPECT_GT(record.stats.stall_cycles_barrier, 0u);
 }
 
+TEST(TimedModel, WeightLoadOverlapsThePrecedingProduct) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const auto words = isa::assemble(
+      "li r2, 16\n li r3, 100\n mx.ldw.f32 r0, r2, r2\n mx.mac.f32 r0, r0, r3, 0\n mx.ldw.f32 r0, r2, r2\n"
+      " mx.mac.f32 r0, r0, r3, 1\n fence\n halt\n",
+      "double_buffered.s");
+  const uint64_t arguments[] = {0};
+  timed.launch("double_buffered", timed.load_program(words), arguments);
+  // li, li: 2 cycles. The first mx.ldw runs 2..18 (16 rows); the first mx.mac 18..149 (100 + 16 + 16 - 1 = 131).
+  // The second mx.ldw, issued at 4, shifts into the idle weight set from the product's start: 18..34, inside the
+  // product, so it adds nothing; the second mx.mac runs 149..280. Fence +1, halt +1 → 282 cycles (298 if the
+  // second load waited for the first product).
+  EXPECT_EQ(timed.take_records().back().kernel_cycles, 282u);
+}
+
 TEST(TimedModel, SpecialFunctionMatchesClosedForm) {
   runtime::Device timed(test_config(), runtime::Mode::Timed);
   const auto words = isa::assemble("li r2, 1000\n vexp.f32 r0, r0, r2\n fence\n halt\n", "exp.s");
