@@ -6,10 +6,11 @@ for several shapes and array sizes, and streaming kernels against bytes / DRAM b
 GEMM closed form, for an M x K x N product on an R x C array (docs/timing.md): every K x N weight tile is loaded once,
 into the idle one of the array's two weight sets while the previous tile's product runs (so only the first load's R
 cycles show), then all M input rows stream through it with the skewed wavefront filling and draining
-(M + R + C - 1), the tiles shared by the cores:  R + ceil(K/R) * ceil(N/C) * (M + R + C - 1) / cores  cycles. Streaming closed form:
-bytes moved / DRAM bandwidth. "error" is simulated / closed form - 1: what the emitted kernel adds (tiling, DMA not
-hidden behind compute, bank conflicts, launch) to the ideal schedule. Each array size runs in its own process (one
-SystemC design per process), on the default preset with only the array size changed. Not a test: a report.
+(M + R + C - 1), the tiles shared by the cores:  R + ceil(K/R) * ceil(N/C) * (M + R + C - 1) / cores  cycles.
+Streaming closed form: bytes moved / DRAM bandwidth. "error" is simulated / closed form - 1: what the emitted
+kernel adds (tiling, DMA not hidden behind compute, bank conflicts, launch) to the ideal schedule. Each array size
+runs in its own process (one SystemC design per process), on the default preset with only the array size changed.
+Not a test: a report.
 """
 
 import json

@@ -1,7 +1,9 @@
 // Native convolution for PyTorch's custom-device hook (convolution_overrideable and its backward), so nn.Conv1d
 // and nn.Conv2d with any stride, padding, dilation and groups, float32, composed from native kernels:
-//   im2col   each sample's patches are a strided view of the zero-padded input, made contiguous by a copy kernel;
-//   products weights [O/g x C/g*KH*KW] @ patches [C/g*KH*KW x OH*OW] on the matrix engine, one per sample and group;
+//   im2col   patches are a strided view of the zero-padded input, made contiguous by a copy kernel;
+//   products on the matrix engine: ungrouped convolutions of kernels larger than 1 x 1 channels-last, one GEMM
+//            for the whole batch, patches [N*OH*OW x KH*KW*C] @ weights [KH*KW*C x O]; grouped ones and 1 x 1
+//            kernels per sample and group, weights [O/g x C/g*KH*KW] @ patches [C/g*KH*KW x OH*OW];
 //   col2im   the input gradient adds each kernel offset's patch gradients into a strided view (KH*KW adds).
 // Transposed convolutions and other dtypes run on the CPU, counted as a fallback.
 #include <ATen/ops/convolution.h>
@@ -98,6 +100,69 @@ at::Tensor output_matrix(const at::Tensor& output, const Geometry& g, int64_t sa
       .view({g.group_outputs(), g.out_h * g.out_w});
 }
 
+// Ungrouped convolutions run channels-last, as one GEMM for the whole batch whose rows are the output positions
+// (N*OH*OW rows: tall products keep the systolic array's fill and drain small against the rows streaming through):
+// the padded input as NHWC, its patches [N*OH*OW, KH*KW*C] gathered by one copy kernel moving rows of C channels,
+// and the weights as [KH*KW*C, O].
+// A 1 x 1 kernel's patches are the input itself, so its per-sample NCHW products need no copies at all, where the
+// channels-last route would add two transposes.
+bool runs_channels_last(const Geometry& g) { return g.groups == 1 && g.kernel_h * g.kernel_w > 1; }
+int64_t output_positions(const Geometry& g) { return g.batch * g.out_h * g.out_w; }
+
+// The patches of the padded NHWC input (or of its gradient) as a view [N, OH, OW, KH, KW, C]: element
+// (n, y, x, i, j, c) is nhwc[n][y * sh + i * dh][x * sw + j * dw][c].
+at::Tensor channels_last_patch_view(const at::Tensor& nhwc, const Geometry& g) {
+  const int64_t pixel = g.channels, row = g.padded_w() * pixel, image = g.padded_h() * row;
+  return nhwc.as_strided({g.batch, g.out_h, g.out_w, g.kernel_h, g.kernel_w, g.channels},
+                         {image, row * g.stride[0], pixel * g.stride[1], row * g.dilation[0], pixel * g.dilation[1], 1},
+                         nhwc.storage_offset());
+}
+at::Tensor channels_last_patches(const at::Tensor& padded_input, const Geometry& g) {
+  const at::Tensor nhwc = padded_input.permute({0, 2, 3, 1}).contiguous();
+  const at::Tensor view = channels_last_patch_view(nhwc, g);
+  // Undilated kernel columns merge with the channels into rows: one copy kernel.
+  if (g.dilation[1] == 1) return view.reshape({output_positions(g), g.patch()});
+  // Dilated kernel columns leave six dimensions, one more than a copy kernel walks: one copy per sample.
+  at::Tensor patches = at::empty(view.sizes(), nhwc.options());
+  for (int64_t n = 0; n < g.batch; ++n) patches.select(0, n).copy_(view.select(0, n));
+  return patches.view({output_positions(g), g.patch()});
+}
+at::Tensor channels_last_weights(const at::Tensor& weight, const Geometry& g) {
+  return weight.permute({2, 3, 1, 0}).reshape({g.patch(), g.outputs});
+}
+
+at::Tensor convolution_channels_last(const at::Tensor& source, const at::Tensor& weight, const Geometry& g) {
+  const at::Tensor rows = at::mm(channels_last_patches(source, g), channels_last_weights(weight, g));
+  return rows.view({g.batch, g.out_h, g.out_w, g.outputs}).permute({0, 3, 1, 2}).contiguous();
+}
+
+// The gradients of an ungrouped convolution, channels-last like its forward: the weights' from one GEMM over all
+// output positions, the input's from the patches' gradients (one GEMM) added into the NHWC gradient one kernel offset
+// at a time (col2im; within one offset, distinct outputs touch distinct inputs).
+void convolution_backward_channels_last(const at::Tensor& input, const at::Tensor& weight,
+                                        const at::Tensor& grad_output, const Geometry& g, std::array<bool, 3> mask,
+                                        at::Tensor& grad_input, at::Tensor& grad_weight) {
+  if (mask[1]) {
+    const at::Tensor by_output = grad_output.permute({1, 0, 2, 3}).reshape({g.outputs, output_positions(g)});
+    grad_weight = at::mm(by_output, channels_last_patches(padded(input, g), g))
+                      .view({g.outputs, g.kernel_h, g.kernel_w, g.channels})
+                      .permute({0, 3, 1, 2})
+                      .contiguous();
+  }
+  if (mask[0]) {
+    const at::Tensor grad_rows = grad_output.permute({0, 2, 3, 1}).reshape({output_positions(g), g.outputs});
+    const at::Tensor patch_grads = at::mm(grad_rows, channels_last_weights(weight, g).t())
+                                       .view({g.batch, g.out_h, g.out_w, g.kernel_h, g.kernel_w, g.channels});
+    const at::Tensor grad_nhwc = at::zeros({g.batch, g.padded_h(), g.padded_w(), g.channels}, input.options());
+    const at::Tensor targets = channels_last_patch_view(grad_nhwc, g);
+    for (int64_t i = 0; i < g.kernel_h; ++i)
+      for (int64_t j = 0; j < g.kernel_w; ++j)
+        targets.select(3, i).select(3, j).add_(patch_grads.select(3, i).select(3, j));
+    grad_input = grad_nhwc.permute({0, 3, 1, 2}).narrow(2, g.padding[0], g.height).narrow(3, g.padding[1], g.width);
+    grad_input = grad_input.contiguous();
+  }
+}
+
 // 1-D tensors (N, C, L) as 2-D ones of height 1.
 at::Tensor as_4d(const at::Tensor& t) { return t.dim() == 3 ? t.unsqueeze(2) : t; }
 
@@ -120,8 +185,9 @@ at::Tensor npusim_convolution(const at::Tensor& input_, const at::Tensor& weight
   const at::Tensor input = as_4d(input_), weight = as_4d(weight_).contiguous();
   const Geometry g = geometry(input, weight, stride, padding, dilation, groups);
   const at::Tensor source = padded(input, g);
-  at::Tensor output = at::empty({g.batch, g.outputs, g.out_h, g.out_w}, input.options());
-  for (int64_t n = 0; n < g.batch; ++n) {
+  at::Tensor output = runs_channels_last(g) ? convolution_channels_last(source, weight, g)
+                                            : at::empty({g.batch, g.outputs, g.out_h, g.out_w}, input.options());
+  for (int64_t n = 0; n < g.batch && !runs_channels_last(g); ++n) {
     const at::Tensor patches = patch_view(source.select(0, n), g).contiguous();
     for (int64_t group = 0; group < g.groups; ++group) {
       at::Tensor out = output_matrix(output, g, n, group);
@@ -151,7 +217,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(
   const Geometry g = geometry(input, weight, stride, padding, dilation, groups);
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[2]) grad_bias = grad_output.sum(3).sum(2).sum(0);
-  if (output_mask[1]) {  // sum over samples of grad_output @ patches^T
+  if (runs_channels_last(g))
+    convolution_backward_channels_last(input, weight, grad_output, g, output_mask, grad_input, grad_weight);
+  if (output_mask[1] && !runs_channels_last(g)) {  // sum over samples of grad_output @ patches^T
     const at::Tensor source = padded(input, g);
     grad_weight = at::zeros(weight.sizes(), weight.options());
     for (int64_t n = 0; n < g.batch; ++n) {
@@ -160,9 +228,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(
         weight_matrix(grad_weight, g, group)
             .add_(at::mm(output_matrix(grad_output, g, n, group), patch_matrix(patches, g, group).t()));
     }
-    if (input_.dim() == 3) grad_weight = grad_weight.squeeze(2);
   }
-  if (output_mask[0]) {  // weights^T @ grad_output gives the patches' gradients; col2im adds them up
+  if (output_mask[0] &&
+      !runs_channels_last(g)) {  // weights^T @ grad_output gives the patches' gradients; col2im adds them up
     at::Tensor grad_padded = at::zeros({g.batch, g.channels, g.padded_h(), g.padded_w()}, input.options());
     for (int64_t n = 0; n < g.batch; ++n) {
       const at::Tensor sample = grad_padded.select(0, n);
@@ -178,8 +246,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(
       }
     }
     grad_input = grad_padded.narrow(2, g.padding[0], g.height).narrow(3, g.padding[1], g.width).contiguous();
-    if (input_.dim() == 3) grad_input = grad_input.squeeze(2);
   }
+  if (input_.dim() == 3 && grad_weight.defined()) grad_weight = grad_weight.squeeze(2);
+  if (input_.dim() == 3 && grad_input.defined()) grad_input = grad_input.squeeze(2);
   return {grad_input, grad_weight, grad_bias};
 }
 

@@ -38,6 +38,9 @@ CONVOLUTIONS = [
     ),
     ("depthwise", (2, 6, 7, 7), (6, 1, 3, 3), {"padding": 1, "groups": 6}),
     ("1-D", (3, 5, 12), (7, 5, 4), {"stride": 2, "padding": 3}),
+    # ungrouped kernels run channels-last as one GEMM; 1 x 1 kernels per sample
+    ("strided, dilated", (2, 5, 11, 10), (4, 5, 3, 2), {"stride": (2, 1), "padding": (2, 1), "dilation": (1, 2)}),
+    ("1x1 strided", (2, 8, 9, 9), (6, 8, 1, 1), {"stride": 2}),
 ]
 
 
