@@ -14,9 +14,13 @@
 
 namespace npusim::bridge {
 
-bool launch_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
-  const auto operands = element_type(a.scalar_type()), result = element_type(out.scalar_type());
+bool launch_mm(const at::Tensor& a_, const at::Tensor& b, const at::Tensor& out) {
+  const auto operands = element_type(a_.scalar_type()), result = element_type(out.scalar_type());
   if (!operands || !result) return false;
+  // The kernel reads A in rows; rows strided along K (a transposed A, as in a linear layer's weight gradient) would
+  // cost a DRAM transaction per element, so such an A is first made contiguous by the tiled transpose, one pass.
+  const bool strided_rows = a_.size(1) > 1 && a_.stride(1) != 1 && a_.stride(1) != 0;
+  const at::Tensor a = strided_rows ? a_.contiguous() : a_;
   const emitter::MatmulSpec spec{a.size(0),   a.size(1),     b.size(1),     a.stride(0), a.stride(1), b.stride(0),
                                  b.stride(1), out.stride(0), out.stride(1), *operands,   *result};
   const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};

@@ -44,6 +44,14 @@ def test_addmm_matches_cpu(beta, alpha, device):
     torch.testing.assert_close(result.cpu(), torch.addmm(bias, a, b, beta=beta, alpha=alpha), **TOLERANCE)
 
 
+def test_transposed_first_operand_is_transposed_in_tiles_before_the_product(device):
+    a, b = random(70, 50, seed=3), random(70, 30, seed=4)
+    with npusim.profile() as report:
+        result = a.to(device).t() @ b.to(device)  # as a linear layer's weight gradient reads its output gradient
+    assert [r.name for r in report.kernels] == ["transpose", "matmul_f32"]
+    torch.testing.assert_close(result.cpu(), a.t() @ b, **TOLERANCE)
+
+
 def test_relu_maximum_minimum_match_cpu_including_nan(device):
     x = torch.tensor([-2.0, -0.0, 0.0, 3.5, float("nan"), float("inf"), -float("inf")])
     y = torch.tensor([1.0, 0.0, -1.0, float("nan"), 2.0, 0.0, 5.0])
