@@ -5,6 +5,8 @@
 // PyTorch's IndexError. Scatters with a reduction other than add, and boolean masks, take the CPU fallback.
 #include <ATen/native/Resize.h>
 #include <ATen/native/ScatterGatherChecks.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/broadcast_tensors.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/full.h>
@@ -319,7 +321,50 @@ at::Tensor rows_of(const at::Tensor& self, int64_t dims) {
   return self.reshape(shape);
 }
 
+at::Tensor npusim_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices);
+
+// Several integer index tensors on adjacent dimensions (x[i, j], x[:, i, j] = v): each is checked and its negative
+// entries wrapped by a gather from the arange of its dimension, and they combine (broadcast) into one linear index
+// over those dimensions flattened, so that the single-index kernels do the rest; as in PyTorch, the index shape
+// takes the indexed dimensions' place.
+struct CombinedIndex {
+  int64_t first, count;                          // the indexed dimensions
+  c10::List<std::optional<at::Tensor>> indices;  // for self with them flattened: slices, then the linear index
+};
+std::optional<CombinedIndex> combined_index(const at::Tensor& self,
+                                            const c10::List<std::optional<at::Tensor>>& indices) {
+  int64_t first = 0;
+  std::vector<at::Tensor> tensors;
+  bool after_indices = false;  // a slice followed the index tensors
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<at::Tensor> index = indices.get(k);
+    if (!index || !index->defined()) {
+      after_indices = !tensors.empty();
+      continue;
+    }
+    if (after_indices || (index->scalar_type() != at::kLong && index->scalar_type() != at::kInt)) return std::nullopt;
+    if (tensors.empty()) first = static_cast<int64_t>(k);
+    tensors.push_back(*index);
+  }
+  const auto count = static_cast<int64_t>(tensors.size());
+  if (count < 2 || first + count > self.dim()) return std::nullopt;
+  for (at::Tensor& index : tensors) index = index.to(self.device(), at::kLong);
+  const std::vector<at::Tensor> broadcast = at::broadcast_tensors(tensors);
+  at::Tensor linear;
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t size = self.size(first + k);
+    const at::Tensor positions = at::arange(size, self.options().dtype(at::kLong));
+    const at::Tensor wrapped = npusim_index(positions, c10::List<std::optional<at::Tensor>>({broadcast[k]}));
+    linear = k == 0 ? wrapped : linear.mul(size).add_(wrapped);
+  }
+  c10::List<std::optional<at::Tensor>> flat(std::vector<std::optional<at::Tensor>>(first, std::nullopt));
+  flat.push_back(linear);
+  return CombinedIndex{first, count, flat};
+}
+
 at::Tensor npusim_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  if (const auto combined = combined_index(self, indices); combined && element_type(self.scalar_type()))
+    return npusim_index(self.flatten(combined->first, combined->first + combined->count - 1), combined->indices);
   if (const auto mask = leading_mask(self, indices); mask && element_type(self.scalar_type()))
     return rows_of(self, mask->dim()).index_select(0, true_positions(*mask));
   const auto single = single_index(self, indices);
@@ -342,6 +387,12 @@ at::Tensor npusim_index(const at::Tensor& self, const c10::List<std::optional<at
 
 at::Tensor& npusim_index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                                    const at::Tensor& values, bool accumulate, bool unsafe) {
+  if (self.is_contiguous() && element_type(self.scalar_type()))
+    if (const auto combined = combined_index(self, indices)) {
+      at::Tensor flat = self.flatten(combined->first, combined->first + combined->count - 1);  // a view
+      npusim_index_put_impl_(flat, combined->indices, values, accumulate, unsafe);
+      return self;
+    }
   if (const auto mask = leading_mask(self, indices); mask && values.scalar_type() == self.scalar_type()) {
     if (!accumulate && values.numel() == 1) {  // x[mask] = value: a masked fill, no compaction
       at::DimVector shape(mask->sizes().begin(), mask->sizes().end());

@@ -97,6 +97,44 @@ def test_advanced_indexing_with_one_tensor_matches_cpu(name, device, no_fallback
     same(INDEXING[name](x.to(device), index_on_cpu_too), INDEXING[name](x, index_on_cpu_too))
 
 
+SEVERAL_INDICES = {
+    "two leading dims": (lambda i, j: (i, j)),
+    "after a slice": (lambda i, j: (slice(None), i, j)),
+    "broadcast index shapes": (lambda i, j: (i[:, None], j)),
+    "negative and int32": (lambda i, j: (-i - 1, j.int())),
+    "three dims": (lambda i, j: (i, j, j)),
+}
+
+
+@pytest.mark.parametrize("name", SEVERAL_INDICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_several_index_tensors_read_and_write_natively(name, dtype, device, no_fallback):
+    x = (torch.randn(6, 5, 5, generator=generator()) * 10).to(dtype)
+    i, j = torch.tensor([0, 2, 4, 1]), torch.tensor([1, 4, 3, 0])
+    key = SEVERAL_INDICES[name]
+    on_device = tuple(k.to(device) if isinstance(k, torch.Tensor) else k for k in key(i, j))
+    same(x.to(device)[on_device], x[key(i, j)])
+    values = (torch.randn(x[key(i, j)].shape, generator=generator()) * 10).to(dtype)
+    expected, actual = x.clone(), x.to(device)
+    expected[key(i, j)] = values  # distinct positions: the order of writes does not matter
+    actual[on_device] = values.to(device)
+    same(actual, expected)
+    repeated = (torch.tensor([0, 0, 2, 0]), torch.tensor([1, 1, 3, 1]))  # accumulate sums repeated positions
+    added = (torch.randn(4, 5, generator=generator()) * 10).to(dtype)
+    expected.index_put_(repeated, added, accumulate=True)
+    actual.index_put_(tuple(r.to(device) for r in repeated), added.to(device), accumulate=True)
+    same(actual, expected)
+
+
+def test_several_index_tensors_out_of_range_are_index_errors(device):
+    x = torch.zeros(3, 4).to(device)
+    with pytest.raises(IndexError, match="index out of range"):
+        x[torch.tensor([0, 1]).to(device), torch.tensor([4, 0]).to(device)]  # 4 would overflow into the next row
+    with pytest.raises(IndexError, match="index out of range"):
+        x[torch.tensor([3]).to(device), torch.tensor([0]).to(device)] = 1.0
+    assert torch.equal(x.cpu(), torch.zeros(3, 4))
+
+
 def test_index_put_matches_cpu(device, no_fallback):
     x = torch.randn(6, 5, 4, generator=generator())
     index = torch.tensor([0, -1, 3])
