@@ -1,11 +1,11 @@
 // Native average, max and adaptive average pooling (nn.AvgPool2d, nn.MaxPool2d, nn.AdaptiveAvgPool2d) forward and
-// backward, float32, composed from native kernels; each of the KH x KW window offsets is a strided view of the
-// padded input.
-//   average: the offsets' views of the zero-padded input summed by elementwise adds and divided once; the backward
-//            adds the scaled output gradient into each offset's view of the padded input's gradient;
-//   max:     over the offsets in order, an offset's value replaces the best so far where it is greater or NaN (as on
-//            the CPU, so ties keep the first), a comparison and three selects each, the index alongside; padding is
-//            -inf, which never replaces anything. The backward adds each output's gradient at its index with the
+// backward, float32, composed from native kernels.
+//   average: window sums as products with 0/1 window matrices on both sides of every plane (R x C^T, two tall GEMMs
+//            for the whole batch; padding contributes nothing), divided once; the backward is R^T (g / divisor) C;
+//   max:     each of the KH x KW window offsets is a strided view of the padded input; over the offsets in order,
+//            an offset's value replaces the best so far where it is greater or NaN (as on the CPU, so ties keep the
+//            first), a comparison and three selects each, the index alongside; padding is -inf, which never
+//            replaces anything. The backward adds each output's gradient at its index with the
 //            row scatter-add kernel.
 // ceil_mode, and average padding left out of the count, take the CPU fallback (adaptive average pooling to 1 x 1 is
 // a native mean).
@@ -79,6 +79,36 @@ struct PaddedLayout {
   }
 };
 
+at::Tensor window_sums(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad, const at::Tensor& like);
+at::Tensor rows_of_windows(const PaddedLayout& layout, const Window& w, const at::Tensor& like) {
+  return window_sums(layout.height, layout.out_h, w.kernel_h, w.stride_h, w.pad_h, like);
+}
+at::Tensor columns_of_windows(const PaddedLayout& layout, const Window& w, const at::Tensor& like) {
+  return window_sums(layout.width, layout.out_w, w.kernel_w, w.stride_w, w.pad_w, like);
+}
+
+// left @ plane @ right^T for every plane of `planes` [B, H, W]: [B, OH, OW] for left [OH, H] and right [OW, W], as
+// two GEMMs over all planes at once (the planes' rows, then their columns after a tiled transpose), so pooling by
+// window matrices runs as a few tall products instead of a strided add per window offset or a product per plane.
+at::Tensor apply_on_both_sides(const at::Tensor& planes, const at::Tensor& left, const at::Tensor& right) {
+  const int64_t count = planes.size(0), height = planes.size(1), width = planes.size(2);
+  const at::Tensor columns_done = at::mm(planes.reshape({count * height, width}), right.t());  // [B*H, OW]
+  const at::Tensor by_column = columns_done.view({count, height, right.size(0)}).transpose(1, 2);
+  const at::Tensor rows_done = at::mm(by_column.reshape({-1, height}), left.t());  // [B*OW, OH]
+  return rows_done.view({count, right.size(0), left.size(0)}).transpose(1, 2).contiguous();
+}
+
+// Row o of the [out, in] matrix is 1 at the inputs of output o's window (positions o * stride - pad + k, k < kernel,
+// inside the input; padding adds zeros), 0 elsewhere. Shape constants, made on the host.
+at::Tensor window_sums(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad, const at::Tensor& like) {
+  at::Tensor sums = at::zeros({out, in}, at::TensorOptions().dtype(at::kFloat));
+  auto entries = sums.accessor<float, 2>();
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t k = 0; k < kernel; ++k)
+      if (const int64_t i = o * stride - pad + k; i >= 0 && i < in) entries[o][i] = 1.0f;
+  return sums.to(like.device());
+}
+
 at::Tensor& npusim_avg_pool2d_out(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef stride,
                                   at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                                   std::optional<int64_t> divisor_override, at::Tensor& out) {
@@ -86,13 +116,9 @@ at::Tensor& npusim_avg_pool2d_out(const at::Tensor& input, at::IntArrayRef kerne
   if (w && out.scalar_type() == at::kFloat) {
     const PaddedLayout layout(input, *w);
     if (layout.out_h > 0 && layout.out_w > 0) {
-      const at::Tensor source = input.reshape({layout.batch, layout.channels, layout.height, layout.width});
-      at::Tensor padded = at::zeros({layout.batch, layout.channels, layout.padded_h, layout.padded_w}, input.options());
-      layout.inner(padded, *w).copy_(source);
-      at::Tensor sum = layout.offset_view(padded, *w, 0, 0).contiguous();
-      for (int64_t i = 0; i < w->kernel_h; ++i)
-        for (int64_t j = 0; j < w->kernel_w; ++j)
-          if (i + j > 0) sum.add_(layout.offset_view(padded, *w, i, j));
+      const at::Tensor planes = input.reshape({layout.batch * layout.channels, layout.height, layout.width});
+      at::Tensor sum =
+          apply_on_both_sides(planes, rows_of_windows(layout, *w, input), columns_of_windows(layout, *w, input));
       sum.div_(static_cast<double>(w->divisor));
       std::vector<int64_t> shape = input.sizes().vec();
       shape[shape.size() - 2] = layout.out_h;
@@ -120,13 +146,12 @@ at::Tensor& npusim_avg_pool2d_backward_out(const at::Tensor& grad_output, const 
   const auto w = native_window(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
   if (w && grad_output.scalar_type() == at::kFloat && grad_input.scalar_type() == at::kFloat) {
     const PaddedLayout layout(input, *w);
-    const at::Tensor share = grad_output.reshape({layout.batch, layout.channels, layout.out_h, layout.out_w}) /
+    const at::Tensor share = grad_output.reshape({layout.batch * layout.channels, layout.out_h, layout.out_w}) /
                              static_cast<double>(w->divisor);
-    at::Tensor padded = at::zeros({layout.batch, layout.channels, layout.padded_h, layout.padded_w}, input.options());
-    for (int64_t i = 0; i < w->kernel_h; ++i)  // within one offset, distinct outputs feed distinct inputs
-      for (int64_t j = 0; j < w->kernel_w; ++j) layout.offset_view(padded, *w, i, j).add_(share);
+    const at::Tensor spread =
+        apply_on_both_sides(share, rows_of_windows(layout, *w, input).t(), columns_of_windows(layout, *w, input).t());
     at::native::resize_output(grad_input, input.sizes());
-    return grad_input.copy_(layout.inner(padded, *w).reshape(input.sizes()));
+    return grad_input.copy_(spread.view(input.sizes()));
   }
   torch::jit::Stack stack{grad_output,      input,     kernel, stride, padding, ceil_mode, count_include_pad,
                           divisor_override, grad_input};
@@ -273,7 +298,11 @@ at::Tensor npusim_adaptive_avg_pool2d(const at::Tensor& input, at::IntArrayRef o
   if (pools_adaptively(input) && output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0) {
     const at::Tensor rows = window_means(input.size(-2), output_size[0], input);
     const at::Tensor cols = window_means(input.size(-1), output_size[1], input);
-    return at::matmul(at::matmul(rows, input), cols.t());
+    const at::Tensor planes = input.reshape({-1, input.size(-2), input.size(-1)});
+    std::vector<int64_t> shape = input.sizes().vec();
+    shape[shape.size() - 2] = output_size[0];
+    shape[shape.size() - 1] = output_size[1];
+    return apply_on_both_sides(planes, rows, cols).view(shape);
   }
   torch::jit::Stack stack{input, output_size};
   call_cpu_fallback("aten::_adaptive_avg_pool2d", "", stack);
@@ -284,7 +313,8 @@ at::Tensor npusim_adaptive_avg_pool2d_backward(const at::Tensor& grad_output, co
   if (pools_adaptively(input) && grad_output.scalar_type() == at::kFloat && grad_output.dim() == input.dim()) {
     const at::Tensor rows = window_means(input.size(-2), grad_output.size(-2), input);
     const at::Tensor cols = window_means(input.size(-1), grad_output.size(-1), input);
-    return at::matmul(at::matmul(rows.t(), grad_output), cols);
+    const at::Tensor planes = grad_output.reshape({-1, grad_output.size(-2), grad_output.size(-1)});
+    return apply_on_both_sides(planes, rows.t(), cols.t()).view(input.sizes());
   }
   torch::jit::Stack stack{grad_output, input};
   call_cpu_fallback("aten::_adaptive_avg_pool2d_backward", "", stack);
