@@ -106,9 +106,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{ElementwiseOp::Copy, {3, 4, 5, 6}, {{120, 30, 6, 1}, {20, 5, 1, 60}}},
         Case{ElementwiseOp::MaxF32, {100, 7}, {{7, 1}, {9, 1}, {0, 1}}},  // 2-D row tiles, a partial last one
         Case{ElementwiseOp::MulF32, {100, 7}, {{7, 1}, {7, 1}, {1, 0}}},  // a per-row broadcast (4-D DMA)
-        // tiles of planes by 4-D DMA: im2col patches of a padded 8 x 8 map, and a per-row broadcast in 3-D
+        // tiles of planes or cubes by 4-D DMA: im2col patches of a padded 8 x 8 map (cubes), per-row broadcasts
         Case{ElementwiseOp::Copy, {4, 3, 3, 6, 6}, {{324, 108, 36, 6, 1}, {64, 8, 1, 8, 1}}},
         Case{ElementwiseOp::MulF32, {50, 6, 7}, {{42, 7, 1}, {42, 7, 1}, {6, 1, 0}}},
+        Case{ElementwiseOp::MulF32, {3, 4, 5, 6}, {{120, 30, 6, 1}, {120, 30, 6, 1}, {20, 5, 1, 0}}},  // cubes
         Case{ElementwiseOp::AddF32, {7, 100}, {{1, 7}, {1, 7}, {0, 1}}},  // a transposed result, walked in its order
         Case{ElementwiseOp::Copy, {1}, {{1}, {1}}}),
     [](const ::testing::TestParamInfo<Case>& info) {

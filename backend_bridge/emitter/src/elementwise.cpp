@@ -1,5 +1,5 @@
 // Elementwise kernels: order and collapse dimensions, nest scalar loops over the outer ones, tile the innermost one
-// (elements, whole rows, or whole planes of the two innermost).
+// (elements, whole rows, or whole planes or cubes of the two or three innermost).
 //
 // Register use: r1 argument block, r2..r5 operand pointers (one per operand), r6..r9 outer loop counters,
 // r10 tile index, r11 elements in the current tile, r12 scratch, r13/r14 row length and rows of a 2-D tile,
@@ -412,8 +412,9 @@ ElementwiseSpec collapse(const ElementwiseSpec& spec) {
 }
 
 // What one tile of the innermost loops covers: elements of the innermost dimension, whole rows of it, or whole planes
-// of the two innermost dimensions.
-enum class TileShape { Elements, Rows, Planes };
+// or cubes of the two or three innermost dimensions (moved by 4-D DMA).
+enum class TileShape { Elements, Rows, Planes, Cubes };
+bool moved_in_4d(TileShape shape) { return shape == TileShape::Planes || shape == TileShape::Cubes; }
 
 class ElementwiseEmitter {
  public:
@@ -512,8 +513,12 @@ class ElementwiseEmitter {
       emit_innermost();
       return;
     }
-    if (dim == last_dim() - 2 && planes_fit_in_tiles()) {
-      emit_plane_tiles(dim);
+    if (dim == last_dim() - 3 && blocks_fit_in_tiles(3)) {
+      emit_block_tiles(dim, TileShape::Cubes);
+      return;
+    }
+    if (dim == last_dim() - 2 && blocks_fit_in_tiles(2)) {
+      emit_block_tiles(dim, TileShape::Planes);
       return;
     }
     if (dim == last_dim() - 1 && rows_fit_in_tiles()) {
@@ -544,27 +549,39 @@ class ElementwiseEmitter {
   }
   bool repeats_within_rows(size_t operand) const { return operand > 0 && spec_.strides[operand][last_dim()] == 0; }
 
-  // Whole planes of the two innermost dimensions fit a tile several times (rows as above): tiles of several planes,
-  // each operand moved by one 4-D DMA, so that small feature maps and im2col patches move in large tiles.
-  bool planes_fit_in_tiles() const {
-    return rows_fit_in_tiles() && spec_.sizes[last_dim()] * spec_.sizes[last_dim() - 1] * 2 <= tile_elements_;
+  // Whole planes (cubes) of the two (three) innermost dimensions fit a tile several times, rows as above: tiles of
+  // several of them, each operand moved by one 4-D DMA, so that small feature maps and im2col patches move in large
+  // tiles.
+  bool blocks_fit_in_tiles(int inner_dims) const {
+    return rows_fit_in_tiles() && block_elements(last_dim() - inner_dims) * 2 <= tile_elements_;
+  }
+  int64_t block_elements(int dim) const {  // of the dimensions inside `dim`
+    int64_t elements = 1;
+    for (int inner = dim + 1; inner <= last_dim(); ++inner) elements *= spec_.sizes[inner];
+    return elements;
   }
 
-  void emit_plane_tiles(int dim) {
+  void emit_block_tiles(int dim, TileShape shape) {
     writer_.load_constant(kRowLength, spec_.sizes[last_dim()]);
-    writer_.line("li r{}, 1", kRowStride);
-    writer_.line("dma.dim 3, r{}, r0", kRowStride);
-    emit_tiles(dim, tile_elements_ / (spec_.sizes[last_dim()] * spec_.sizes[last_dim() - 1]), TileShape::Planes);
+    if (shape == TileShape::Planes) {  // 4-D loads of planes leave dimension 3 at one
+      writer_.line("li r{}, 1", kRowStride);
+      writer_.line("dma.dim 3, r{}, r0", kRowStride);
+    }
+    emit_tiles(dim, tile_elements_ / block_elements(dim), shape);
   }
 
-  // The 4-D DMA shape of operand k's tile of planes: dimension 1 the rows of a plane, dimension 2 the tile's planes
-  // (kTileRows holds their count).
-  void set_plane_shape(int operand) {
-    writer_.load_constant(kScratch, spec_.sizes[last_dim() - 1]);
-    writer_.load_constant(kRowStride, spec_.strides[operand][last_dim() - 1]);
-    writer_.line("dma.dim 1, r{}, r{}", kScratch, kRowStride);
-    writer_.load_constant(kRowStride, spec_.strides[operand][last_dim() - 2]);
-    writer_.line("dma.dim 2, r{}, r{}", kTileRows, kRowStride);
+  // The 4-D DMA shape of operand k's tile: dimension 1 the rows of a plane, then the tile's planes (kTileRows of
+  // them); or the rows of a plane, the planes of a cube, and the tile's cubes.
+  void set_block_shape(int operand, TileShape shape) {
+    const std::vector<int64_t>& strides = spec_.strides[operand];
+    const int outer = shape == TileShape::Cubes ? 3 : 2;
+    for (int inner = 1; inner < outer; ++inner) {
+      writer_.load_constant(kScratch, spec_.sizes[last_dim() - inner]);
+      writer_.load_constant(kRowStride, strides[last_dim() - inner]);
+      writer_.line("dma.dim {}, r{}, r{}", inner, kScratch, kRowStride);
+    }
+    writer_.load_constant(kRowStride, strides[last_dim() - outer]);
+    writer_.line("dma.dim {}, r{}, r{}", outer, kTileRows, kRowStride);
   }
 
   void emit_row_tiles(int dim) {
@@ -584,8 +601,7 @@ class ElementwiseEmitter {
   // Pointers are saved and restored around it, so the enclosing loops see them unchanged.
   void emit_tiles(int dim, int64_t per_tile, TileShape shape) {
     const int64_t full_tiles = spec_.sizes[dim] / per_tile, remainder = spec_.sizes[dim] % per_tile;
-    int64_t unit_elements = 1;  // a row or a plane
-    for (int inner = dim + 1; inner <= last_dim(); ++inner) unit_elements *= spec_.sizes[inner];
+    const int64_t unit_elements = block_elements(dim);  // an element, a row, a plane or a cube
     const auto set_tile_size = [&](int64_t units) {
       if (shape != TileShape::Elements) writer_.load_constant(kTileRows, units);
       writer_.load_constant(kTileElements, units * unit_elements);
@@ -629,13 +645,13 @@ class ElementwiseEmitter {
   }
 
   // Moves one operand's tile: 1-D along `dim`, 2-D with rows along `dim` (kTileRows rows of kRowLength), or
-  // planes along `dim` (by 4-D DMA, its shape set by set_plane_shape).
+  // planes or cubes along `dim` (by 4-D DMA, its shape set by set_block_shape).
   void move(bool load, int operand, int buffer, int dim, TileShape shape) {
     const int bits = bytes_[operand] * 8;
     const int pointer = kFirstPointer + operand;
     const int64_t stride = spec_.strides[operand][dim];
     const bool rows = shape == TileShape::Rows;
-    if (shape == TileShape::Planes)
+    if (moved_in_4d(shape))
       writer_.line("dma.{}4.b{} r{}, r{}, r{}, {}", load ? "ld" : "st", bits, load ? buffer : pointer,
                    load ? pointer : buffer, kRowLength, spec_.strides[operand][last_dim()]);
     else if (rows && load && repeats_within_rows(operand)) {
@@ -661,7 +677,7 @@ class ElementwiseEmitter {
   void emit_tile(int dim, TileShape shape) {
     const int buffers[] = {kBufferA, kBufferB, kBufferC};
     for (int input = 1; input < operands_; ++input) {
-      if (shape == TileShape::Planes) set_plane_shape(input);
+      if (moved_in_4d(shape)) set_block_shape(input, shape);
       if (narrow(input)) writer_.load_constant(kScratch, staging_[input]);
       move(true, input, narrow(input) ? kScratch : buffers[input - 1], dim, shape);
     }
@@ -675,7 +691,7 @@ class ElementwiseEmitter {
       emit_compute();
     }
     int result = kBufferA;
-    if (shape == TileShape::Planes) set_plane_shape(0);
+    if (moved_in_4d(shape)) set_block_shape(0, shape);
     if (narrow(0)) {
       writer_.load_constant(kScratch, staging_[0]);
       writer_.line("vcvt.{}.f32 r{}, r{}, r{}", narrow_name(0), kScratch, kBufferA, kTileElements);
