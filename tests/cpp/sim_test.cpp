@@ -245,40 +245,35 @@ TEST(TimedModel, IndexedDmaMatchesClosedForm) {
   EXPECT_EQ(records.back().bytes, 8u + 32u + 4 * 4u);
 }
 
-TEST(TimedModel, VectorOpMatchesClosedForm) {
+// Runs `source` alone on a timed device (one per test: one SystemC design per process) and gives its kernel cycles.
+uint64_t timed_kernel_cycles(const std::string& source) {
   runtime::Device timed(test_config(), runtime::Mode::Timed);
-  const auto words = isa::assemble("li r2, 1000\n vadd.f32 r0, r0, r0, r2\n fence\n halt\n", "vector.s");
   const uint64_t arguments[] = {0};
-  timed.launch("vector", timed.load_program(words), arguments);
+  timed.launch("closed_form", timed.load_program(isa::assemble(source, "closed_form.s")), arguments);
+  return timed.take_records().back().kernel_cycles;
+}
+
+TEST(TimedModel, VectorOpMatchesClosedForm) {
   // li 1 cycle; vadd issues at 1 and runs pipeline 4 + ceil(1000 / 16 lanes) = 63 → 67 cycles, ending at 68;
   // fence +1, halt +1 → 70 cycles.
-  EXPECT_EQ(timed.take_records().back().kernel_cycles, 70u);
+  EXPECT_EQ(timed_kernel_cycles("li r2, 1000\n vadd.f32 r0, r0, r0, r2\n fence\n halt\n"), 70u);
 }
 
 TEST(TimedModel, TransposeMatchesClosedForm) {
-  runtime::Device timed(test_config(), runtime::Mode::Timed);
-  const auto words =
-      isa::assemble("li r2, 40\n li r3, 25\n li r4, 8192\n vtr.f32 r4, r0, r2, r3\n fence\n halt\n", "transpose.s");
-  const uint64_t arguments[] = {0};
-  timed.launch("transpose", timed.load_program(words), arguments);
   // 3 li: 3 cycles; vtr issues at 3 and runs as a vector instruction over its 40 x 25 = 1000 elements: pipeline 4 +
   // ceil(1000 / 16 lanes) = 63 → 67 cycles, ending at 70 (a read and a write per bank and step fit the ports);
   // fence +1, halt +1 → 72 cycles.
-  EXPECT_EQ(timed.take_records().back().kernel_cycles, 72u);
+  EXPECT_EQ(timed_kernel_cycles("li r2, 40\n li r3, 25\n li r4, 8192\n vtr.f32 r4, r0, r2, r3\n fence\n halt\n"), 72u);
 }
 
 TEST(TimedModel, MatrixOpsMatchClosedForm) {
-  runtime::Device timed(test_config(), runtime::Mode::Timed);
-  const auto words = isa::assemble(
-      "li r2, 16\n li r3, 100\n mx.ldw.f32 r0, r2, r2\n mx.mac.f32 r0, r0, r3, 0\n li r4, 1600\n"
-      " mx.st.f32 r0, r0, r4\n fence\n halt\n",
-      "matrix.s");
-  const uint64_t arguments[] = {0};
-  timed.launch("matrix", timed.load_program(words), arguments);
   // li, li: 2 cycles. The matrix engine then runs, in its queue's order: mx.ldw 16 cycles (one weight row per
   // cycle), mx.mac 100 rows + 16 + 16 - 1 fill/drain = 131, mx.st ceil(1600 / 16 columns) = 100: 247 cycles,
   // ending at 249. The scalar unit's fence ends then: +1 for the fence, +1 for the halt = 251 cycles.
-  EXPECT_EQ(timed.take_records().back().kernel_cycles, 251u);
+  EXPECT_EQ(
+      timed_kernel_cycles("li r2, 16\n li r3, 100\n mx.ldw.f32 r0, r2, r2\n mx.mac.f32 r0, r0, r3, 0\n li r4, 1600\n"
+                          " mx.st.f32 r0, r0, r4\n fence\n halt\n"),
+      251u);
 }
 
 TEST(TimedModel, ReportsEnginesRacingOnTheScratchpad) {
@@ -480,28 +475,20 @@ TEST(TimedModel, BarrierAndCoreToCoreMovesMatchTheEmulator) {
 }
 
 TEST(TimedModel, WeightLoadOverlapsThePrecedingProduct) {
-  runtime::Device timed(test_config(), runtime::Mode::Timed);
-  const auto words = isa::assemble(
-      "li r2, 16\n li r3, 100\n mx.ldw.f32 r0, r2, r2\n mx.mac.f32 r0, r0, r3, 0\n mx.ldw.f32 r0, r2, r2\n"
-      " mx.mac.f32 r0, r0, r3, 1\n fence\n halt\n",
-      "double_buffered.s");
-  const uint64_t arguments[] = {0};
-  timed.launch("double_buffered", timed.load_program(words), arguments);
   // li, li: 2 cycles. The first mx.ldw runs 2..18 (16 rows); the first mx.mac 18..149 (100 + 16 + 16 - 1 = 131).
   // The second mx.ldw, issued at 4, shifts into the idle weight set from the product's start: 18..34, inside the
   // product, so it adds nothing; the second mx.mac runs 149..280. Fence +1, halt +1 → 282 cycles (298 if the
   // second load waited for the first product).
-  EXPECT_EQ(timed.take_records().back().kernel_cycles, 282u);
+  EXPECT_EQ(timed_kernel_cycles(
+                "li r2, 16\n li r3, 100\n mx.ldw.f32 r0, r2, r2\n mx.mac.f32 r0, r0, r3, 0\n mx.ldw.f32 r0, r2, r2\n"
+                " mx.mac.f32 r0, r0, r3, 1\n fence\n halt\n"),
+            282u);
 }
 
 TEST(TimedModel, SpecialFunctionMatchesClosedForm) {
-  runtime::Device timed(test_config(), runtime::Mode::Timed);
-  const auto words = isa::assemble("li r2, 1000\n vexp.f32 r0, r0, r2\n fence\n halt\n", "exp.s");
-  const uint64_t arguments[] = {0};
-  timed.launch("exp", timed.load_program(words), arguments);
   // li 1 cycle; vexp issues at 1 and runs pipeline 4 + ceil(1000 / 16 lanes) = 63 lane groups x 4 special-function
   // cycles = 256 cycles, ending at 257; fence +1, halt +1 → 259 cycles.
-  EXPECT_EQ(timed.take_records().back().kernel_cycles, 259u);
+  EXPECT_EQ(timed_kernel_cycles("li r2, 1000\n vexp.f32 r0, r0, r2\n fence\n halt\n"), 259u);
 }
 
 TEST(TimedModel, SemaphoreWaitMatchesClosedForm) {
