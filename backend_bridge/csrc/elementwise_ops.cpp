@@ -44,6 +44,7 @@ bool is_native_operand(const at::Tensor& operand, const at::Tensor& out) {
                            operand.scalar_type() == at::kByte || operand.scalar_type() == at::kBool;
   return scalar || (operand.device() == out.device() && convertible);
 }
+
 // Dense strides ordering the dimensions as `input`'s strides do (the smallest stride innermost; on a tie, the later
 // dimension).
 std::vector<int64_t> dense_strides_ordered_like(const at::Tensor& input) {
