@@ -12,6 +12,7 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <torch/library.h>
 
+#include <bit>
 #include <numeric>
 
 #include "bridge.h"
@@ -70,7 +71,7 @@ void resize_output_like(at::Tensor& out, at::IntArrayRef shape, std::initializer
   at::native::resize_output(out, shape);
   if (!resized) return;
   for (const at::Tensor& input : inputs) {
-    if (input.sizes() != shape) continue;
+    if (!input.defined() || input.sizes() != shape) continue;
     bool broadcasts = false;
     for (int64_t dim = 0; dim < input.dim(); ++dim) broadcasts |= input.size(dim) > 1 && input.stride(dim) == 0;
     if (broadcasts) continue;
@@ -91,20 +92,33 @@ bool launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& o
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
   if (out.is_same(self) || out.is_same(other))  // in place: the operand cannot grow into the broadcast shape
     TORCH_CHECK(out.sizes() == shape, "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
-  const at::Tensor a = as_device_operand(self, out, shape);
-  const at::Tensor b = as_device_operand(other, out, shape);
+  // A host scalar (the 2 of `x * 2`, an optimizer's learning rate) of a float op travels in the launch's argument
+  // block as its float32 bits instead of being copied to the device first.
+  const auto in_arguments = [&](const at::Tensor& operand) {
+    return is_float_kind(out.scalar_type()) && operand.is_cpu() && operand.dim() == 0;
+  };
+  const bool value_a = in_arguments(self), value_b = in_arguments(other);
+  const at::Tensor a = value_a ? at::Tensor() : as_device_operand(self, out, shape);
+  const at::Tensor b = value_b ? at::Tensor() : as_device_operand(other, out, shape);
   resize_output_like(out, shape, {a, b});
   if (out.numel() == 0) return true;
   at::assert_no_internal_overlap(out);
-  at::assert_no_partial_overlap(out, a);
-  at::assert_no_partial_overlap(out, b);
-  emitter::ElementwiseSpec spec{op,
-                                static_cast<int>(out.element_size()),
-                                out.sizes().vec(),
-                                {out.strides().vec(), a.strides().vec(), b.strides().vec()}};
+  for (const at::Tensor& operand : {a, b})
+    if (operand.defined()) at::assert_no_partial_overlap(out, operand);
+  const std::vector<int64_t> broadcast(shape.size(), 0);
+  emitter::ElementwiseSpec spec{
+      op,
+      static_cast<int>(out.element_size()),
+      out.sizes().vec(),
+      {out.strides().vec(), value_a ? broadcast : a.strides().vec(), value_b ? broadcast : b.strides().vec()}};
   spec.parameters = parameters;
-  spec.float_types = {float_element_type(out), float_element_type(a), float_element_type(b)};
-  const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
+  spec.float_types = {float_element_type(out), value_a ? isa::ElementType::F32 : float_element_type(a),
+                      value_b ? isa::ElementType::F32 : float_element_type(b)};
+  spec.values_in_arguments = {false, value_a, value_b};
+  const auto argument = [](bool value, const at::Tensor& scalar, const at::Tensor& operand) -> uint64_t {
+    return value ? std::bit_cast<uint32_t>(scalar.to(at::kFloat).item<float>()) : device_address(operand);
+  };
+  const uint64_t addresses[] = {device_address(out), argument(value_a, self, a), argument(value_b, other, b)};
   return launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); });
 }
 

@@ -24,10 +24,11 @@ struct LoadedKernel {
 std::string cache_key(int device_index, const emitter::ElementwiseSpec& spec) {
   std::vector<std::string_view> float_types;
   for (isa::ElementType type : spec.float_types) float_types.push_back(isa::type_name(type));
-  return fmt::format("elementwise|{}|{}|{}|{}|{}|{}|{}|{}|{}", device_index, static_cast<int>(spec.op),
+  return fmt::format("elementwise|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", device_index, static_cast<int>(spec.op),
                      spec.element_bytes, fmt::join(spec.sizes, ","), fmt::join(spec.strides, ";"),
                      static_cast<int>(spec.convert_from), static_cast<int>(spec.convert_to),
-                     fmt::join(spec.parameters, ","), fmt::join(float_types, ","));
+                     fmt::join(spec.parameters, ","), fmt::join(float_types, ","),
+                     fmt::join(spec.values_in_arguments, ","));
 }
 
 std::string cache_key(int device_index, const emitter::MatmulSpec& s) {

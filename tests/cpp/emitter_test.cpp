@@ -124,6 +124,16 @@ TEST(ElementwiseEmitter, EmptyShapeEmitsAProgramThatOnlyHalts) {
                std::invalid_argument);
 }
 
+TEST(ElementwiseEmitter, OnlyBroadcastInputsCanBeValuesInTheArgumentBlock) {
+  emitter::ElementwiseSpec spec{ElementwiseOp::MulF32, 4, {8}, {{1}, {1}, {0}}};
+  spec.values_in_arguments = {false, false, true};
+  EXPECT_NE(emitter::emit_elementwise(spec, small_config()).assembly.find("addi r4, r1, 16"), std::string::npos);
+  spec.values_in_arguments = {false, true, false};  // an input that is not a broadcast scalar
+  EXPECT_THROW(emitter::emit_elementwise(spec, small_config()), std::invalid_argument);
+  spec.values_in_arguments = {true, false, false};  // the output
+  EXPECT_THROW(emitter::emit_elementwise(spec, small_config()), std::invalid_argument);
+}
+
 TEST(ElementwiseEmitter, RejectsTooManyDimensionsAsUnsupported) {
   std::vector<int64_t> sizes(7, 2), strides{1, 4, 16, 64, 256, 1024, 4096}, other{4096, 1024, 256, 64, 16, 4, 1};
   EXPECT_THROW(emitter::emit_elementwise({ElementwiseOp::AddF32, 4, sizes, {strides, other, strides}}, small_config()),

@@ -132,6 +132,24 @@ def test_per_row_broadcast_matches_cpu(device):
         torch.testing.assert_close(op(scale.to(device), x.to(device)).cpu(), op(scale, x), rtol=0, atol=0)
 
 
+def test_host_scalars_travel_in_the_argument_block_without_a_copy(device):
+    x = random((40, 30), 9)
+    on_device = x.to(device)
+    ops = [
+        lambda t: t * 2.5,
+        lambda t: 1 - t,
+        lambda t: 3 / t,
+        lambda t: t * 1e300,  # beyond float32: inf, as the CPU's conversion gives
+        lambda t: t.bfloat16() * 0.1,
+        lambda t: torch.add(t, 1, alpha=2),
+    ]
+    with npusim.profile() as report:
+        results = [op(on_device) for op in ops]
+    assert "copy_h2d" not in [r.name for r in report.records]
+    for op, result in zip(ops, results, strict=True):
+        assert torch.equal(result.cpu(), op(x))
+
+
 def test_copy_into_non_contiguous_destination(device):
     destination = torch.zeros(6, 6, device=device)
     values = random((6, 3), 8)

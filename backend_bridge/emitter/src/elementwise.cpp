@@ -459,7 +459,13 @@ class ElementwiseEmitter {
   std::string emit() {
     writer_.comment(fmt::format("{}: sizes [{}], byte strides {}", op_name(spec_.op), fmt::join(spec_.sizes, ", "),
                                 fmt::join(spec_.strides, " ")));
-    for (int k = 0; k < operands_; ++k) writer_.line("ld r{}, {}(r1)", kFirstPointer + k, 8 * k);
+    for (int k = 0; k < operands_; ++k) {
+      const bool value = static_cast<size_t>(k) < spec_.values_in_arguments.size() && spec_.values_in_arguments[k];
+      if (value)  // the operand's "tensor" is its entry of the argument block
+        writer_.line("addi r{}, r1, {}", kFirstPointer + k, 8 * k);
+      else
+        writer_.line("ld r{}, {}(r1)", kFirstPointer + k, 8 * k);
+    }
     writer_.line("li r{}, 0", kBufferA);
     writer_.line("li r{}, {}", kBufferB, tile_elements_ * widest_);
     if (buffer_count(spec_.op) >= 3) writer_.line("li r{}, {}", kBufferC, 2 * tile_elements_ * widest_);
@@ -733,6 +739,11 @@ Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& c
   if (definition(spec.op).element_bytes != 0 && spec.element_bytes != operand_bytes(spec)[0])
     throw std::invalid_argument(
         fmt::format("{} takes {}-byte elements, not {}", op_name(spec.op), operand_bytes(spec)[0], spec.element_bytes));
+  for (size_t k = 0; k < spec.values_in_arguments.size() && k < spec.strides.size(); ++k)
+    if (spec.values_in_arguments[k] &&
+        (k == 0 || std::any_of(spec.strides[k].begin(), spec.strides[k].end(), [](int64_t s) { return s != 0; })))
+      throw std::invalid_argument(
+          fmt::format("operand {} of {} cannot be a value in the argument block", k, op_name(spec.op)));
   for (isa::ElementType type : spec.float_types)
     if (!isa::is_float(type))
       throw std::invalid_argument(

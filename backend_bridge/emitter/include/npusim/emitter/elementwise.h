@@ -132,6 +132,10 @@ struct ElementwiseSpec {
   // for non-float operands, like a comparison's bool output, are ignored). f16 and bf16 operands are widened to f32
   // after loading and a result rounded once before storing, as PyTorch computes half-precision ops in float.
   std::vector<isa::ElementType> float_types;
+  // Inputs whose argument-block entry is their value rather than an address (empty: none), a scalar broadcast to
+  // every element (all its strides 0): the kernel reads it where the argument block lies, so a host scalar needs no
+  // copy to the device of its own.
+  std::vector<bool> values_in_arguments;
 };
 
 struct Kernel {
@@ -148,7 +152,7 @@ class Unsupported : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The kernel's argument block is the operands' base addresses, in operand order.
+// The kernel's argument block is the operands' base addresses (or values, see values_in_arguments), in operand order.
 Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& config);
 
 std::string op_name(ElementwiseOp op);
