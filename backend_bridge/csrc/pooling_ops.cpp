@@ -79,14 +79,6 @@ struct PaddedLayout {
   }
 };
 
-at::Tensor window_sums(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad, const at::Tensor& like);
-at::Tensor rows_of_windows(const PaddedLayout& layout, const Window& w, const at::Tensor& like) {
-  return window_sums(layout.height, layout.out_h, w.kernel_h, w.stride_h, w.pad_h, like);
-}
-at::Tensor columns_of_windows(const PaddedLayout& layout, const Window& w, const at::Tensor& like) {
-  return window_sums(layout.width, layout.out_w, w.kernel_w, w.stride_w, w.pad_w, like);
-}
-
 // left @ plane @ right^T for every plane of `planes` [B, H, W]: [B, OH, OW] for left [OH, H] and right [OW, W], as
 // two GEMMs over all planes at once (the planes' rows, then their columns after a tiled transpose), so pooling by
 // window matrices runs as a few tall products instead of a strided add per window offset or a product per plane.
@@ -107,6 +99,13 @@ at::Tensor window_sums(int64_t in, int64_t out, int64_t kernel, int64_t stride, 
     for (int64_t k = 0; k < kernel; ++k)
       if (const int64_t i = o * stride - pad + k; i >= 0 && i < in) entries[o][i] = 1.0f;
   return sums.to(like.device());
+}
+
+at::Tensor rows_of_windows(const PaddedLayout& layout, const Window& w, const at::Tensor& like) {
+  return window_sums(layout.height, layout.out_h, w.kernel_h, w.stride_h, w.pad_h, like);
+}
+at::Tensor columns_of_windows(const PaddedLayout& layout, const Window& w, const at::Tensor& like) {
+  return window_sums(layout.width, layout.out_w, w.kernel_w, w.stride_w, w.pad_w, like);
 }
 
 at::Tensor& npusim_avg_pool2d_out(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef stride,
