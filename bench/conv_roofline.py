@@ -32,6 +32,7 @@ def main():
         weight = torch.randn(outputs, channels, kernel, kernel).to("npusim").requires_grad_()
         grad = torch.randn(batch, outputs, size, size).to("npusim")
         F.conv2d(x, weight, padding=kernel // 2).backward(grad)  # warm-up: the kernel cache
+        x.grad = weight.grad = None  # as optimizer.zero_grad() leaves them: the backward writes, not accumulates
         with npusim.profile() as forward:
             y = F.conv2d(x, weight, padding=kernel // 2)
             torch.npusim.synchronize()

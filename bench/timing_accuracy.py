@@ -5,8 +5,9 @@ for several shapes and array sizes, and streaming kernels against bytes / DRAM b
 
 GEMM closed form, for an M x K x N product on an R x C array (docs/timing.md): every K x N weight tile is loaded once,
 into the idle one of the array's two weight sets while the previous tile's product runs (so only the first load's R
-cycles show), then all M input rows stream through it with the skewed wavefront filling and draining
-(M + R + C - 1), the tiles shared by the cores:  R + ceil(K/R) * ceil(N/C) * (M + R + C - 1) / cores  cycles.
+cycles show), then all M input rows stream through it (M cycles: products pipeline, each streaming while the one
+before drains), the tiles shared by the cores, and the last product drains (R + C - 1):
+R + ceil(K/R) * ceil(N/C) * M / cores + R + C - 1  cycles.
 Streaming closed form: bytes moved / DRAM bandwidth. "error" is simulated / closed form - 1: what the emitted
 kernel adds (tiling, DMA not hidden behind compute, bank conflicts, launch) to the ideal schedule. Each array size
 runs in its own process (one SystemC design per process), on the default preset with only the array size changed.
@@ -68,7 +69,7 @@ def run_on_array(size, shapes, elements):
 
 
 def systolic_cycles(m, k, n, rows, cols, cores):
-    return rows + math.ceil(k / rows) * math.ceil(n / cols) * (m + rows + cols - 1) / cores
+    return rows + math.ceil(k / rows) * math.ceil(n / cols) * m / cores + rows + cols - 1
 
 
 def main():

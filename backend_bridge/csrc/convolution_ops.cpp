@@ -4,8 +4,11 @@
 //   products on the matrix engine: ungrouped convolutions of kernels larger than 1 x 1 channels-last, one GEMM
 //            for the whole batch, patches [N*OH*OW x KH*KW*C] @ weights [KH*KW*C x O]; grouped ones and 1 x 1
 //            kernels per sample and group, weights [O/g x C/g*KH*KW] @ patches [C/g*KH*KW x OH*OW];
-//   col2im   the input gradient adds each kernel offset's patch gradients into a strided view (KH*KW adds).
+//   input gradient  of a stride-1 convolution is itself a convolution (of the output gradient, by the kernel turned
+//            half a circle with inputs and outputs swapped), run channels-last like a forward; a 1 x 1 kernel's is one
+//            product per sample; otherwise col2im adds each kernel offset's patch gradients into a strided view.
 // Transposed convolutions and other dtypes run on the CPU, counted as a fallback.
+#include <ATen/ops/arange.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
@@ -108,6 +111,10 @@ at::Tensor output_matrix(const at::Tensor& output, const Geometry& g, int64_t sa
 // channels-last route would add two transposes.
 bool runs_channels_last(const Geometry& g) { return g.groups == 1 && g.kernel_h * g.kernel_w > 1; }
 int64_t output_positions(const Geometry& g) { return g.batch * g.out_h * g.out_w; }
+bool patches_are_the_input(const Geometry& g) {
+  return g.kernel_h * g.kernel_w == 1 && g.stride == std::array<int64_t, 2>{1, 1} &&
+         g.padding == std::array<int64_t, 2>{0, 0};
+}
 
 // The patches of the padded NHWC input (or of its gradient) as a view [N, OH, OW, KH, KW, C]: element
 // (n, y, x, i, j, c) is nhwc[n][y * sh + i * dh][x * sw + j * dw][c].
@@ -131,9 +138,38 @@ at::Tensor channels_last_weights(const at::Tensor& weight, const Geometry& g) {
   return weight.permute({2, 3, 1, 0}).reshape({g.patch(), g.outputs});
 }
 
-at::Tensor convolution_channels_last(const at::Tensor& source, const at::Tensor& weight, const Geometry& g) {
-  const at::Tensor rows = at::mm(channels_last_patches(source, g), channels_last_weights(weight, g));
+// The convolution of the padded NCHW `source` by channels-last weights [KH*KW*C, O], as NCHW.
+at::Tensor convolution_channels_last(const at::Tensor& source, const at::Tensor& weights, const Geometry& g) {
+  const at::Tensor rows = at::mm(channels_last_patches(source, g), weights);
   return rows.view({g.batch, g.out_h, g.out_w, g.outputs}).permute({0, 3, 1, 2}).contiguous();
+}
+
+// A stride-1 convolution's input gradient is the convolution of its output gradient, padded by d (k - 1) - p, by the
+// kernel turned half a circle with its inputs and outputs swapped (the transposed convolution): when that padding is
+// not negative.
+bool input_gradient_is_convolution(const Geometry& g) {
+  for (int d = 0; d < 2; ++d)
+    if (g.stride[d] != 1 || g.padding[d] > g.dilation[d] * ((d == 0 ? g.kernel_h : g.kernel_w) - 1)) return false;
+  return g.groups == 1;
+}
+Geometry input_gradient_geometry(const Geometry& g) {
+  Geometry gradient = g;
+  gradient.channels = g.outputs;
+  gradient.outputs = g.channels;
+  gradient.height = g.out_h;
+  gradient.width = g.out_w;
+  gradient.out_h = g.height;
+  gradient.out_w = g.width;
+  gradient.padding = {g.dilation[0] * (g.kernel_h - 1) - g.padding[0], g.dilation[1] * (g.kernel_w - 1) - g.padding[1]};
+  return gradient;
+}
+// Its channels-last weights [KH*KW*O, C]: kernel offset (i, j) takes the weights of (KH-1-i, KW-1-j), which is the
+// flattened offsets in reverse.
+at::Tensor half_turned_channels_last_weights(const at::Tensor& weight, const Geometry& g) {
+  const int64_t offsets = g.kernel_h * g.kernel_w;
+  const at::Tensor by_offset = weight.permute({2, 3, 0, 1}).reshape({offsets, g.outputs * g.channels});
+  const at::Tensor reversed = at::arange(offsets - 1, -1, -1, weight.options().dtype(at::kLong));
+  return by_offset.index_select(0, reversed).view({offsets * g.outputs, g.channels});
 }
 
 // The gradients of an ungrouped convolution, channels-last like its forward: the weights' from one GEMM over all
@@ -149,7 +185,11 @@ void convolution_backward_channels_last(const at::Tensor& input, const at::Tenso
                       .permute({0, 3, 1, 2})
                       .contiguous();
   }
-  if (mask[0]) {
+  if (mask[0] && input_gradient_is_convolution(g)) {
+    const Geometry gradient = input_gradient_geometry(g);
+    grad_input = convolution_channels_last(padded(grad_output, gradient), half_turned_channels_last_weights(weight, g),
+                                           gradient);
+  } else if (mask[0]) {
     const at::Tensor grad_rows = grad_output.permute({0, 2, 3, 1}).reshape({output_positions(g), g.outputs});
     const at::Tensor patch_grads = at::mm(grad_rows, channels_last_weights(weight, g).t())
                                        .view({g.batch, g.out_h, g.out_w, g.kernel_h, g.kernel_w, g.channels});
@@ -185,7 +225,7 @@ at::Tensor npusim_convolution(const at::Tensor& input_, const at::Tensor& weight
   const at::Tensor input = as_4d(input_), weight = as_4d(weight_).contiguous();
   const Geometry g = geometry(input, weight, stride, padding, dilation, groups);
   const at::Tensor source = padded(input, g);
-  at::Tensor output = runs_channels_last(g) ? convolution_channels_last(source, weight, g)
+  at::Tensor output = runs_channels_last(g) ? convolution_channels_last(source, channels_last_weights(weight, g), g)
                                             : at::empty({g.batch, g.outputs, g.out_h, g.out_w}, input.options());
   for (int64_t n = 0; n < g.batch && !runs_channels_last(g); ++n) {
     const at::Tensor patches = patch_view(source.select(0, n), g).contiguous();
@@ -219,18 +259,31 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(
   if (output_mask[2]) grad_bias = grad_output.sum(3).sum(2).sum(0);
   if (runs_channels_last(g))
     convolution_backward_channels_last(input, weight, grad_output, g, output_mask, grad_input, grad_weight);
-  if (output_mask[1] && !runs_channels_last(g)) {  // sum over samples of grad_output @ patches^T
+  if (output_mask[1] && !runs_channels_last(g)) {  // grad_output @ patches^T per sample, summed over the batch
     const at::Tensor source = padded(input, g);
-    grad_weight = at::zeros(weight.sizes(), weight.options());
+    const at::Tensor per_sample = at::empty({g.batch, g.outputs, g.patch()}, weight.options());
     for (int64_t n = 0; n < g.batch; ++n) {
       const at::Tensor patches = patch_view(source.select(0, n), g).contiguous();
-      for (int64_t group = 0; group < g.groups; ++group)
-        weight_matrix(grad_weight, g, group)
-            .add_(at::mm(output_matrix(grad_output, g, n, group), patch_matrix(patches, g, group).t()));
+      for (int64_t group = 0; group < g.groups; ++group) {
+        at::Tensor product = per_sample.select(0, n).narrow(0, group * g.group_outputs(), g.group_outputs());
+        at::mm_out(product, output_matrix(grad_output, g, n, group), patch_matrix(patches, g, group).t());
+      }
     }
+    grad_weight = per_sample.sum(0).view(weight.sizes());
   }
-  if (output_mask[0] &&
-      !runs_channels_last(g)) {  // weights^T @ grad_output gives the patches' gradients; col2im adds them up
+  if (output_mask[0] && !runs_channels_last(g) && patches_are_the_input(g)) {  // weights^T @ grad_output
+    grad_input = at::empty(input.sizes(), input.options());
+    for (int64_t group = 0; group < g.groups; ++group) {
+      const at::Tensor transposed = weight_matrix(weight, g, group).t().contiguous();
+      for (int64_t n = 0; n < g.batch; ++n) {
+        at::Tensor out = grad_input.select(0, n)
+                             .narrow(0, group * g.group_channels(), g.group_channels())
+                             .view({g.group_channels(), g.height * g.width});
+        at::mm_out(out, transposed, output_matrix(grad_output, g, n, group));
+      }
+    }
+  } else if (output_mask[0] && !runs_channels_last(g)) {
+    // weights^T @ grad_output gives the patches' gradients; col2im adds them up
     at::Tensor grad_padded = at::zeros({g.batch, g.channels, g.padded_h(), g.padded_w()}, input.options());
     for (int64_t n = 0; n < g.batch; ++n) {
       const at::Tensor sample = grad_padded.select(0, n);

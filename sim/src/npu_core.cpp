@@ -184,7 +184,7 @@ void NpuCore::run_kernel() {
   trace_.clear();
   issued_state_ = {};
   ordered_before_ = {};
-  matrix_ran_product_ = false;
+  array_ = {};
   dma_shape_ = {};
   issued_semaphores_.reset();
   for (auto& posts : issued_posts_) posts.clear();
@@ -304,7 +304,6 @@ void NpuCore::issue_semaphore(const isa::Instruction& instruction, emulator::Eng
 sc_core::sc_time NpuCore::engine_time(const IssuedInstruction& item, const sc_core::sc_time& memory_time,
                                       uint64_t vector_elements) const {
   const auto operand = [&](uint8_t reg) { return item.registers[reg]; };
-  const auto rows = static_cast<uint64_t>(config_.core_systolic_rows);
   const auto cols = static_cast<uint64_t>(config_.core_systolic_cols);
   const auto lanes = static_cast<uint64_t>(config_.core_vector_lanes);
   const isa::Instruction& instruction = item.instruction;
@@ -336,8 +335,8 @@ sc_core::sc_time NpuCore::engine_time(const IssuedInstruction& item, const sc_co
   switch (instruction.opcode) {
     case isa::Opcode::MatrixLoadWeights:  // one weight row shifts in per cycle
     case isa::Opcode::MatrixLoadWeightsTransposed: return clock_.cycles(operand(instruction.rs2));
-    case isa::Opcode::MatrixMultiply:  // M input rows stream through; the skewed wavefront fills and drains
-      return clock_.cycles(operand(instruction.rs2) + rows + cols - 1);
+    case isa::Opcode::MatrixMultiply:  // M input rows stream in; schedule_on_array adds the drain behind them
+      return clock_.cycles(operand(instruction.rs2));
     default:  // mx.st: one accumulator row of `cols` elements per cycle
       return clock_.cycles((operand(instruction.rs2) + cols - 1) / cols);
   }
@@ -389,7 +388,7 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::
         state_.stats.bank_conflict_cycles += bank_stall;
         count_buffer_bytes(tile->accesses);
         busy = engine_time(item, context.memory_time, elements) + clock_.cycles(bank_stall);
-        if (engine == emulator::Engine::Matrix) busy = overlap_weight_load(item, busy);
+        if (engine == emulator::Engine::Matrix) busy = schedule_on_array(item, busy);
       } catch (const Trap& trap) {
         record_fault(context, item.pc, trap);
       }
@@ -406,22 +405,32 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::
   }
 }
 
-// The array holds two sets of weights: an mx.ldw or mx.ldwt right behind an mx.mac in the matrix queue shifts its
-// rows into the idle set while that product runs (from the product's start, or from its own issue if later), so
-// only the part that outlasts the product takes matrix-engine time. Anything else between them (a semaphore wait,
-// a store) keeps them apart.
-sc_core::sc_time NpuCore::overlap_weight_load(const IssuedInstruction& item, sc_core::sc_time busy) {
-  const isa::Opcode opcode = item.instruction.opcode;
+// The systolic array pipelines its work. An mx.mac holds the matrix engine only while its M input rows stream in;
+// its results drain into the accumulator over the next R + C - 1 cycles (the skewed wavefront) while the next product
+// may already stream. The array holds two weight sets: a weight load after a product shifts into the idle set from
+// the product's start (or from its own issue, or the last sem.wait.mx, if later), once the product before that one
+// has drained out of it, and takes only the time that outlasts the product. mx.st reads the accumulator, so it waits
+// for the drain, and so do fences and the kernel's end.
+sc_core::sc_time NpuCore::schedule_on_array(const IssuedInstruction& item, sc_core::sc_time busy) {
   const sc_core::sc_time now = sc_core::sc_time_stamp();
-  const bool loads_weights =
-      opcode == isa::Opcode::MatrixLoadWeights || opcode == isa::Opcode::MatrixLoadWeightsTransposed;
-  if (loads_weights && matrix_ran_product_) {
-    const sc_core::sc_time end = std::max(item.issued_at, product_start_) + busy;
-    busy = end > now ? end - now : sc_core::SC_ZERO_TIME;
+  const auto after = [&](sc_core::sc_time end) { return end > now ? end - now : sc_core::SC_ZERO_TIME; };
+  switch (item.instruction.opcode) {
+    case isa::Opcode::MatrixLoadWeights:
+    case isa::Opcode::MatrixLoadWeightsTransposed:
+      if (!array_.after_product) return busy;
+      return after(std::max({item.issued_at, array_.product_start, array_.idle_set_free, array_.ordered}) + busy);
+    case isa::Opcode::MatrixMultiply:
+      array_.idle_set_free = array_.drained;  // the set the previous product used
+      array_.product_start = now;
+      array_.drained = now + busy +
+                       clock_.cycles(static_cast<uint64_t>(config_.core_systolic_rows) +
+                                     static_cast<uint64_t>(config_.core_systolic_cols) - 1);
+      array_.after_product = true;
+      return busy;
+    case isa::Opcode::MatrixStore: array_.after_product = false; return after(array_.drained) + busy;
+    case isa::Opcode::SemWaitMatrix: array_.ordered = now; return busy;
+    default: return busy;
   }
-  matrix_ran_product_ = opcode == isa::Opcode::MatrixMultiply;
-  if (matrix_ran_product_) product_start_ = now;
-  return busy;
 }
 
 // Engines run concurrently: an instruction touching bytes another engine has not finished with reads or writes them
@@ -449,6 +458,8 @@ void NpuCore::check_hazards(const PendingTile& issued) {
 
 void NpuCore::wait_engines_idle() {
   while (outstanding_ > 0) sc_core::wait(engine_idle_event_);
+  const sc_core::sc_time now = sc_core::sc_time_stamp();
+  if (array_.drained > now) sc_core::wait(array_.drained - now);  // the last product's results
 }
 
 void NpuCore::record_fault(emulator::ExecContext& context, uint64_t pc, const Trap& trap) {

@@ -82,9 +82,9 @@ class NpuCore : public sc_core::sc_module {
   // Cycles the instruction waits for scratchpad banks (scratchpad_banks.h); `accesses` as found at its issue.
   uint64_t bank_stall_cycles(const IssuedInstruction& item, const std::vector<emulator::BufferAccess>& accesses,
                              uint64_t vector_elements);
-  // The array's double-buffered weights: the matrix-engine time left of a weight load that overlaps the product
-  // before it (docs/timing.md).
-  sc_core::sc_time overlap_weight_load(const IssuedInstruction& item, sc_core::sc_time busy);
+  // The systolic array's pipeline: the matrix-engine time of a weight load, product or store given the products
+  // before it still running or draining (docs/timing.md).
+  sc_core::sc_time schedule_on_array(const IssuedInstruction& item, sc_core::sc_time busy);
   void wait_engines_idle();
   void record_fault(emulator::ExecContext& context, uint64_t pc, const emulator::Trap& trap);
 
@@ -131,8 +131,13 @@ class NpuCore : public sc_core::sc_module {
   // semaphore wait on Y matched a post on X), so they cannot race with them.
   std::array<std::array<uint64_t, emulator::kEngineNames.size()>, emulator::kEngineNames.size()> ordered_before_{};
   uint64_t next_tile_id_ = 0;
-  bool matrix_ran_product_ = false;  // the matrix engine's last instruction was an mx.mac, started at:
-  sc_core::sc_time product_start_;
+  struct ArrayPipeline {             // the systolic array's schedule within a kernel (schedule_on_array)
+    bool after_product = false;      // an mx.mac ran and no mx.st since: a weight load may overlap it
+    sc_core::sc_time product_start;  // the last mx.mac's first row entered the array
+    sc_core::sc_time drained;        // its last result reached the accumulator
+    sc_core::sc_time idle_set_free;  // the product before it drained: the other weight set is free
+    sc_core::sc_time ordered;        // the last sem.wait.mx returned
+  } array_;
   std::string first_hazard_;
   bool tracing_ = false;
   std::vector<emulator::EngineInterval> trace_;

@@ -268,8 +268,9 @@ TEST(TimedModel, TransposeMatchesClosedForm) {
 
 TEST(TimedModel, MatrixOpsMatchClosedForm) {
   // li, li: 2 cycles. The matrix engine then runs, in its queue's order: mx.ldw 16 cycles (one weight row per
-  // cycle), mx.mac 100 rows + 16 + 16 - 1 fill/drain = 131, mx.st ceil(1600 / 16 columns) = 100: 247 cycles,
-  // ending at 249. The scalar unit's fence ends then: +1 for the fence, +1 for the halt = 251 cycles.
+  // cycle), 2..18; mx.mac streams its 100 rows 18..118, its results drained at 118 + 16 + 16 - 1 = 149; mx.st waits
+  // for them and reads ceil(1600 / 16 columns) = 100 accumulator rows, 149..249. The scalar unit's fence ends then:
+  // +1 for the fence, +1 for the halt = 251 cycles.
   EXPECT_EQ(
       timed_kernel_cycles("li r2, 16\n li r3, 100\n mx.ldw.f32 r0, r2, r2\n mx.mac.f32 r0, r0, r3, 0\n li r4, 1600\n"
                           " mx.st.f32 r0, r0, r4\n fence\n halt\n"),
@@ -475,14 +476,25 @@ TEST(TimedModel, BarrierAndCoreToCoreMovesMatchTheEmulator) {
 }
 
 TEST(TimedModel, WeightLoadOverlapsThePrecedingProduct) {
-  // li, li: 2 cycles. The first mx.ldw runs 2..18 (16 rows); the first mx.mac 18..149 (100 + 16 + 16 - 1 = 131).
-  // The second mx.ldw, issued at 4, shifts into the idle weight set from the product's start: 18..34, inside the
-  // product, so it adds nothing; the second mx.mac runs 149..280. Fence +1, halt +1 → 282 cycles (298 if the
-  // second load waited for the first product).
+  // li, li: 2 cycles. The first mx.ldw runs 2..18 (16 rows); the first mx.mac streams 18..118. The second mx.ldw,
+  // issued at 4, shifts into the idle weight set from the product's start: 18..34, inside the product, so it adds
+  // nothing; the second mx.mac streams 118..218 while the first one drains, and drains at 218 + 31 = 249. The fence
+  // waits for that: +1, halt +1 → 251 cycles (282 if products did not pipeline, 298 if the load waited too).
   EXPECT_EQ(timed_kernel_cycles(
                 "li r2, 16\n li r3, 100\n mx.ldw.f32 r0, r2, r2\n mx.mac.f32 r0, r0, r3, 0\n mx.ldw.f32 r0, r2, r2\n"
                 " mx.mac.f32 r0, r0, r3, 1\n fence\n halt\n"),
-            282u);
+            251u);
+}
+
+TEST(TimedModel, WeightLoadWaitsForItsSetToDrain) {
+  // Products of 4 rows, shorter than the array's drain. li, li: 2 cycles; mx.ldw 2..18; mx.mac 18..22, drained at
+  // 22 + 31 = 53. The second mx.ldw fills the idle set from the product's start, 18..34 (12 cycles past it); the
+  // second mx.mac streams 34..38, drained at 69. The third mx.ldw needs the first product's set: free at 53, loaded
+  // 53..69; the third mx.mac streams 69..73 and drains at 104. Fence +1, halt +1 → 106 cycles.
+  EXPECT_EQ(timed_kernel_cycles("li r2, 16\n li r3, 4\n mx.ldw.f32 r0, r2, r2\n mx.mac.f32 r0, r0, r3, 0\n"
+                                " mx.ldw.f32 r0, r2, r2\n mx.mac.f32 r0, r0, r3, 1\n mx.ldw.f32 r0, r2, r2\n"
+                                " mx.mac.f32 r0, r0, r3, 1\n fence\n halt\n"),
+            106u);
 }
 
 TEST(TimedModel, SpecialFunctionMatchesClosedForm) {

@@ -41,6 +41,13 @@ CONVOLUTIONS = [
     # ungrouped kernels run channels-last as one GEMM; 1 x 1 kernels per sample
     ("strided, dilated", (2, 5, 11, 10), (4, 5, 3, 2), {"stride": (2, 1), "padding": (2, 1), "dilation": (1, 2)}),
     ("1x1 strided", (2, 8, 9, 9), (6, 8, 1, 1), {"stride": 2}),
+    # stride 1: the input gradient is a convolution of the output gradient (padding d (k - 1) - p), or for 1 x 1
+    # kernels a product per sample; padding beyond d (k - 1) takes col2im
+    ("3x3 dilated, stride 1", (1, 4, 10, 9), (5, 4, 3, 3), {"padding": 2, "dilation": 2}),
+    ("1x3, stride 1", (2, 4, 7, 9), (6, 4, 1, 3), {"padding": (0, 1)}),
+    ("3x3 padded beyond the kernel", (2, 4, 8, 8), (6, 4, 3, 3), {"padding": 3}),
+    ("1x1", (2, 8, 6, 7), (6, 8, 1, 1), {}),
+    ("1x1 grouped", (2, 8, 6, 7), (8, 2, 1, 1), {"groups": 4}),
 ]
 
 
@@ -56,6 +63,24 @@ def test_convolution_and_its_gradients_run_natively_and_match_cpu(name, input_sh
     torch.testing.assert_close(out, expected, **TOLERANCE)
     for grad, expected_grad in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(grad, expected_grad, **TOLERANCE)
+
+
+@pytest.mark.parametrize("kernel_size, padding", [(3, 1), (1, 0)])
+def test_stride_one_input_gradients_need_no_col2im_adds(kernel_size, padding, device):
+    """A stride-1 layer's input gradient is computed as a convolution (3x3) or a product per sample (1x1), not as
+    patch gradients added up one kernel offset at a time."""
+    x = random(2, 8, 10, 10, seed=1).to(device).requires_grad_()
+    weight = random(8, 8, kernel_size, kernel_size, seed=2).to(device).requires_grad_()
+    y = F.conv2d(x, weight, padding=padding)
+    with npusim.profile() as report:
+        y.backward(random(*y.shape, seed=3).to(device))
+    names = [k.name for k in report.kernels if k.op == "aten::convolution_backward"]
+    assert "add_f32" not in names
+    assert names.count("matmul_f32") == (2 if kernel_size > 1 else 2 * 2)  # input and weight gradients (per sample)
+    expected_x, expected_weight = x.detach().cpu().requires_grad_(), weight.detach().cpu().requires_grad_()
+    F.conv2d(expected_x, expected_weight, padding=padding).backward(random(*y.shape, seed=3))
+    torch.testing.assert_close(x.grad.cpu(), expected_x.grad, **TOLERANCE)
+    torch.testing.assert_close(weight.grad.cpu(), expected_weight.grad, **TOLERANCE)
 
 
 def test_transposed_convolution_takes_the_counted_cpu_fallback(device):

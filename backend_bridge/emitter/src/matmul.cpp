@@ -10,6 +10,10 @@
 //   C block [nb / cols][mt][cols] in the accumulator and in the scratchpad staging area.
 // A ragged last sub-tile (nb not a multiple of cols) follows the full ones with its own width.
 //
+// The scalar unit issues in program order, and a product's sub-tiles fill the matrix queue: so each step's loads are
+// issued one step ahead, before the current step's products (a load cursor of its own runs through this core's
+// blocks and K steps), or the DMA engine would idle behind a full matrix queue.
+//
 // Engines are ordered by semaphores, not fences:
 //   0  K-step blocks loaded (DMA → matrix)    1  K-step slot free (matrix → DMA; posted twice at the start)
 //   2  C block staged (matrix → DMA)          3  C staging free (DMA → matrix; posted once at the start)
@@ -32,10 +36,12 @@ constexpr int kC = 2, kA = 3, kB = 4;
 constexpr int kBlock = 5, kCoreStride = 6;  // this core's block index, and the step between its blocks
 constexpr int kM0 = 7, kMt = 8, kN0 = 9, kNb = 10, kK0 = 11, kKt = 12;
 constexpr int kDram = 13, kScratch = 14, kScratch2 = 15;
-constexpr int kSlot = 16, kSlotToggle = 17;  // current K-step slot (A block, then B block); slot0 ^ slot1
-constexpr int kColumn = 18, kColumns = 19;   // sub-tile loop: first column in the block, and its width
+constexpr int kSlot = 16;                   // the K-step slot being multiplied (A block, then B block)
+constexpr int kColumn = 18, kColumns = 19;  // sub-tile loop: first column in the block, and its width
 constexpr int kWeights = 20, kAcc = 21, kBlockB = 22;
-constexpr int kFullSubTiles = 23, kRaggedColumns = 24, kStaging = 25, kOne = 26, kSubTileCols = 27;
+constexpr int kFullSubTiles = 23, kRaggedColumns = 24, kOne = 26, kSubTileCols = 27;
+// The load cursor: the block and K step loaded next, the slot they go to, and that block's and step's sizes.
+constexpr int kLoadBlock = 28, kLoadK0 = 29, kLoadSlot = 30, kLoadMt = 31, kLoadNb = 17, kLoadKt = 25;
 constexpr int64_t kAccumulatorBytes = 4;  // f32 accumulators (i32 for i8 operands)
 
 class MatmulEmitter {
@@ -89,10 +95,8 @@ class MatmulEmitter {
     w_.line("ld r{}, 0(r1)", kC);
     w_.line("ld r{}, 8(r1)", kA);
     w_.line("ld r{}, 16(r1)", kB);
-    const int64_t slot_bytes = (block_m_ + block_n_) * tile_k_ * bytes_;
     w_.line("li r{}, 0", kSlot);
-    w_.load_constant(kSlotToggle, slot_bytes);
-    w_.load_constant(kStaging, 2 * slot_bytes);
+    w_.line("li r{}, 0", kLoadSlot);
     w_.line("li r{}, 1", kOne);
     w_.load_constant(kSubTileCols, sub_cols_);
     w_.line("dma.dim 3, r{}, r0", kOne);  // tiles here have at most three dimensions
@@ -100,30 +104,22 @@ class MatmulEmitter {
     w_.line("sem.post.mx 1");
     w_.line("sem.post.dma 3");
 
-    const int64_t blocks_n = ceil_div(spec_.n, block_n_), blocks = ceil_div(spec_.m, block_m_) * blocks_n;
     const std::string next = w_.new_label("block"), done = w_.new_label("done");
     w_.line("csrr r{}, coreid", kBlock);
     w_.line("csrr r{}, ncores", kCoreStride);
-    w_.load_constant(kScratch, blocks);
+    w_.line("addi r{}, r{}, 0", kLoadBlock, kBlock);
+    w_.line("li r{}, 0", kLoadK0);
+    emit_load_next_step();
+    w_.load_constant(kScratch, blocks());
     w_.line("bgeu r{}, r{}, {}", kBlock, kScratch, done);
     w_.label(next);
-    // m0 = (block / blocks_n) * block_m, n0 = (block % blocks_n) * block_n, each clamped at the edge.
-    w_.load_constant(kScratch, blocks_n);
-    w_.line("divu r{}, r{}, r{}", kM0, kBlock, kScratch);
-    w_.line("remu r{}, r{}, r{}", kN0, kBlock, kScratch);
-    scale(kM0, block_m_);
-    scale(kN0, block_n_);
-    clamp(kMt, block_m_, spec_.m, kM0);
-    clamp(kNb, block_n_, spec_.n, kN0);
-    w_.line("divu r{}, r{}, r{}", kFullSubTiles, kNb, kSubTileCols);
-    w_.line("mul r{}, r{}, r{}", kScratch, kFullSubTiles, kSubTileCols);
-    w_.line("sub r{}, r{}, r{}", kRaggedColumns, kNb, kScratch);
+    locate_block(kBlock, kMt, kNb);
 
     const std::string k_step = w_.new_label("k_step");
     w_.line("li r{}, 0", kK0);
     w_.label(k_step);
     clamp(kKt, tile_k_, spec_.k, kK0);
-    emit_load_blocks();
+    emit_load_next_step();
     emit_multiply_sub_tiles();
     w_.add_constant(kK0, tile_k_, kScratch);
     w_.load_constant(kScratch, spec_.k);
@@ -131,7 +127,7 @@ class MatmulEmitter {
     emit_store_block();
 
     w_.line("add r{0}, r{0}, r{1}", kBlock, kCoreStride);
-    w_.load_constant(kScratch, blocks);
+    w_.load_constant(kScratch, blocks());
     w_.line("bltu r{}, r{}, {}", kBlock, kScratch, next);
     w_.label(done);
     w_.line("halt");
@@ -140,6 +136,24 @@ class MatmulEmitter {
 
  private:
   static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+  int64_t blocks_n() const { return ceil_div(spec_.n, block_n_); }
+  int64_t blocks() const { return ceil_div(spec_.m, block_m_) * blocks_n(); }
+  int64_t slot_bytes() const { return (block_m_ + block_n_) * tile_k_ * bytes_; }
+
+  // For the block numbered in `block`: kM0 = (block / blocks_n) * block_m and kN0 = (block % blocks_n) * block_n,
+  // its sizes `mt` and `nb` clamped at the edges, and nb in kFullSubTiles full sub-tiles and kRaggedColumns more.
+  void locate_block(int block, int mt, int nb) {
+    w_.load_constant(kScratch, blocks_n());
+    w_.line("divu r{}, r{}, r{}", kM0, block, kScratch);
+    w_.line("remu r{}, r{}, r{}", kN0, block, kScratch);
+    scale(kM0, block_m_);
+    scale(kN0, block_n_);
+    clamp(mt, block_m_, spec_.m, kM0);
+    clamp(nb, block_n_, spec_.n, kN0);
+    w_.line("divu r{}, r{}, r{}", kFullSubTiles, nb, kSubTileCols);
+    w_.line("mul r{}, r{}, r{}", kScratch, kFullSubTiles, kSubTileCols);
+    w_.line("sub r{}, r{}, r{}", kRaggedColumns, nb, kScratch);
+  }
 
   void scale(int reg, int64_t factor) {
     w_.load_constant(kScratch, factor);
@@ -204,25 +218,41 @@ class MatmulEmitter {
     w_.label(ragged_done);
   }
 
-  // The DMA engine fills the free slot with this K step's A block and B block.
-  void emit_load_blocks() {
+  // If the load cursor is on a block of this core's, the DMA engine fills the free slot with that K step's A block
+  // and B block; the cursor then moves to the next K step, or to this core's next block.
+  void emit_load_next_step() {
+    const std::string none = w_.new_label("loaded");
+    w_.load_constant(kScratch, blocks());
+    w_.line("bgeu r{}, r{}, {}", kLoadBlock, kScratch, none);
+    locate_block(kLoadBlock, kLoadMt, kLoadNb);
+    clamp(kLoadKt, tile_k_, spec_.k, kLoadK0);
     w_.line("sem.wait.dma 1");
-    point_at(kA, kM0, spec_.a_row, kK0, spec_.a_col, bytes_);
-    move(true, kSlot, kKt, spec_.a_col, kMt, spec_.a_row, kOne, 0, bytes_);
+    point_at(kA, kM0, spec_.a_row, kLoadK0, spec_.a_col, bytes_);
+    move(true, kLoadSlot, kLoadKt, spec_.a_col, kLoadMt, spec_.a_row, kOne, 0, bytes_);
     w_.load_constant(kScratch, block_m_ * tile_k_ * bytes_);
-    w_.line("add r{}, r{}, r{}", kBlockB, kSlot, kScratch);
-    point_at(kB, kK0, spec_.b_row, kN0, spec_.b_col, bytes_);
+    w_.line("add r{}, r{}, r{}", kAcc, kLoadSlot, kScratch);  // kAcc is free outside the sub-tile loop
+    point_at(kB, kLoadK0, spec_.b_row, kN0, spec_.b_col, bytes_);
     if (b_transposed_)
-      move(true, kBlockB, kKt, spec_.b_row, kNb, spec_.b_col, kOne, 0, bytes_);
+      move(true, kAcc, kLoadKt, spec_.b_row, kLoadNb, spec_.b_col, kOne, 0, bytes_);
     else
-      move_sub_tiles(true, kBlockB, kKt, spec_.b_row, spec_.b_col, bytes_);
+      move_sub_tiles(true, kAcc, kLoadKt, spec_.b_row, spec_.b_col, bytes_);
     w_.line("sem.post.dma 0");
+    w_.load_constant(kScratch, slot_bytes());
+    w_.line("xor r{0}, r{0}, r{1}", kLoadSlot, kScratch);
+    w_.add_constant(kLoadK0, tile_k_, kScratch);
+    w_.load_constant(kScratch, spec_.k);
+    w_.line("bltu r{}, r{}, {}", kLoadK0, kScratch, none);
+    w_.line("li r{}, 0", kLoadK0);
+    w_.line("add r{0}, r{0}, r{1}", kLoadBlock, kCoreStride);
+    w_.label(none);
   }
 
   // The matrix engine runs each weight sub-tile of the B block against the A block, into the sub-tile's part of the
   // accumulator (overwriting at the first K step, accumulating after), then frees the slot.
   void emit_multiply_sub_tiles() {
     w_.line("sem.wait.mx 0");
+    w_.load_constant(kScratch, block_m_ * tile_k_ * bytes_);
+    w_.line("add r{}, r{}, r{}", kBlockB, kSlot, kScratch);
     const std::string sub_tile = w_.new_label("sub_tile"), accumulate = w_.new_label("accumulate"),
                       multiplied = w_.new_label("multiplied");
     w_.line("li r{}, 0", kColumn);
@@ -243,17 +273,21 @@ class MatmulEmitter {
     w_.line("add r{0}, r{0}, r{1}", kColumn, kSubTileCols);
     w_.line("bltu r{}, r{}, {}", kColumn, kNb, sub_tile);
     w_.line("sem.post.mx 1");
-    w_.line("xor r{0}, r{0}, r{1}", kSlot, kSlotToggle);
+    w_.load_constant(kScratch, slot_bytes());
+    w_.line("xor r{0}, r{0}, r{1}", kSlot, kScratch);
   }
 
+  // The staging area follows the two K-step slots; kAcc is free here.
   void emit_store_block() {
-    w_.line("mul r{}, r{}, r{}", kScratch, kMt, kNb);
+    locate_block(kBlock, kMt, kNb);  // the load cursor moved kM0, kN0 and the sub-tile counts on
+    w_.line("mul r{}, r{}, r{}", kScratch2, kMt, kNb);
+    w_.load_constant(kAcc, 2 * slot_bytes());
     w_.line("sem.wait.mx 3");
-    w_.line("mx.st.{} r{}, r0, r{}", out_type_, kStaging, kScratch);  // rounds each f32 accumulator once
+    w_.line("mx.st.{} r{}, r0, r{}", out_type_, kAcc, kScratch2);  // rounds each f32 accumulator once
     w_.line("sem.post.mx 2");
     w_.line("sem.wait.dma 2");
     point_at(kC, kM0, spec_.c_row, kN0, spec_.c_col, out_bytes_);
-    move_sub_tiles(false, kStaging, kMt, spec_.c_row, spec_.c_col, out_bytes_);
+    move_sub_tiles(false, kAcc, kMt, spec_.c_row, spec_.c_col, out_bytes_);
     w_.line("sem.post.dma 3");
   }
 
