@@ -1,11 +1,15 @@
 // Native bitwise logic of bool, uint8 and int8 tensors (attention masks: `a & b`, `a | b`, `a ^ b`, `~a`), with
-// broadcasting and scalars, as 1-byte vector and/or/xor kernels; bitwise_not natively for bool; any and all of bool
-// masks as the max and min of the mask in float32. Other types take the CPU fallback.
+// broadcasting and scalars, as 1-byte vector and/or/xor kernels; bitwise_not natively for bool; logical_and, _or,
+// _xor and _not of any dtype as these on the operands' truth values; any and all of bool masks as the max and min of
+// the mask in float32. Other types take the CPU fallback.
 #include <ATen/native/Resize.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
+#include <ATen/ops/bitwise_not.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/gt.h>
+#include <ATen/ops/ne.h>
 #include <torch/library.h>
 
 #include "bridge.h"
@@ -50,6 +54,34 @@ at::Tensor& logic_(at::Tensor& self, const at::Tensor& other) {
   return logic_out<Op>(self, other, self);
 }
 
+// logical_and, _or and _xor: the operands as bools (nonzero: a native comparison, unless they are bools), combined by
+// the bitwise kernel, converted into out's dtype.
+at::Tensor as_bool(const at::Tensor& t) { return t.scalar_type() == at::kBool ? t : at::ne(t, 0); }
+template <ElementwiseOp Op>
+at::Tensor& npusim_logical_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  const auto usable = [&](const at::Tensor& t) { return t.device() == out.device() || (t.dim() == 0 && t.is_cpu()); };
+  if (self.device() == out.device() && usable(other)) {
+    const at::Tensor result = logic<Op>(as_bool(self), as_bool(other));
+    if (!out.is_same(self)) at::native::resize_output(out, result.sizes());
+    return out.copy_(result);
+  }
+  torch::jit::Stack stack{self, other, out};
+  call_cpu_fallback(Op == ElementwiseOp::AndB8  ? "aten::logical_and"
+                    : Op == ElementwiseOp::OrB8 ? "aten::logical_or"
+                                                : "aten::logical_xor",
+                    "out", stack);
+  return out;
+}
+template <ElementwiseOp Op>
+at::Tensor npusim_logical(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));
+  return npusim_logical_out<Op>(self, other, out);
+}
+template <ElementwiseOp Op>
+at::Tensor& npusim_logical_(at::Tensor& self, const at::Tensor& other) {
+  return npusim_logical_out<Op>(self, other, self);
+}
+
 at::Tensor& not_out(const at::Tensor& self, at::Tensor& out) {
   if (self.scalar_type() == at::kBool && out.scalar_type() == at::kBool && self.device() == out.device()) {
     if (!out.is_same(self)) at::native::resize_output(out, self.sizes());
@@ -70,6 +102,23 @@ at::Tensor bitwise_not(const at::Tensor& self) {
   return not_out(self, out);
 }
 at::Tensor& bitwise_not_(at::Tensor& self) { return not_out(self, self); }
+
+// logical_not: a bool's bitwise not, any other's == 0, converted into out's dtype.
+at::Tensor& npusim_logical_not_out(const at::Tensor& self, at::Tensor& out) {
+  if (self.device() == out.device()) {
+    const at::Tensor result = self.scalar_type() == at::kBool ? at::bitwise_not(self) : at::eq(self, 0);
+    if (!out.is_same(self)) at::native::resize_output(out, result.sizes());
+    return out.copy_(result);
+  }
+  torch::jit::Stack stack{self, out};
+  call_cpu_fallback("aten::logical_not", "out", stack);
+  return out;
+}
+at::Tensor npusim_logical_not(const at::Tensor& self) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));
+  return npusim_logical_not_out(self, out);
+}
+at::Tensor& npusim_logical_not_(at::Tensor& self) { return npusim_logical_not_out(self, self); }
 
 // any (IsAny) or all of a bool mask, over everything or one dimension: whether the mask's max (min) as float32 is 1.
 template <bool IsAny>
@@ -131,6 +180,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NPUSIM_LOGIC("bitwise_or", OrB8)
   NPUSIM_LOGIC("bitwise_xor", XorB8)
 #undef NPUSIM_LOGIC
+#define NPUSIM_LOGICAL(name, Op)                        \
+  m.impl(name, npusim_logical<ElementwiseOp::Op>);      \
+  m.impl(name "_", npusim_logical_<ElementwiseOp::Op>); \
+  m.impl(name ".out", npusim_logical_out<ElementwiseOp::Op>);
+  NPUSIM_LOGICAL("logical_and", AndB8)
+  NPUSIM_LOGICAL("logical_or", OrB8)
+  NPUSIM_LOGICAL("logical_xor", XorB8)
+#undef NPUSIM_LOGICAL
+  m.impl("logical_not", npusim_logical_not);
+  m.impl("logical_not_", npusim_logical_not_);
+  m.impl("logical_not.out", npusim_logical_not_out);
   m.impl("bitwise_not", bitwise_not);
   m.impl("bitwise_not_", bitwise_not_);
   m.impl("bitwise_not.out", not_out);

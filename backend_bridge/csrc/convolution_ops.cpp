@@ -7,7 +7,8 @@
 //   input gradient  of a stride-1 convolution is itself a convolution (of the output gradient, by the kernel turned
 //            half a circle with inputs and outputs swapped), run channels-last like a forward; a 1 x 1 kernel's is one
 //            product per sample; otherwise col2im adds each kernel offset's patch gradients into a strided view.
-// Transposed convolutions and other dtypes run on the CPU, counted as a fallback.
+// bfloat16 and float16 convolutions compute in float32 (widened on the device, rounded once at the end, as the CPU
+// computes them). Transposed convolutions and other dtypes run on the CPU, counted as a fallback.
 #include <ATen/ops/arange.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
@@ -71,6 +72,17 @@ bool runs_natively(const at::Tensor& input, const at::Tensor& weight, const at::
   return !transposed && (input.dim() == 3 || input.dim() == 4) && weight.dim() == input.dim() && on_device_f32(input) &&
          on_device_f32(weight) && (!bias.defined() || on_device_f32(bias)) && input.numel() > 0;
 }
+
+// Half-precision operands, all of one dtype: the convolution runs in float32 and rounds its results back.
+bool widens_to_float32(const at::Tensor& input, std::initializer_list<at::Tensor> others) {
+  if (input.scalar_type() != at::kBFloat16 && input.scalar_type() != at::kHalf) return false;
+  for (const at::Tensor& other : others)
+    if (other.defined() && (other.scalar_type() != input.scalar_type() || other.device() != input.device()))
+      return false;
+  return true;
+}
+at::Tensor widened(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat) : t; }
+at::Tensor narrowed(const at::Tensor& t, at::ScalarType type) { return t.defined() ? t.to(type) : t; }
 
 // The input with its zero border, contiguous: [N, C, H + 2 ph, W + 2 pw].
 at::Tensor padded(const at::Tensor& input, const Geometry& g) {
@@ -220,6 +232,10 @@ at::Tensor npusim_convolution(const at::Tensor& input_, const at::Tensor& weight
                               c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                               c10::IntArrayRef output_padding, int64_t groups) {
   const at::Tensor bias = bias_opt.has_value() ? *bias_opt : at::Tensor();
+  if (!transposed && widens_to_float32(input_, {weight_, bias}))
+    return npusim_convolution(widened(input_), widened(weight_), widened(bias), stride, padding, dilation, transposed,
+                              output_padding, groups)
+        .to(input_.scalar_type());
   if (!runs_natively(input_, weight_, bias, transposed, output_padding))
     return convolution_on_cpu(input_, weight_, bias, stride, padding, dilation, transposed, output_padding, groups);
   const at::Tensor input = as_4d(input_), weight = as_4d(weight_).contiguous();
@@ -242,6 +258,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(
     const at::Tensor& grad_output_, const at::Tensor& input_, const at::Tensor& weight_, c10::IntArrayRef stride,
     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
     int64_t groups, std::array<bool, 3> output_mask) {
+  if (!transposed && widens_to_float32(input_, {grad_output_, weight_})) {
+    const auto [grad_input, grad_weight, grad_bias] =
+        npusim_convolution_backward(widened(grad_output_), widened(input_), widened(weight_), stride, padding, dilation,
+                                    transposed, output_padding, groups, output_mask);
+    const at::ScalarType type = input_.scalar_type();
+    return {narrowed(grad_input, type), narrowed(grad_weight, type), narrowed(grad_bias, type)};
+  }
   if (!runs_natively(input_, weight_, at::Tensor(), transposed, output_padding) ||
       grad_output_.scalar_type() != at::kFloat) {
     note_cpu_fallback("aten::convolution_backward_overrideable");

@@ -1,4 +1,5 @@
-// Operators without a native npusim kernel run on the CPU: inputs are copied to the host (timed as host-link
+// Operators without a native npusim kernel run on the CPU (half-precision arguments first try the float32 kernel,
+// float32_compute.cpp): inputs are copied to the host (timed as host-link
 // transfers), the CPU kernel runs, results are copied back. One warning per operator; NPUSIM_FALLBACK=error makes
 // it an error instead, for coverage work and CI.
 #include <ATen/native/CPUFallback.h>
@@ -56,6 +57,7 @@ void reset_fallback_counts() {
 }
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (run_in_float32(op, stack)) return;  // half-precision arguments of a float32 kernel
   note_cpu_fallback(op.schema().operator_name().name +
                     (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name()));
   at::native::cpu_fallback(op, stack);

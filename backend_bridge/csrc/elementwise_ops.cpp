@@ -4,12 +4,14 @@
 // fallback (counted and reported).
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/TensorOperators.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/tanh.h>
 #include <torch/library.h>
 
 #include <bit>
@@ -368,12 +370,30 @@ at::Tensor& npusim_gelu_(at::Tensor& self, c10::string_view approximate) {
   return npusim_gelu_out(self, approximate, self);
 }
 
-// gelu's backward: native for the exact form; the tanh approximation takes the CPU fallback.
+// The tanh-approximated gelu's derivative, times the gradient, composed from native kernels in the CPU's order:
+// left = x / 2, t = tanh(beta (x + kappa x^3)); (1 + t) / 2 + left (1 - t^2) beta (1 + 3 kappa x^2).
+at::Tensor gelu_tanh_backward(const at::Tensor& grad_output, const at::Tensor& x) {
+  constexpr float kBeta = 0.7978845608028654f, kKappa = 0.044715f, kThreeKappa = 3.0f * kKappa;
+  const at::Tensor x_squared = x * x;
+  const at::Tensor t = at::tanh((x + x_squared * x * kKappa) * kBeta);
+  const at::Tensor left_derivative = (t + 1) * 0.5;
+  const at::Tensor tanh_derivative = (t * t).neg_().add_(1);
+  const at::Tensor inner_derivative = (x_squared * kThreeKappa + 1) * kBeta;
+  const at::Tensor right_derivative = x * 0.5 * tanh_derivative * inner_derivative;
+  return grad_output * (left_derivative + right_derivative);
+}
+
+// gelu's backward: one kernel for the exact form, a composition for the tanh approximation.
 at::Tensor& npusim_gelu_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
                                      c10::string_view approximate, at::Tensor& grad_input) {
   if (approximate == "none" && runs_natively(grad_output, self, grad_input) &&
       launch_binary(ElementwiseOp::GeluBackwardF32, grad_output, self, grad_input))
     return grad_input;
+  if (approximate == "tanh" && runs_natively(grad_output, self, grad_input)) {
+    const at::Tensor result = gelu_tanh_backward(grad_output, self);
+    at::native::resize_output(grad_input, result.sizes());
+    return grad_input.copy_(result);
+  }
   torch::jit::Stack stack{grad_output, self, std::string(approximate), grad_input};
   call_cpu_fallback("aten::gelu_backward", "grad_input", stack);
   return grad_input;
@@ -381,6 +401,21 @@ at::Tensor& npusim_gelu_backward_out(const at::Tensor& grad_output, const at::Te
 at::Tensor npusim_gelu_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::string_view approximate) {
   at::Tensor grad_input = result_like(grad_output, self);
   return npusim_gelu_backward_out(grad_output, self, approximate, grad_input);
+}
+
+// sigmoid's backward from its output y: grad (1 - y) y.
+at::Tensor& npusim_sigmoid_backward_out(const at::Tensor& grad_output, const at::Tensor& output,
+                                        at::Tensor& grad_input) {
+  if (runs_natively(grad_output, output, grad_input) &&
+      launch_binary(ElementwiseOp::SigmoidBackwardF32, grad_output, output, grad_input))
+    return grad_input;
+  torch::jit::Stack stack{grad_output, output, grad_input};
+  call_cpu_fallback("aten::sigmoid_backward", "grad_input", stack);
+  return grad_input;
+}
+at::Tensor npusim_sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& output) {
+  at::Tensor grad_input = result_like(grad_output, output);
+  return npusim_sigmoid_backward_out(grad_output, output, grad_input);
 }
 
 // relu's backward: grad where self > threshold, else 0. Native for threshold 0, which is what relu uses.
@@ -494,6 +529,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("maximum.out", binary_out<ElementwiseOp::MaxF32>);
   m.impl("minimum", binary<ElementwiseOp::MinF32>);
   m.impl("minimum.out", binary_out<ElementwiseOp::MinF32>);
+  m.impl("sigmoid_backward", npusim_sigmoid_backward);
+  m.impl("sigmoid_backward.grad_input", npusim_sigmoid_backward_out);
   m.impl("gelu_backward", npusim_gelu_backward);
   m.impl("gelu_backward.grad_input", npusim_gelu_backward_out);
   m.impl("threshold_backward", npusim_threshold_backward);

@@ -161,6 +161,10 @@ at::Tensor& npusim_sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims,
                            std::optional<at::ScalarType> dtype, at::Tensor& out) {
   const std::vector<int64_t> reduced = reduced_dims(self, dims);
   const bool distinct = std::adjacent_find(reduced.begin(), reduced.end()) == reduced.end();
+  if (self.dim() == 0 && out.device() == self.device() && distinct) {  // one element: itself, in out's dtype
+    at::native::resize_output(out, {});
+    return out.copy_(self);
+  }
   // float16 and bfloat16: summed in float32 and rounded once, as the CPU does (widening is exact).
   const bool half = is_half(self);
   if (half && out.scalar_type() == self.scalar_type() && (!dtype || *dtype == self.scalar_type()) && self.dim() > 0 &&

@@ -266,6 +266,29 @@ def test_resnet_style_cnn_trains_natively_and_follows_cpu(device):
     torch.testing.assert_close(model(x.to(device)).detach().cpu(), reference(x).detach(), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
+def test_resnet_style_cnn_trains_natively_in_half_precision(dtype, device):
+    """The whole CNN in half precision (weights, activations, batch-norm statistics), SGD: no CPU fallback, and the
+    losses follow the CPU's in the same dtype."""
+    torch.manual_seed(0)
+    model, reference = resnet_style_cnn().to(dtype), resnet_style_cnn().to(dtype)
+    reference.load_state_dict(model.state_dict())
+    model.to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
+    x = random(4, 3, 12, 12, seed=12).to(dtype)
+    y = torch.randint(0, 10, (4,), generator=torch.Generator().manual_seed(13))
+
+    def loss(net, inputs, targets):
+        return F.cross_entropy(net(inputs), targets)
+
+    losses, expected, _ = train_side_by_side(model, reference, optimizer, reference_optimizer, loss, x, y)
+    torch.testing.assert_close(losses, expected, rtol=2e-2, atol=2e-2)
+    assert losses[-1] < losses[0]
+    for parameter in model.parameters():
+        assert parameter.dtype == dtype
+
+
 @pytest.mark.parametrize("affine", [True, False])
 def test_group_norm_and_its_gradients_run_natively_and_match_cpu(affine, device):
     torch.manual_seed(0)

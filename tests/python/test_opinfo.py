@@ -50,6 +50,10 @@ AMPLIFYING_ROUNDING = {"nn.functional.layer_norm"}
 # float32 and rounds once, so where the result is near 0 the two differ by the CPU's intermediate rounding (~2e-3).
 INTERMEDIATE_ROUNDING_BF16 = {"log_softmax"}
 
+# The CPU's bfloat16 batch norm rounds intermediates (its output differs from the float32 result rounded once by up to
+# 2 units of bfloat16); npusim computes it in float32 and rounds once.
+ROUNDED_ONCE_BF16 = {"nn.functional.batch_norm"}
+
 # group_norm's forward on npusim is PyTorch's own composition of native ops, each rounding to bfloat16 (a few units
 # of bfloat16 at the end), where the CPU normalises in float32 and rounds once. A fused kernel is still to come.
 COMPOSED_IN_BF16 = {"nn.functional.group_norm"}
@@ -60,6 +64,8 @@ def tolerance(op, dtype):
         return {"atol": 1e-4, "rtol": 1e-5}
     if op.name in INTERMEDIATE_ROUNDING_BF16 and dtype == torch.bfloat16:
         return {"atol": 4e-3, "rtol": 1.6e-2}
+    if op.name in ROUNDED_ONCE_BF16 and dtype == torch.bfloat16:
+        return {"atol": 3e-2, "rtol": 1.6e-2}
     if op.name in COMPOSED_IN_BF16 and dtype == torch.bfloat16:
         return {"atol": 5e-2, "rtol": 5e-2}
     return {}

@@ -180,6 +180,12 @@ const std::vector<OpDefinition>& definitions() {
        {"vsigmoid.f32 {c}, {b}, {n}", "vmul.f32 {a}, {a}, {c}, {n}", "vsub.f32 {c}, {c}, {one}, {n}, 1",
         "vmul.f32 {c}, {b}, {c}, {n}", "vneg.f32 {c}, {c}, {n}", "vadd.f32 {c}, {c}, {one}, {n}, 1",
         "vmul.f32 {a}, {a}, {c}, {n}"}},
+      // PyTorch's grad (1 - y) y, in that order; 1 - y as -(y - 1), which rounds the same.
+      {SigmoidBackwardF32,
+       "sigmoid_backward_f32",
+       2,
+       {"vsub.f32 {c}, {b}, {one}, {n}, 1", "vneg.f32 {c}, {c}, {n}", "vmul.f32 {a}, {a}, {c}, {n}",
+        "vmul.f32 {a}, {a}, {b}, {n}"}},
       {NegF32, "neg_f32", 1, {"vneg.f32 {a}, {a}, {n}"}},
       {AbsF32, "abs_f32", 1, {"vabs.f32 {a}, {a}, {n}"}},
       {ExpF32, "exp_f32", 1, {"vexp.f32 {a}, {a}, {n}"}},
