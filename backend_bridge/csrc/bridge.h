@@ -70,6 +70,8 @@ bool gather_along(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
 // The matmul kernel for a [m x k] @ [k x n] into `out` [m x n], all on one device, not overlapping: float operands
 // into their type or float32, or int8 into int32. False when the emitter cannot express the case.
 bool launch_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out);
+// The same for batches of matrices (3-D tensors), in one launch.
+bool launch_bmm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out);
 
 // The int64 flat positions of a bool mask's true elements, ascending, computed on the mask's device.
 at::Tensor true_positions(const at::Tensor& mask);

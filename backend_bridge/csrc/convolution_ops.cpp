@@ -2,14 +2,16 @@
 // and nn.Conv2d with any stride, padding, dilation and groups, float32, composed from native kernels:
 //   im2col   patches are a strided view of the zero-padded input, made contiguous by a copy kernel;
 //   products on the matrix engine: ungrouped convolutions of kernels larger than 1 x 1 channels-last, one GEMM
-//            for the whole batch, patches [N*OH*OW x KH*KW*C] @ weights [KH*KW*C x O]; grouped ones and 1 x 1
-//            kernels per sample and group, weights [O/g x C/g*KH*KW] @ patches [C/g*KH*KW x OH*OW];
+//            for the whole batch, patches [N*OH*OW x KH*KW*C] @ weights [KH*KW*C x O]; ungrouped 1 x 1 kernels one
+//            batched launch, weights [O x C] @ input [C x OH*OW] per sample; grouped ones per sample and group,
+//            weights [O/g x C/g*KH*KW] @ patches [C/g*KH*KW x OH*OW];
 //   input gradient  of a stride-1 convolution is itself a convolution (of the output gradient, by the kernel turned
 //            half a circle with inputs and outputs swapped), run channels-last like a forward; a 1 x 1 kernel's is one
 //            product per sample; otherwise col2im adds each kernel offset's patch gradients into a strided view.
 // bfloat16 and float16 convolutions compute in float32 (widened on the device, rounded once at the end, as the CPU
 // computes them). Transposed convolutions and other dtypes run on the CPU, counted as a fallback.
 #include <ATen/ops/arange.h>
+#include <ATen/ops/bmm.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
@@ -119,9 +121,10 @@ at::Tensor output_matrix(const at::Tensor& output, const Geometry& g, int64_t sa
 // (N*OH*OW rows: tall products keep the systolic array's fill and drain small against the rows streaming through):
 // the padded input as NHWC, its patches [N*OH*OW, KH*KW*C] gathered by one copy kernel moving rows of C channels,
 // and the weights as [KH*KW*C, O].
-// A 1 x 1 kernel's patches are the input itself, so its per-sample NCHW products need no copies at all, where the
-// channels-last route would add two transposes.
+// A 1 x 1 kernel's patches are the input itself: ungrouped, it runs pointwise, NCHW, one batched launch of
+// weights [O, C] @ patches [C, OH*OW] per sample, where the channels-last route would add two transposes.
 bool runs_channels_last(const Geometry& g) { return g.groups == 1 && g.kernel_h * g.kernel_w > 1; }
+bool runs_pointwise(const Geometry& g) { return g.groups == 1 && g.kernel_h * g.kernel_w == 1; }
 int64_t output_positions(const Geometry& g) { return g.batch * g.out_h * g.out_w; }
 bool patches_are_the_input(const Geometry& g) {
   return g.kernel_h * g.kernel_w == 1 && g.stride == std::array<int64_t, 2>{1, 1} &&
@@ -215,6 +218,51 @@ void convolution_backward_channels_last(const at::Tensor& input, const at::Tenso
   }
 }
 
+// The patches of an ungrouped 1 x 1 convolution, [N, C, OH*OW]: the padded input, strided (one copy) unless the
+// stride is 1.
+at::Tensor pointwise_patches(const at::Tensor& source, const Geometry& g) {
+  const int64_t row = g.padded_w(), plane = g.padded_h() * row;
+  return source
+      .as_strided({g.batch, g.channels, g.out_h, g.out_w}, {g.channels * plane, plane, row * g.stride[0], g.stride[1]},
+                  source.storage_offset())
+      .reshape({g.batch, g.channels, g.out_h * g.out_w});
+}
+at::Tensor batch_of(const at::Tensor& matrix, const Geometry& g) {  // one matrix for every sample (batch stride 0)
+  return matrix.expand({g.batch, matrix.size(0), matrix.size(1)});
+}
+
+at::Tensor convolution_pointwise(const at::Tensor& input, const at::Tensor& weight, const Geometry& g) {
+  const at::Tensor products =
+      at::bmm(batch_of(weight.view({g.outputs, g.channels}), g), pointwise_patches(padded(input, g), g));
+  return products.view({g.batch, g.outputs, g.out_h, g.out_w});
+}
+
+// Its gradients: the weights' as one batched product per sample summed over the batch; the input's as the weights
+// transposed times the output gradient, written into the input positions the stride visits.
+void convolution_backward_pointwise(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& grad_output,
+                                    const Geometry& g, std::array<bool, 3> mask, at::Tensor& grad_input,
+                                    at::Tensor& grad_weight) {
+  const at::Tensor grad_rows = grad_output.view({g.batch, g.outputs, g.out_h * g.out_w});
+  if (mask[1])
+    grad_weight =
+        at::bmm(grad_rows, pointwise_patches(padded(input, g), g).transpose(1, 2)).sum(0).view(weight.sizes());
+  if (mask[0]) {
+    const at::Tensor transposed = weight.view({g.outputs, g.channels}).t().contiguous();
+    const at::Tensor patch_grads = at::bmm(batch_of(transposed, g), grad_rows);
+    if (patches_are_the_input(g)) {
+      grad_input = patch_grads.view(input.sizes());
+    } else {
+      at::Tensor grad_padded = at::zeros({g.batch, g.channels, g.padded_h(), g.padded_w()}, input.options());
+      const int64_t row = g.padded_w(), plane = g.padded_h() * row;
+      grad_padded
+          .as_strided({g.batch, g.channels, g.out_h, g.out_w},
+                      {g.channels * plane, plane, row * g.stride[0], g.stride[1]})
+          .copy_(patch_grads.view({g.batch, g.channels, g.out_h, g.out_w}));
+      grad_input = grad_padded.narrow(2, g.padding[0], g.height).narrow(3, g.padding[1], g.width).contiguous();
+    }
+  }
+}
+
 // 1-D tensors (N, C, L) as 2-D ones of height 1.
 at::Tensor as_4d(const at::Tensor& t) { return t.dim() == 3 ? t.unsqueeze(2) : t; }
 
@@ -241,9 +289,11 @@ at::Tensor npusim_convolution(const at::Tensor& input_, const at::Tensor& weight
   const at::Tensor input = as_4d(input_), weight = as_4d(weight_).contiguous();
   const Geometry g = geometry(input, weight, stride, padding, dilation, groups);
   const at::Tensor source = padded(input, g);
+  const bool grouped = !runs_channels_last(g) && !runs_pointwise(g);
   at::Tensor output = runs_channels_last(g) ? convolution_channels_last(source, channels_last_weights(weight, g), g)
+                      : runs_pointwise(g)   ? convolution_pointwise(input, weight, g)
                                             : at::empty({g.batch, g.outputs, g.out_h, g.out_w}, input.options());
-  for (int64_t n = 0; n < g.batch && !runs_channels_last(g); ++n) {
+  for (int64_t n = 0; n < g.batch && grouped; ++n) {
     const at::Tensor patches = patch_view(source.select(0, n), g).contiguous();
     for (int64_t group = 0; group < g.groups; ++group) {
       at::Tensor out = output_matrix(output, g, n, group);
@@ -282,7 +332,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(
   if (output_mask[2]) grad_bias = grad_output.sum(3).sum(2).sum(0);
   if (runs_channels_last(g))
     convolution_backward_channels_last(input, weight, grad_output, g, output_mask, grad_input, grad_weight);
-  if (output_mask[1] && !runs_channels_last(g)) {  // grad_output @ patches^T per sample, summed over the batch
+  if (runs_pointwise(g))
+    convolution_backward_pointwise(input, weight, grad_output, g, output_mask, grad_input, grad_weight);
+  const bool grouped = !runs_channels_last(g) && !runs_pointwise(g);
+  if (output_mask[1] && grouped) {  // grad_output @ patches^T per sample and group, summed over the batch
     const at::Tensor source = padded(input, g);
     const at::Tensor per_sample = at::empty({g.batch, g.outputs, g.patch()}, weight.options());
     for (int64_t n = 0; n < g.batch; ++n) {
@@ -294,7 +347,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(
     }
     grad_weight = per_sample.sum(0).view(weight.sizes());
   }
-  if (output_mask[0] && !runs_channels_last(g) && patches_are_the_input(g)) {  // weights^T @ grad_output
+  if (output_mask[0] && grouped && patches_are_the_input(g)) {  // weights^T @ grad_output
     grad_input = at::empty(input.sizes(), input.options());
     for (int64_t group = 0; group < g.groups; ++group) {
       const at::Tensor transposed = weight_matrix(weight, g, group).t().contiguous();
@@ -305,7 +358,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(
         at::mm_out(out, transposed, output_matrix(grad_output, g, n, group));
       }
     }
-  } else if (output_mask[0] && !runs_channels_last(g)) {
+  } else if (output_mask[0] && grouped) {
     // weights^T @ grad_output gives the patches' gradients; col2im adds them up
     at::Tensor grad_padded = at::zeros({g.batch, g.channels, g.padded_h(), g.padded_w()}, input.options());
     for (int64_t n = 0; n < g.batch; ++n) {

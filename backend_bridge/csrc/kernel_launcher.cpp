@@ -32,9 +32,9 @@ std::string cache_key(int device_index, const emitter::ElementwiseSpec& spec) {
 }
 
 std::string cache_key(int device_index, const emitter::MatmulSpec& s) {
-  return fmt::format("matmul|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", device_index, s.m, s.k, s.n, s.a_row, s.a_col,
-                     s.b_row, s.b_col, s.c_row, s.c_col, isa::type_name(s.type),
-                     isa::type_name(s.output_type.value_or(s.type)));
+  return fmt::format("matmul|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", device_index, s.m, s.k, s.n, s.a_row,
+                     s.a_col, s.b_row, s.b_col, s.c_row, s.c_col, isa::type_name(s.type),
+                     isa::type_name(s.output_type.value_or(s.type)), s.batch, s.a_batch, s.b_batch, s.c_batch);
 }
 
 std::string cache_key(int device_index, const emitter::RowSpec& s) {

@@ -14,17 +14,35 @@
 
 namespace npusim::bridge {
 
-bool launch_mm(const at::Tensor& a_, const at::Tensor& b, const at::Tensor& out) {
+bool launch_bmm(const at::Tensor& a_, const at::Tensor& b, const at::Tensor& out) {
   const auto operands = element_type(a_.scalar_type()), result = element_type(out.scalar_type());
   if (!operands || !result) return false;
   // The kernel reads A in rows; rows strided along K (a transposed A, as in a linear layer's weight gradient) would
   // cost a DRAM transaction per element, so such an A is first made contiguous by the tiled transpose, one pass.
-  const bool strided_rows = a_.size(1) > 1 && a_.stride(1) != 1 && a_.stride(1) != 0;
+  const bool strided_rows = a_.size(2) > 1 && a_.stride(2) != 1 && a_.stride(2) != 0;
   const at::Tensor a = strided_rows ? a_.contiguous() : a_;
-  const emitter::MatmulSpec spec{a.size(0),   a.size(1),     b.size(1),     a.stride(0), a.stride(1), b.stride(0),
-                                 b.stride(1), out.stride(0), out.stride(1), *operands,   *result};
+  const bool single = a.size(0) == 1;  // no batch strides: one program for every layout of the batch dimension
+  const emitter::MatmulSpec spec{a.size(1),
+                                 a.size(2),
+                                 b.size(2),
+                                 a.stride(1),
+                                 a.stride(2),
+                                 b.stride(1),
+                                 b.stride(2),
+                                 out.stride(1),
+                                 out.stride(2),
+                                 *operands,
+                                 *result,
+                                 a.size(0),
+                                 single ? 0 : a.stride(0),
+                                 single ? 0 : b.stride(0),
+                                 single ? 0 : out.stride(0)};
   const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
   return launched_natively([&] { launch_matmul(out.device().index(), runtime_device(out), spec, addresses); });
+}
+
+bool launch_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+  return launch_bmm(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0));
 }
 
 namespace {
@@ -61,7 +79,7 @@ at::Tensor npusim_mm(const at::Tensor& a, const at::Tensor& b) {
   return npusim_mm_out(a, b, out);
 }
 
-// One mm kernel per batch entry: the entries share one emitted program, since their strides are the same.
+// One kernel for the whole batch (its entries' blocks share the cores and the pipeline).
 at::Tensor& npusim_bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   TORCH_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, got ", a.dim(), "-D and ", b.dim(), "-D");
   TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "bmm: batch1 and batch2 shapes cannot be multiplied (",
@@ -77,10 +95,11 @@ at::Tensor& npusim_bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor&
     npusim_bmm_out(a, b, product);
     return out.copy_(product);
   }
-  for (int64_t entry = 0; entry < a.size(0); ++entry) {
-    at::Tensor slice = out.select(0, entry);
-    npusim_mm_out(a.select(0, entry), b.select(0, entry), slice);
-  }
+  if (out.numel() == 0) return out;
+  if (a.size(2) == 0) return out.zero_();
+  if (launch_bmm(a, b, out)) return out;
+  torch::jit::Stack stack{a, b, out};
+  call_cpu_fallback("aten::bmm", "out", stack);
   return out;
 }
 at::Tensor npusim_bmm(const at::Tensor& a, const at::Tensor& b) {
@@ -98,12 +117,9 @@ at::Tensor float32_product(const at::Tensor& a, const at::Tensor& b, bool batche
                : product;
   }
   at::Tensor product = at::empty({a.size(0), a.size(1), b.size(2)}, a.options().dtype(at::kFloat));
-  for (int64_t entry = 0; entry < a.size(0); ++entry) {
-    at::Tensor slice = product.select(0, entry);
-    if (slice.numel() == 0 || a.size(2) == 0 || !launch_mm(a.select(0, entry), b.select(0, entry), slice))
-      slice.copy_(at::mm(a.select(0, entry).to(at::kFloat), b.select(0, entry).to(at::kFloat)));
-  }
-  return product;
+  return product.numel() == 0 || a.size(2) == 0 || !launch_bmm(a, b, product)
+             ? at::bmm(a.to(at::kFloat), b.to(at::kFloat))
+             : product;
 }
 
 // beta * bias + alpha * (a @ b), of matrices (addmm) or batches of them (baddbmm): the product on the matrix

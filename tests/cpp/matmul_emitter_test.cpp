@@ -52,12 +52,15 @@ void expect_matches_reference(const emitter::MatmulSpec& s, const config::ChipCo
   std::vector<float> actual(span);
   device.copy_device_to_host(actual.data(), dc, span * 4);
 
-  for (int64_t m = 0; m < s.m; ++m) {
-    for (int64_t n = 0; n < s.n; ++n) {
-      float accumulator = 0.0f;
-      for (int64_t k = 0; k < s.k; ++k)
-        accumulator = std::fma(a[m * s.a_row + k * s.a_col], b[k * s.b_row + n * s.b_col], accumulator);
-      c[m * s.c_row + n * s.c_col] = accumulator;
+  for (int64_t e = 0; e < s.batch; ++e) {
+    for (int64_t m = 0; m < s.m; ++m) {
+      for (int64_t n = 0; n < s.n; ++n) {
+        float accumulator = 0.0f;
+        for (int64_t k = 0; k < s.k; ++k)
+          accumulator = std::fma(a[e * s.a_batch + m * s.a_row + k * s.a_col],
+                                 b[e * s.b_batch + k * s.b_row + n * s.b_col], accumulator);
+        c[e * s.c_batch + m * s.c_row + n * s.c_col] = accumulator;
+      }
     }
   }
   EXPECT_EQ(actual, c) << kernel.assembly;
@@ -80,7 +83,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmittedMatmul,
                                            // 16-column blocks: three full ones and one of two columns
                                            MatmulCase{"ManyBlocksAndANarrowLastOne", {70, 9, 50, 9, 1, 50, 1, 50, 1}},
                                            MatmulCase{"TransposedWeightsAcrossBlocks",
-                                                      {40, 12, 30, 12, 1, 1, 12, 30, 1}}),
+                                                      {40, 12, 30, 12, 1, 1, 12, 30, 1}},
+                                           // bmm: 5 entries of 13 x 9 @ 9 x 11, ragged blocks in every entry
+                                           MatmulCase{"BatchOfProducts",
+                                                      {13, 9, 11, 9, 1, 11, 1, 11, 1, isa::ElementType::F32,
+                                                       std::nullopt, 5, 13 * 9, 9 * 11, 13 * 11}},
+                                           // one A (a 1 x 1 convolution's weights) against a batch of B
+                                           MatmulCase{"BatchSharingItsFirstOperand",
+                                                      {6, 10, 21, 10, 1, 21, 1, 21, 1, isa::ElementType::F32,
+                                                       std::nullopt, 4, 0, 10 * 21, 6 * 21}}),
                          [](const ::testing::TestParamInfo<MatmulCase>& info) { return std::string(info.param.name); });
 
 // bfloat16 as the upper half of a float32, rounded to nearest-even (no NaNs here).

@@ -187,6 +187,21 @@ def test_bmm_and_attention_run_natively_and_match_cpu(device):
     torch.testing.assert_close(attention.cpu(), expected, **TOLERANCE)
 
 
+def test_bmm_is_one_launch_for_the_whole_batch_of_any_layout(device):
+    """A batch of products is one matmul kernel, the entries' blocks shared out: with a first operand broadcast over the
+    batch (stride 0), a transposed second operand and a result written into a strided view."""
+    a = random(5, 9, seed=25)
+    b = random(6, 11, 9, seed=26).transpose(1, 2)
+    out = torch.zeros(6, 5, 2 * 11)
+    with npusim.profile() as report:
+        on_device, broadcast = out.to(device), a.to(device).expand(6, 5, 9)
+        assert broadcast.stride(0) == 0
+        torch.bmm(broadcast, b.to(device), out=on_device[:, :, ::2])
+    assert [k.name for k in report.kernels if k.name.startswith("matmul")] == ["matmul_f32"]
+    out[:, :, ::2] = torch.bmm(a.expand(6, 5, 9), b)
+    torch.testing.assert_close(on_device.cpu(), out, **TOLERANCE)
+
+
 def test_transformer_encoder_layer_trains_natively_and_follows_cpu(device):
     """nn.TransformerEncoderLayer (attention through scaled_dot_product_attention's math path, layer norm, GELU
     feed-forward) with a classification head, 5 AdamW steps. Dropout is 0 so that the CPU can follow; with dropout,

@@ -9,6 +9,7 @@
 //   A block [mt][kt]; B block [nb / cols][kt][cols] (or [nb][kt] when B is transposed, for mx.ldwt);
 //   C block [nb / cols][mt][cols] in the accumulator and in the scratchpad staging area.
 // A ragged last sub-tile (nb not a multiple of cols) follows the full ones with its own width.
+// A batch of products numbers the blocks of all its entries in turn, so they share the cores and the pipeline.
 //
 // The scalar unit issues in program order, and a product's sub-tiles fill the matrix queue: so each step's loads are
 // issued one step ahead, before the current step's products (a load cursor of its own runs through this core's
@@ -70,7 +71,7 @@ class MatmulEmitter {
     block_n_ = block_sub_tiles * sub_cols_;
     block_m_ = tallest(block_n_);
     // Enough blocks for every core: narrower first, then shorter.
-    const auto blocks = [&] { return ceil_div(spec.m, block_m_) * ceil_div(spec.n, block_n_); };
+    const auto blocks = [&] { return spec.batch * ceil_div(spec.m, block_m_) * ceil_div(spec.n, block_n_); };
     while (blocks() < config.chip_cores && (block_sub_tiles > 1 || block_m_ > 1)) {
       if (block_sub_tiles > 1) {
         block_sub_tiles = (block_sub_tiles + 1) / 2;
@@ -89,9 +90,9 @@ class MatmulEmitter {
   }
 
   std::string emit() {
-    w_.comment(fmt::format("matmul_{}: [{} x {}] @ [{} x {}], blocks m {} n {}, k steps {}, sub-tiles {} wide{}", type_,
-                           spec_.m, spec_.k, spec_.k, spec_.n, block_m_, block_n_, tile_k_, sub_cols_,
-                           b_transposed_ ? ", B transposed" : ""));
+    w_.comment(fmt::format("matmul_{}: {} x [{} x {}] @ [{} x {}], blocks m {} n {}, k steps {}, sub-tiles {} wide{}",
+                           type_, spec_.batch, spec_.m, spec_.k, spec_.k, spec_.n, block_m_, block_n_, tile_k_,
+                           sub_cols_, b_transposed_ ? ", B transposed" : ""));
     w_.line("ld r{}, 0(r1)", kC);
     w_.line("ld r{}, 8(r1)", kA);
     w_.line("ld r{}, 16(r1)", kB);
@@ -137,15 +138,23 @@ class MatmulEmitter {
  private:
   static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
   int64_t blocks_n() const { return ceil_div(spec_.n, block_n_); }
-  int64_t blocks() const { return ceil_div(spec_.m, block_m_) * blocks_n(); }
+  int64_t entry_blocks() const { return ceil_div(spec_.m, block_m_) * blocks_n(); }
+  int64_t blocks() const { return spec_.batch * entry_blocks(); }
   int64_t slot_bytes() const { return (block_m_ + block_n_) * tile_k_ * bytes_; }
 
-  // For the block numbered in `block`: kM0 = (block / blocks_n) * block_m and kN0 = (block % blocks_n) * block_n,
-  // its sizes `mt` and `nb` clamped at the edges, and nb in kFullSubTiles full sub-tiles and kRaggedColumns more.
+  // For the block numbered in `block` (within its batch entry: b = block % entry_blocks): kM0 = (b / blocks_n) *
+  // block_m and kN0 = (b % blocks_n) * block_n, its sizes `mt` and `nb` clamped at the edges, and nb in
+  // kFullSubTiles full sub-tiles and kRaggedColumns more.
   void locate_block(int block, int mt, int nb) {
+    int within_entry = block;
+    if (spec_.batch > 1) {
+      w_.load_constant(kScratch, entry_blocks());
+      w_.line("remu r{}, r{}, r{}", kM0, block, kScratch);
+      within_entry = kM0;
+    }
     w_.load_constant(kScratch, blocks_n());
-    w_.line("divu r{}, r{}, r{}", kM0, block, kScratch);
-    w_.line("remu r{}, r{}, r{}", kN0, block, kScratch);
+    w_.line("remu r{}, r{}, r{}", kN0, within_entry, kScratch);
+    w_.line("divu r{}, r{}, r{}", kM0, within_entry, kScratch);
     scale(kM0, block_m_);
     scale(kN0, block_n_);
     clamp(mt, block_m_, spec_.m, kM0);
@@ -174,14 +183,22 @@ class MatmulEmitter {
     w_.label(sized);
   }
 
-  // kDram = base + row * row_stride + column * column_stride (strides in elements of `bytes`).
-  void point_at(int base, int row, int64_t row_stride, int column, int64_t column_stride, int64_t bytes) {
+  // kDram = base + row * row_stride + column * column_stride, plus the batch entry of `block` times batch_stride
+  // (strides in elements of `bytes`).
+  void point_at(int base, int row, int64_t row_stride, int column, int64_t column_stride, int64_t bytes, int block,
+                int64_t batch_stride) {
     w_.load_constant(kScratch, row_stride * bytes);
     w_.line("mul r{0}, r{0}, r{1}", kScratch, row);
     w_.load_constant(kScratch2, column_stride * bytes);
     w_.line("mul r{0}, r{0}, r{1}", kScratch2, column);
     w_.line("add r{}, r{}, r{}", kDram, base, kScratch);
     w_.line("add r{0}, r{0}, r{1}", kDram, kScratch2);
+    if (spec_.batch == 1 || batch_stride == 0) return;
+    w_.load_constant(kScratch2, entry_blocks());
+    w_.line("divu r{}, r{}, r{}", kScratch, block, kScratch2);
+    w_.load_constant(kScratch2, batch_stride * bytes);
+    w_.line("mul r{0}, r{0}, r{1}", kScratch, kScratch2);
+    w_.line("add r{0}, r{0}, r{1}", kDram, kScratch);
   }
 
   // One 3-D DMA between DRAM at kDram and the packed scratchpad tile at `spad`: `inner` elements element_stride
@@ -227,11 +244,11 @@ class MatmulEmitter {
     locate_block(kLoadBlock, kLoadMt, kLoadNb);
     clamp(kLoadKt, tile_k_, spec_.k, kLoadK0);
     w_.line("sem.wait.dma 1");
-    point_at(kA, kM0, spec_.a_row, kLoadK0, spec_.a_col, bytes_);
+    point_at(kA, kM0, spec_.a_row, kLoadK0, spec_.a_col, bytes_, kLoadBlock, spec_.a_batch);
     move(true, kLoadSlot, kLoadKt, spec_.a_col, kLoadMt, spec_.a_row, kOne, 0, bytes_);
     w_.load_constant(kScratch, block_m_ * tile_k_ * bytes_);
     w_.line("add r{}, r{}, r{}", kAcc, kLoadSlot, kScratch);  // kAcc is free outside the sub-tile loop
-    point_at(kB, kLoadK0, spec_.b_row, kN0, spec_.b_col, bytes_);
+    point_at(kB, kLoadK0, spec_.b_row, kN0, spec_.b_col, bytes_, kLoadBlock, spec_.b_batch);
     if (b_transposed_)
       move(true, kAcc, kLoadKt, spec_.b_row, kLoadNb, spec_.b_col, kOne, 0, bytes_);
     else
@@ -286,7 +303,7 @@ class MatmulEmitter {
     w_.line("mx.st.{} r{}, r0, r{}", out_type_, kAcc, kScratch2);  // rounds each f32 accumulator once
     w_.line("sem.post.mx 2");
     w_.line("sem.wait.dma 2");
-    point_at(kC, kM0, spec_.c_row, kN0, spec_.c_col, out_bytes_);
+    point_at(kC, kM0, spec_.c_row, kN0, spec_.c_col, out_bytes_, kBlock, spec_.c_batch);
     move_sub_tiles(false, kAcc, kMt, spec_.c_row, spec_.c_col, out_bytes_);
     w_.line("sem.post.dma 3");
   }
@@ -302,9 +319,9 @@ class MatmulEmitter {
 }  // namespace
 
 Kernel emit_matmul(const MatmulSpec& spec, const config::ChipConfig& config) {
-  if (spec.m < 1 || spec.k < 1 || spec.n < 1)
-    throw std::invalid_argument(
-        fmt::format("matmul of [{} x {}] @ [{} x {}] has an empty dimension", spec.m, spec.k, spec.k, spec.n));
+  if (spec.m < 1 || spec.k < 1 || spec.n < 1 || spec.batch < 1)
+    throw std::invalid_argument(fmt::format("matmul of {} x [{} x {}] @ [{} x {}] has an empty dimension", spec.batch,
+                                            spec.m, spec.k, spec.k, spec.n));
   Kernel kernel;
   const bool integer = spec.type == isa::ElementType::I8 && spec.output_type == isa::ElementType::I32;
   if (!isa::is_float(spec.type) && !integer)

@@ -13,6 +13,8 @@ namespace npusim::emitter {
 // Strides in elements: A[m][k] at A + m*a_row + k*a_col, likewise B[k][n] and C[m][n]. A and B hold `type` (f32,
 // f16 or bf16); products accumulate in f32 and C, of `type` or f32 (output_type), is rounded once. For quantised
 // inference, i8 operands accumulate exactly in i32 (wrapping) into an i32 C (output_type I32).
+// A batch of `batch` products in one launch (bmm): entry e's A, B and C start e * a_batch, b_batch, c_batch
+// elements on (a stride of 0 shares that operand).
 struct MatmulSpec {
   int64_t m = 0, k = 0, n = 0;
   int64_t a_row = 0, a_col = 0;
@@ -20,6 +22,7 @@ struct MatmulSpec {
   int64_t c_row = 0, c_col = 0;
   isa::ElementType type = isa::ElementType::F32;
   std::optional<isa::ElementType> output_type;  // none: `type`
+  int64_t batch = 1, a_batch = 0, b_batch = 0, c_batch = 0;
 };
 
 // The argument block is the addresses of C, A, B. Throws Unsupported for strides beyond the immediate field.
