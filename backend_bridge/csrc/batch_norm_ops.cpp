@@ -49,11 +49,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm(
     call_cpu_fallback("aten::native_batch_norm", "", stack);
     return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
   }
-  at::Tensor mean, invstd;
+  at::Tensor mean, invstd, centered;  // centered: x - mean, for the variance and then the output
   if (training) {
     const double count = static_cast<double>(per_channel_count(input));
     mean = channel_sum(input).div_(count);
-    const at::Tensor centered = input - per_channel(mean, input);
+    centered = input - per_channel(mean, input);
     const at::Tensor variance = channel_sum(centered * centered).div_(count);
     invstd = at::rsqrt(variance + eps);
     if (running_mean.defined()) running_mean.mul_(1 - momentum).add_(mean, momentum);
@@ -62,9 +62,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm(
   } else {
     mean = running_mean;
     invstd = at::rsqrt(running_var + eps);
+    centered = input - per_channel(mean, input);
   }
   at::Tensor scale = weight.defined() ? invstd * weight : invstd;
-  at::Tensor output = (input - per_channel(mean, input)) * per_channel(scale, input);
+  at::Tensor output = centered.mul_(per_channel(scale, input));
   if (bias.defined()) output.add_(per_channel(bias, input));
   if (!training) return {output, at::empty({0}, input.options()), at::empty({0}, input.options())};
   return {output, mean, invstd};
