@@ -246,31 +246,9 @@ def resnet_style_cnn():
     )
 
 
-def test_resnet_style_cnn_trains_natively_and_follows_cpu(device):
-    torch.manual_seed(0)
-    model, reference = resnet_style_cnn(), resnet_style_cnn()
-    reference.load_state_dict(model.state_dict())
-    model.to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
-    x = random(4, 3, 12, 12, seed=12)
-    y = torch.randint(0, 10, (4,), generator=torch.Generator().manual_seed(13))
-
-    def loss(net, inputs, targets):
-        return F.cross_entropy(net(inputs), targets)
-
-    losses, expected, _ = train_side_by_side(model, reference, optimizer, reference_optimizer, loss, x, y)
-    torch.testing.assert_close(losses, expected, rtol=1e-4, atol=1e-5)
-    assert losses[-1] < losses[0]
-    model.eval()
-    reference.eval()
-    torch.testing.assert_close(model(x.to(device)).detach().cpu(), reference(x).detach(), rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
-def test_resnet_style_cnn_trains_natively_in_half_precision(dtype, device):
-    """The whole CNN in half precision (weights, activations, batch-norm statistics), SGD: no CPU fallback, and the
-    losses follow the CPU's in the same dtype."""
+def train_cnn_side_by_side(dtype, device):
+    """Five SGD steps of the CNN in `dtype` on the device and on the CPU (asserting no CPU fallback): the two models,
+    the input batch and the losses, device first."""
     torch.manual_seed(0)
     model, reference = resnet_style_cnn().to(dtype), resnet_style_cnn().to(dtype)
     reference.load_state_dict(model.state_dict())
@@ -284,6 +262,23 @@ def test_resnet_style_cnn_trains_natively_in_half_precision(dtype, device):
         return F.cross_entropy(net(inputs), targets)
 
     losses, expected, _ = train_side_by_side(model, reference, optimizer, reference_optimizer, loss, x, y)
+    return model, reference, x, losses, expected
+
+
+def test_resnet_style_cnn_trains_natively_and_follows_cpu(device):
+    model, reference, x, losses, expected = train_cnn_side_by_side(torch.float32, device)
+    torch.testing.assert_close(losses, expected, rtol=1e-4, atol=1e-5)
+    assert losses[-1] < losses[0]
+    model.eval()
+    reference.eval()
+    torch.testing.assert_close(model(x.to(device)).detach().cpu(), reference(x).detach(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
+def test_resnet_style_cnn_trains_natively_in_half_precision(dtype, device):
+    """The whole CNN in half precision (weights, activations, batch-norm statistics), SGD: no CPU fallback, and the
+    losses follow the CPU's in the same dtype."""
+    model, _, _, losses, expected = train_cnn_side_by_side(dtype, device)
     torch.testing.assert_close(losses, expected, rtol=2e-2, atol=2e-2)
     assert losses[-1] < losses[0]
     for parameter in model.parameters():
