@@ -6,8 +6,9 @@
 //            batched launch, weights [O x C] @ input [C x OH*OW] per sample; grouped ones per sample and group,
 //            weights [O/g x C/g*KH*KW] @ patches [C/g*KH*KW x OH*OW];
 //   input gradient  of a stride-1 convolution is itself a convolution (of the output gradient, by the kernel turned
-//            half a circle with inputs and outputs swapped), run channels-last like a forward; a 1 x 1 kernel's is one
-//            product per sample; otherwise col2im adds each kernel offset's patch gradients into a strided view.
+//            half a circle with inputs and outputs swapped), run channels-last like a forward; an ungrouped 1 x 1
+//            kernel's is one batched product; otherwise col2im adds each kernel offset's patch gradients into a strided
+//            view.
 // bfloat16 and float16 convolutions compute in float32 (widened on the device, rounded once at the end, as the CPU
 // computes them). Transposed convolutions and other dtypes run on the CPU, counted as a fallback.
 #include <ATen/ops/arange.h>
@@ -218,22 +219,24 @@ void convolution_backward_channels_last(const at::Tensor& input, const at::Tenso
   }
 }
 
-// The patches of an ungrouped 1 x 1 convolution, [N, C, OH*OW]: the padded input, strided (one copy) unless the
-// stride is 1.
-at::Tensor pointwise_patches(const at::Tensor& source, const Geometry& g) {
+// The input positions a 1 x 1 kernel visits, as a view [N, C, OH, OW] of the padded input (or of its gradient).
+at::Tensor pointwise_view(const at::Tensor& padded_input, const Geometry& g) {
   const int64_t row = g.padded_w(), plane = g.padded_h() * row;
-  return source
-      .as_strided({g.batch, g.channels, g.out_h, g.out_w}, {g.channels * plane, plane, row * g.stride[0], g.stride[1]},
-                  source.storage_offset())
-      .reshape({g.batch, g.channels, g.out_h * g.out_w});
+  return padded_input.as_strided({g.batch, g.channels, g.out_h, g.out_w},
+                                 {g.channels * plane, plane, row * g.stride[0], g.stride[1]},
+                                 padded_input.storage_offset());
+}
+// The patches of an ungrouped 1 x 1 convolution, [N, C, OH*OW]: that view, copied once unless the stride is 1.
+at::Tensor pointwise_patches(const at::Tensor& padded_input, const Geometry& g) {
+  return pointwise_view(padded_input, g).reshape({g.batch, g.channels, g.out_h * g.out_w});
 }
 at::Tensor batch_of(const at::Tensor& matrix, const Geometry& g) {  // one matrix for every sample (batch stride 0)
   return matrix.expand({g.batch, matrix.size(0), matrix.size(1)});
 }
 
-at::Tensor convolution_pointwise(const at::Tensor& input, const at::Tensor& weight, const Geometry& g) {
+at::Tensor convolution_pointwise(const at::Tensor& padded_input, const at::Tensor& weight, const Geometry& g) {
   const at::Tensor products =
-      at::bmm(batch_of(weight.view({g.outputs, g.channels}), g), pointwise_patches(padded(input, g), g));
+      at::bmm(batch_of(weight.view({g.outputs, g.channels}), g), pointwise_patches(padded_input, g));
   return products.view({g.batch, g.outputs, g.out_h, g.out_w});
 }
 
@@ -253,11 +256,7 @@ void convolution_backward_pointwise(const at::Tensor& input, const at::Tensor& w
       grad_input = patch_grads.view(input.sizes());
     } else {
       at::Tensor grad_padded = at::zeros({g.batch, g.channels, g.padded_h(), g.padded_w()}, input.options());
-      const int64_t row = g.padded_w(), plane = g.padded_h() * row;
-      grad_padded
-          .as_strided({g.batch, g.channels, g.out_h, g.out_w},
-                      {g.channels * plane, plane, row * g.stride[0], g.stride[1]})
-          .copy_(patch_grads.view({g.batch, g.channels, g.out_h, g.out_w}));
+      pointwise_view(grad_padded, g).copy_(patch_grads.view({g.batch, g.channels, g.out_h, g.out_w}));
       grad_input = grad_padded.narrow(2, g.padding[0], g.height).narrow(3, g.padding[1], g.width).contiguous();
     }
   }
@@ -291,7 +290,7 @@ at::Tensor npusim_convolution(const at::Tensor& input_, const at::Tensor& weight
   const at::Tensor source = padded(input, g);
   const bool grouped = !runs_channels_last(g) && !runs_pointwise(g);
   at::Tensor output = runs_channels_last(g) ? convolution_channels_last(source, channels_last_weights(weight, g), g)
-                      : runs_pointwise(g)   ? convolution_pointwise(input, weight, g)
+                      : runs_pointwise(g)   ? convolution_pointwise(source, weight, g)
                                             : at::empty({g.batch, g.outputs, g.out_h, g.out_w}, input.options());
   for (int64_t n = 0; n < g.batch && grouped; ++n) {
     const at::Tensor patches = patch_view(source.select(0, n), g).contiguous();
