@@ -78,7 +78,7 @@ void expect_matches_reference(const Case& c, const config::ChipConfig& config) {
   device.launch(kernel.name, device.load_program(kernel.words), std::span(arguments, c.strides.size()), kernel_cores);
   std::vector<float> actual(span);
   device.copy_device_to_host(actual.data(), dout, span * 4);
-  EXPECT_EQ(actual, reference(c.op, c.sizes, c.strides, a, b, out)) << kernel.assembly;
+  EXPECT_EQ(actual, reference(c.op, c.sizes, c.strides, a, b, out)) << kernel.assembly();
 }
 
 TEST_P(EmittedElementwise, MatchesReferenceLoops) { expect_matches_reference(GetParam(), small_config()); }
@@ -127,7 +127,7 @@ TEST(ElementwiseEmitter, EmptyShapeEmitsAProgramThatOnlyHalts) {
 TEST(ElementwiseEmitter, OnlyBroadcastInputsCanBeValuesInTheArgumentBlock) {
   emitter::ElementwiseSpec spec{ElementwiseOp::MulF32, 4, {8}, {{1}, {1}, {0}}};
   spec.values_in_arguments = {false, false, true};
-  EXPECT_NE(emitter::emit_elementwise(spec, small_config()).assembly.find("addi r4, r1, 16"), std::string::npos);
+  EXPECT_NE(emitter::emit_elementwise(spec, small_config()).assembly().find("addi r4, r1, 16"), std::string::npos);
   spec.values_in_arguments = {false, true, false};  // an input that is not a broadcast scalar
   EXPECT_THROW(emitter::emit_elementwise(spec, small_config()), std::invalid_argument);
   spec.values_in_arguments = {true, false, false};  // the output

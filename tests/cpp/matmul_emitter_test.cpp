@@ -63,7 +63,7 @@ void expect_matches_reference(const emitter::MatmulSpec& s, const config::ChipCo
       }
     }
   }
-  EXPECT_EQ(actual, c) << kernel.assembly;
+  EXPECT_EQ(actual, c) << kernel.assembly();
 }
 
 TEST_P(EmittedMatmul, MatchesTiledReference) { expect_matches_reference(GetParam().spec, small_config()); }
@@ -133,7 +133,7 @@ TEST(EmittedMatmulInBFloat16, AccumulatesInFloat32AndRoundsOnce) {
                                  from_bfloat16(b[k * s.b_row + n * s.b_col]), accumulator);
         c[m * s.c_row + n * s.c_col] = to_bfloat16(accumulator);
       }
-    EXPECT_EQ(actual, c) << kernel.assembly;
+    EXPECT_EQ(actual, c) << kernel.assembly();
   }
 }
 

@@ -74,3 +74,38 @@ def test_embedding_backward_with_an_index_outside_the_table_is_an_index_error(de
         torch.ops.aten.embedding_dense_backward(grad, torch.tensor([0, 7, 1]).to(device), 5, -1, False)
     result = torch.ops.aten.embedding_dense_backward(grad, torch.tensor([0, 4, 0]).to(device), 5, -1, False)
     assert result.cpu()[0].tolist() == [2.0] * 4 and result.cpu()[4].tolist() == [1.0] * 4
+
+
+# Both kernels move elements along dimension 1 and differ only in whether a negative index wraps; a cache keyed by
+# anything less than the whole spec gave the second one the first one's program. Each order runs in a fresh process,
+# where the cache starts empty.
+@pytest.mark.parametrize("advanced_indexing_first", [False, True])
+def test_index_select_and_advanced_indexing_keep_their_own_negative_index_rules(advanced_indexing_first):
+    from conftest import run_python
+
+    result = run_python(
+        f"""
+        import torch, npusim
+        x = torch.arange(12.0).reshape(3, 4)
+        negative = torch.tensor([0, -1, 2])
+
+        def index_select():
+            try:
+                torch.index_select(x.to("npusim"), 1, negative.to("npusim")).cpu()
+            except (IndexError, RuntimeError):  # as on the CPU, which raises a RuntimeError here
+                return "raises"
+            return "no error"
+
+        def advanced_indexing():
+            return torch.equal(x.to("npusim")[:, negative.to("npusim")].cpu(), x[:, negative])
+
+        if {advanced_indexing_first}:
+            print(advanced_indexing(), index_select())
+        else:
+            print(index_select(), advanced_indexing())
+        """,
+        NPUSIM_FALLBACK="error",
+    )
+    assert result.returncode == 0, result.stderr
+    expected = "True raises" if advanced_indexing_first else "raises True"
+    assert result.stdout.split() == expected.split()

@@ -148,8 +148,7 @@ class AdamEmitter {
 Kernel emit_adam(const AdamSpec& spec, const config::ChipConfig& config) {
   Kernel kernel;
   kernel.name = spec.decoupled_weight_decay ? "adamw_f32" : "adam_f32";
-  kernel.assembly = AdamEmitter(spec, config).emit();
-  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  kernel.words = isa::assemble(AdamEmitter(spec, config).emit(), kernel.name + ".s");
   kernel.cores = config.chip_cores;
   return kernel;
 }

@@ -357,8 +357,7 @@ Kernel emit_attention(const AttentionSpec& spec, const config::ChipConfig& confi
   if (spec.type != isa::ElementType::F32 && spec.type != isa::ElementType::F16 && spec.type != isa::ElementType::BF16)
     throw std::invalid_argument(fmt::format("attention of {} elements", isa::type_name(spec.type)));
   kernel.name = fmt::format("attention_{}", isa::type_name(spec.type));
-  kernel.assembly = emitter.emit();
-  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  kernel.words = isa::assemble(emitter.emit(), kernel.name + ".s");
   kernel.cores = std::min<int64_t>(config.chip_cores, spec.heads * ceil_div(spec.q_len, emitter.block()));
   return kernel;
 }

@@ -87,8 +87,7 @@ Kernel emit_cumsum(const CumsumSpec& spec, const config::ChipConfig& config) {
 
   Kernel kernel;
   kernel.name = "cumsum_" + type;
-  kernel.assembly = w.text();
-  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  kernel.words = isa::assemble(w.text(), kernel.name + ".s");
   kernel.cores = cores;
   return kernel;
 }

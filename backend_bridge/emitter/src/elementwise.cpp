@@ -528,13 +528,12 @@ Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& c
       return *transpose;
   }
   if (empty) {
-    kernel.assembly = "; no elements\n    halt\n";
+    kernel.words = isa::assemble("    halt\n", kernel.name + ".s");
   } else {
     ElementwiseEmitter emitter(spec, config);
-    kernel.assembly = emitter.emit();
+    kernel.words = isa::assemble(emitter.emit(), kernel.name + ".s");
     kernel.cores = emitter.cores();
   }
-  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
   return kernel;
 }
 

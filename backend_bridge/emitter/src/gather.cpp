@@ -53,8 +53,7 @@ Kernel emit_gather(const GatherSpec& spec, const config::ChipConfig& config) {
   w.line("halt");
   Kernel kernel;
   kernel.name = "gather_rows";
-  kernel.assembly = w.text();
-  kernel.words = isa::assemble(kernel.assembly, "gather_rows.s");
+  kernel.words = isa::assemble(w.text(), "gather_rows.s");
   kernel.cores = std::min<int64_t>(spec.indices, config.chip_cores);
   return kernel;
 }

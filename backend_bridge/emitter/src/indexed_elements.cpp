@@ -155,8 +155,7 @@ Kernel emit_indexed_elements(const IndexedElementsSpec& spec, const config::Chip
   w.line("halt");
   Kernel kernel;
   kernel.name = fmt::format("{}_{}", move_name(spec.move), type);
-  kernel.assembly = w.text();
-  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  kernel.words = isa::assemble(w.text(), kernel.name + ".s");
   kernel.cores = std::min<int64_t>(units, config.chip_cores);
   return kernel;
 }

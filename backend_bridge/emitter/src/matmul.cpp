@@ -328,8 +328,7 @@ Kernel emit_matmul(const MatmulSpec& spec, const config::ChipConfig& config) {
     throw std::invalid_argument(fmt::format("matmul of {} operands; the kernel takes f32, f16 or bf16, or i8 into i32",
                                             isa::type_name(spec.type)));
   kernel.name = fmt::format("matmul_{}", isa::type_name(spec.type));
-  kernel.assembly = MatmulEmitter(spec, config).emit();
-  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  kernel.words = isa::assemble(MatmulEmitter(spec, config).emit(), kernel.name + ".s");
   kernel.cores = config.chip_cores;  // the block shares come from csrr ncores
   return kernel;
 }

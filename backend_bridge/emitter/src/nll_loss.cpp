@@ -161,8 +161,7 @@ class NllEmitter {
 Kernel assembled(const std::string& name, std::string assembly) {
   Kernel kernel;
   kernel.name = name;
-  kernel.assembly = std::move(assembly);
-  kernel.words = isa::assemble(kernel.assembly, name + ".s");
+  kernel.words = isa::assemble(std::move(assembly), name + ".s");
   return kernel;  // one core
 }
 

@@ -154,13 +154,12 @@ Kernel emit_random(const RandomSpec& spec, const config::ChipConfig& config) {
   Kernel kernel;
   kernel.name = fmt::format("{}_{}", op_name(spec.op), isa::type_name(spec.type));
   if (spec.elements == 0) {
-    kernel.assembly = "; no elements\n    halt\n";
+    kernel.words = isa::assemble("    halt\n", kernel.name + ".s");
   } else {
     RandomEmitter emitter(spec, config);
-    kernel.assembly = emitter.emit();
+    kernel.words = isa::assemble(emitter.emit(), kernel.name + ".s");
     kernel.cores = emitter.cores();
   }
-  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
   return kernel;
 }
 

@@ -273,8 +273,7 @@ Kernel emit_rows(const RowSpec& spec, const config::ChipConfig& config) {
   RowEmitter emitter(spec, config);
   Kernel kernel;
   kernel.name = name_of(spec.op);
-  kernel.assembly = emitter.emit();
-  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  kernel.words = isa::assemble(emitter.emit(), kernel.name + ".s");
   kernel.cores = emitter.cores();
   return kernel;
 }

@@ -58,8 +58,7 @@ Kernel emit_scatter_add_rows(const ScatterAddRowsSpec& spec, const config::ChipC
   w.line("halt");
   Kernel kernel;
   kernel.name = "scatter_add_rows_f32";
-  kernel.assembly = w.text();
-  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  kernel.words = isa::assemble(w.text(), kernel.name + ".s");
   return kernel;  // one core: repeated indices must accumulate in order
 }
 

@@ -91,8 +91,7 @@ class SgdEmitter {
 Kernel emit_sgd(const SgdSpec& spec, const config::ChipConfig& config) {
   Kernel kernel;
   kernel.name = "sgd_f32";
-  kernel.assembly = SgdEmitter(spec, config).emit();
-  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  kernel.words = isa::assemble(SgdEmitter(spec, config).emit(), kernel.name + ".s");
   kernel.cores = config.chip_cores;
   return kernel;
 }

@@ -195,9 +195,8 @@ std::optional<Kernel> emit_transpose_copy(const StridedCopy& copy, const config:
   TransposeCopyEmitter emitter(copy, a, b, config);
   Kernel kernel;
   kernel.name = "transpose";
-  kernel.assembly = emitter.emit();
+  kernel.words = isa::assemble(emitter.emit(), kernel.name + ".s");
   kernel.cores = emitter.cores();
-  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
   return kernel;
 }
 

@@ -70,8 +70,7 @@ Kernel emit_zero_triangle(const TriangleSpec& spec, const config::ChipConfig& co
   w.line("halt");
   Kernel kernel;
   kernel.name = spec.keep_lower ? "tril_zero" : "triu_zero";
-  kernel.assembly = w.text();
-  kernel.words = isa::assemble(kernel.assembly, kernel.name + ".s");
+  kernel.words = isa::assemble(w.text(), kernel.name + ".s");
   return kernel;
 }
 

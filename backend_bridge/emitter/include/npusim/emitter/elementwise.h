@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "npusim/config/chip_config.h"
+#include "npusim/emitter/kernel_builder.h"
 #include "npusim/isa/isa.h"
 
 namespace npusim::emitter {
@@ -137,20 +138,6 @@ struct ElementwiseSpec {
   // every element (all its strides 0): the kernel reads it where the argument block lies, so a host scalar needs no
   // copy to the device of its own.
   std::vector<bool> values_in_arguments;
-};
-
-struct Kernel {
-  std::string name;
-  std::string assembly;
-  std::vector<uint64_t> words;
-  int64_t cores = 1;  // launch it on cores 0 .. cores-1: the program shares its work among exactly these
-};
-
-// The emitter cannot express this case (too many dimensions after collapsing, a stride beyond the immediate field);
-// the caller takes another route.
-class Unsupported : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 // The kernel's argument block is the operands' base addresses (or values, see values_in_arguments), in operand order.

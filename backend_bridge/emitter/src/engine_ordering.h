@@ -1,0 +1,71 @@
+// Derives the order the DMA, vector and matrix engines must keep from the tiles each instruction reads and writes.
+//
+// The engines run their queues concurrently, so an instruction of engine E that touches a tile another engine F has
+// a pending conflicting access to (either of them writing) must wait for F. The tracker keeps, per tile, the accesses
+// that may still be in flight and which engines are known to be ordered after each. When an access conflicts, it
+// asks for a sync "E waits for everything F was given so far" (the builder emits sem.post on F and sem.wait on E);
+// a sync orders every earlier access of F, on every tile, before E's later instructions.
+//
+// Control flow: at a forward branch the state is saved for its target, where states merge (an access is pending if
+// it is on any path; an engine is ordered after it only if it is on every path). At a backward branch (a loop's back
+// edge) the body logged since its target was bound must be able to run again. Its accesses that the body itself
+// orders after an earlier access of the same tile in the body (a write, or for a read any access, or a fence) are
+// safe whatever the state at the branch; the others, the body's exposed accesses, get a sync before the branch for
+// every conflict they have with the state there.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "npusim/emitter/kernel_builder.h"
+
+namespace npusim::emitter {
+
+class EngineOrdering {
+ public:
+  struct Sync {
+    Engine from, to;  // `to` waits until `from` has finished everything queued before
+  };
+  struct Access {
+    Engine engine;
+    bool write;
+    uint8_t ordered_after;  // engines whose later instructions are known to follow this access
+    int64_t serial;         // its position in the log
+  };
+  using State = std::map<int, std::vector<Access>>;  // per tile id
+
+  // Records an access by `engine` to `tile`; returns the syncs to emit before it (already applied).
+  std::vector<Sync> access(int tile, Engine engine, bool write);
+  // A fence: every engine has finished.
+  void fence();
+
+  const State& state() const { return state_; }
+  // The state after a label that `incoming` states branch to; `falls_through` when the code before it reaches it.
+  void join(const std::vector<State>& incoming, bool falls_through);
+
+  size_t log_position() const { return log_.size(); }
+  // Syncs before a branch back to the code logged since `position`.
+  std::vector<Sync> loop_back(size_t position);
+
+ private:
+  struct Logged {
+    int tile;
+    Engine engine;
+    bool write;
+    int64_t covered_since;  // the latest serial of an access (or fence) this one is ordered after, as above; or -1
+  };
+  // Per tile, the latest serials of accesses that every engine is ordered after (they leave the state).
+  struct Retired {
+    int64_t write = -1, any = -1;
+  };
+  std::vector<Sync> conflicts(int tile, Engine engine, bool write) const;
+  void apply(const Sync& sync);
+
+  State state_;
+  std::vector<Logged> log_;
+  std::map<int, Retired> retired_;
+  int64_t last_fence_ = -1;
+};
+
+}  // namespace npusim::emitter
