@@ -1,79 +1,40 @@
-// Elementwise kernels: order and collapse dimensions, nest scalar loops over the outer ones, tile the innermost one
-// (elements, whole rows, or whole planes or cubes of the two or three innermost).
+// Elementwise kernels, built as a pointwise loop: order and collapse dimensions, nest scalar loops over the outer
+// ones, tile the innermost one (elements, whole rows, or whole planes or cubes of the two or three innermost), and run
+// the op's steps over each tile. Each of the kernel's cores (Kernel::cores, which the launch must match) takes its
+// share of the tiles. The builder orders the engines: a tile's loads before its steps, its steps before its store.
 //
-// Register use: r1 argument block, r2..r5 operand pointers (one per operand), r6..r9 outer loop counters,
-// r10 tile index, r11 elements in the current tile, r12 scratch, r13/r14 row length and rows of a 2-D tile,
-// r15 core id, r16..r18 scratchpad buffers (the third for a third input or for scratch), r19 a fourth (scratch),
-// r20..r23 saved operand pointers, r24 a row stride for dma.dim, r25..r31 addresses of the scratchpad constants the op
-// uses (one f32 each, after the buffers). Operands may have different element sizes (where's bool condition); every
-// buffer holds a tile of the widest, f32 for ops computing in f32, whose f16 and bf16 operands pass through staging
-// tiles after the constants. Each of the kernel's cores (Kernel::cores, which the launch must match) takes its share of
-// the tiles.
+// Operands may have different element sizes (where's bool condition); every tile holds a tile of the widest, f32 for
+// ops computing in f32, whose f16 and bf16 operands pass through staging tiles of their own.
 #include "npusim/emitter/elementwise.h"
 
 #include <fmt/format.h>
-
-#include <fmt/args.h>
 #include <fmt/ranges.h>
+
 #include <algorithm>
 #include <bit>
 #include <numeric>
+#include <optional>
 
 #include "elementwise_table.h"
-#include "npusim/emitter/assembly_writer.h"
 #include "npusim/emitter/transpose_copy.h"
-#include "npusim/isa/assembler.h"
 
 namespace npusim::emitter {
 namespace {
 
-constexpr int kFirstPointer = 2;
-constexpr int kFirstOuterCounter = 6;
 constexpr int kMaxOuterDims = 4;
-constexpr int kTileCounter = 10;
-constexpr int kTileElements = 11;
-constexpr int kScratch = 12;
-constexpr int kRowLength = 13;
-constexpr int kTileRows = 14;
-constexpr int kCore = 15;
-constexpr int kBufferA = 16;
-constexpr int kBufferB = 17;
-constexpr int kBufferC = 18;
-constexpr int kBufferD = 19;
-constexpr int kFirstSavedPointer = 20;
-
-constexpr int kRowStride = 24;  // a broadcast row operand's row stride, for dma.dim
-
-constexpr int kFirstConstant = 25;
-
-constexpr int kMaxConstants = 32 - kFirstConstant;  // each constant's address takes a register, r25 upward
-constexpr int kParameters = 3;                      // {p0}, {p1}, {p2}: ElementwiseSpec::parameters
-using elementwise_table::Constant;
 using elementwise_table::definition;
 using elementwise_table::OpDefinition;
+using elementwise_table::Step;
+using elementwise_table::Value;
+using isa::ElementType;
 
 int operand_count(ElementwiseOp op) { return 1 + definition(op).inputs; }
 
-bool uses(ElementwiseOp op, std::string_view name) {
-  for (const char* step : definition(op).steps)
-    if (std::string_view(step).find(fmt::format("{{{}}}", name)) != std::string_view::npos) return true;
-  return false;
+bool uses(const std::vector<Step>& steps, Value value) {
+  return std::any_of(steps.begin(), steps.end(), [&](const Step& step) {
+    return step.destination == value || step.first == value || step.second == value;
+  });
 }
-// The constants the op's steps name, the spec's parameters among them, in the order their registers take.
-std::vector<Constant> constants_of(const ElementwiseSpec& spec) {
-  std::vector<Constant> used;
-  for (const Constant& constant : elementwise_table::constants())
-    if (uses(spec.op, constant.name)) used.push_back(constant);
-  for (int k = 0; k < kParameters; ++k)
-    if (const std::string name = fmt::format("p{}", k); uses(spec.op, name))
-      used.push_back({name, std::bit_cast<uint32_t>(spec.parameters[k])});
-  if (static_cast<int>(used.size()) > kMaxConstants)
-    throw std::logic_error(fmt::format("{} names more than {} constants", definition(spec.op).name, kMaxConstants));
-  return used;
-}
-// Scratchpad tiles: the copy's one, the inputs' two, a third for a third input or the scratch tile {c}, and a
-// fourth for the scratch tile {d}.
-int buffer_count(ElementwiseOp op) { return op == ElementwiseOp::Copy ? 1 : uses(op, "d") ? 4 : uses(op, "c") ? 3 : 2; }
 
 // Whether the op computes in f32 (so its 4-byte operands may hold f16 or bf16, see ElementwiseSpec::float_types):
 // all but the copy, the conversion, the byte-moving where and integer arithmetic.
@@ -118,10 +79,10 @@ bool computes_in_f32(ElementwiseOp op) {
 }
 
 // The type operand k holds in memory when it is a float operand held narrower than f32; F32 otherwise.
-isa::ElementType narrow_type(const ElementwiseSpec& spec, size_t k) {
+ElementType narrow_type(const ElementwiseSpec& spec, size_t k) {
   const OpDefinition& op = definition(spec.op);
   const int defined_bytes = k == 0 || k > op.input_bytes.size() ? op.element_bytes : op.input_bytes[k - 1];
-  if (!computes_in_f32(spec.op) || defined_bytes != 4 || k >= spec.float_types.size()) return isa::ElementType::F32;
+  if (!computes_in_f32(spec.op) || defined_bytes != 4 || k >= spec.float_types.size()) return ElementType::F32;
   return spec.float_types[k];
 }
 
@@ -135,8 +96,7 @@ std::vector<int> operand_bytes(const ElementwiseSpec& spec) {
     bytes[1] = static_cast<int>(isa::element_bytes(spec.convert_from));
   }
   for (size_t k = 0; k < bytes.size(); ++k)
-    if (narrow_type(spec, k) != isa::ElementType::F32)
-      bytes[k] = static_cast<int>(isa::element_bytes(narrow_type(spec, k)));
+    if (narrow_type(spec, k) != ElementType::F32) bytes[k] = static_cast<int>(isa::element_bytes(narrow_type(spec, k)));
   return bytes;
 }
 
@@ -177,31 +137,47 @@ ElementwiseSpec collapse(const ElementwiseSpec& spec) {
 enum class TileShape { Elements, Rows, Planes, Cubes };
 bool moved_in_4d(TileShape shape) { return shape == TileShape::Planes || shape == TileShape::Cubes; }
 
-class ElementwiseEmitter {
+isa::Opcode dma_opcode(bool load, int element_bytes, TileShape shape, bool two_dimensional) {
+  using enum isa::Opcode;
+  const int size = std::countr_zero(static_cast<unsigned>(element_bytes));  // 0..3 for 1..8 bytes
+  if (moved_in_4d(shape)) {
+    static constexpr isa::Opcode load4[] = {DmaLoad4d8, DmaLoad4d16, DmaLoad4d32, DmaLoad4d64};
+    static constexpr isa::Opcode store4[] = {DmaStore4d8, DmaStore4d16, DmaStore4d32, DmaStore4d64};
+    return load ? load4[size] : store4[size];
+  }
+  if (two_dimensional) {
+    static constexpr isa::Opcode load2[] = {DmaLoad2d8, DmaLoad2d16, DmaLoad2d32, DmaLoad2d64};
+    static constexpr isa::Opcode store2[] = {DmaStore2d8, DmaStore2d16, DmaStore2d32, DmaStore2d64};
+    return load ? load2[size] : store2[size];
+  }
+  static constexpr isa::Opcode load1[] = {DmaLoad8, DmaLoad16, DmaLoad32, DmaLoad64};
+  static constexpr isa::Opcode store1[] = {DmaStore8, DmaStore16, DmaStore32, DmaStore64};
+  return load ? load1[size] : store1[size];
+}
+
+class ElementwiseKernel {
  public:
-  ElementwiseEmitter(const ElementwiseSpec& spec, const config::ChipConfig& config)
+  ElementwiseKernel(const ElementwiseSpec& spec, const config::ChipConfig& config, std::string name)
       : spec_(collapse(spec)),
         operands_(operand_count(spec.op)),
         bytes_(operand_bytes(spec)),
-        constants_(constants_of(spec)) {
-    // Buffers hold f32 for narrow operands, which arrive in (and leave from) staging tiles after the constants.
+        steps_(elementwise_table::steps(spec.op, spec.convert_to, spec.convert_from)),
+        b_(std::move(name), config) {
+    for (Value value = Value::P0; value <= Value::kByteOne; value = static_cast<Value>(static_cast<int>(value) + 1))
+      if (uses(steps_, value)) scalars_.push_back(value);
+    // Tiles hold f32 for narrow operands, which arrive in (and leave from) staging tiles of their own.
     widest_ = *std::max_element(bytes_.begin(), bytes_.end());
     int64_t staging_bytes_per_element = 0;
     for (int k = 0; k < operands_; ++k)
-      if (narrow_type(spec_, k) != isa::ElementType::F32) {
+      if (narrow(k)) {
         widest_ = std::max(widest_, 4);
         staging_bytes_per_element += bytes_[k];
       }
-    const int buffers = buffer_count(spec_.op);
-    const int64_t constant_bytes = static_cast<int64_t>(constants_.size()) * 4;
-    const int64_t elements = (static_cast<int64_t>(config.scratchpad_bytes()) - constant_bytes) /
-                             (buffers * widest_ + staging_bytes_per_element);
+    const int tiles = tile_count();
+    // Tiles of a multiple of 64 elements keep to the allocator's 64-byte alignment; the scalars take 64 bytes.
+    const int64_t usable = static_cast<int64_t>(config.scratchpad_bytes()) - (scalars_.empty() ? 0 : 64);
+    const int64_t elements = usable / (tiles * widest_ + staging_bytes_per_element);
     tile_elements_ = std::max<int64_t>(1, elements / 64 * 64);
-    int64_t staging = buffers * tile_elements_ * widest_ + constant_bytes;
-    for (int k = 0; k < operands_; ++k) {
-      staging_.push_back(staging);
-      if (narrow_type(spec_, k) != isa::ElementType::F32) staging += tile_elements_ * bytes_[k];
-    }
     // More cores than tiles would only add idle cores to the launch.
     int64_t total = 1;
     for (int64_t size : spec_.sizes) total *= size;
@@ -215,69 +191,66 @@ class ElementwiseEmitter {
           throw Unsupported(fmt::format("stride of {} bytes does not fit a DMA immediate", stride));
   }
 
-  int64_t cores() const { return cores_; }
-
-  std::string emit() {
-    writer_.comment(fmt::format("{}: sizes [{}], byte strides {}", op_name(spec_.op), fmt::join(spec_.sizes, ", "),
-                                fmt::join(spec_.strides, " ")));
+  Kernel build() {
+    b_.describe(fmt::format("{}: sizes [{}], byte strides {}", op_name(spec_.op), fmt::join(spec_.sizes, ", "),
+                            fmt::join(spec_.strides, " ")));
+    for (int k = 0; k < tile_count(); ++k)
+      tiles_.push_back(b_.tile(Space::Scratchpad, tile_elements_ * widest_, fmt::format("{}", "ABCD"[k])));
+    for (int k = 0; k < operands_; ++k)
+      staging_.push_back(narrow(k) ? std::optional(b_.tile(Space::Scratchpad, tile_elements_ * bytes_[k],
+                                                           fmt::format("staging {}", k)))
+                                   : std::nullopt);
+    if (!scalars_.empty()) {
+      scalar_tile_ = b_.tile(Space::Scratchpad, 4 * static_cast<int64_t>(scalars_.size()), "scalars");
+      fill_scalars();
+    }
     for (int k = 0; k < operands_; ++k) {
+      pointers_.push_back(b_.reg(fmt::format("operand {}", k)));
       const bool value = static_cast<size_t>(k) < spec_.values_in_arguments.size() && spec_.values_in_arguments[k];
       if (value)  // the operand's "tensor" is its entry of the argument block
-        writer_.line("addi r{}, r1, {}", kFirstPointer + k, 8 * k);
+        b_.Addi(pointers_[k], kArgumentBlock, 8 * k);
       else
-        writer_.line("ld r{}, {}(r1)", kFirstPointer + k, 8 * k);
+        b_.Ld(pointers_[k], kArgumentBlock, 8 * k);
     }
-    writer_.line("li r{}, 0", kBufferA);
-    writer_.line("li r{}, {}", kBufferB, tile_elements_ * widest_);
-    if (buffer_count(spec_.op) >= 3) writer_.line("li r{}, {}", kBufferC, 2 * tile_elements_ * widest_);
-    if (buffer_count(spec_.op) >= 4) writer_.line("li r{}, {}", kBufferD, 3 * tile_elements_ * widest_);
-    if (!constants_.empty()) emit_constants();
     emit_dimension(0);
-    writer_.line("halt");
-    return writer_.text();
+    b_.Halt();
+    return b_.finish(cores_);
   }
 
  private:
   int last_dim() const { return static_cast<int>(spec_.sizes.size()) - 1; }
+  bool narrow(int operand) const { return narrow_type(spec_, operand) != ElementType::F32; }
+  // The copy's one tile, the inputs' (two at least), and the scratch tiles C and D where the steps use them.
+  int tile_count() const {
+    if (spec_.op == ElementwiseOp::Copy) return 1;
+    if (uses(steps_, Value::D)) return 4;
+    if (uses(steps_, Value::C) || operands_ > 3) return 3;
+    return 2;
+  }
 
-  // The constants sit after the buffers; the vector engine fills them before any tile reaches it (one queue).
-  void emit_constants() {
-    writer_.line("li r{}, 1", kScratch);
-    for (size_t k = 0; k < constants_.size(); ++k) {
-      const int reg = kFirstConstant + static_cast<int>(k);
-      writer_.load_constant(reg, buffer_count(spec_.op) * tile_elements_ * widest_ + 4 * static_cast<int64_t>(k));
+  // The scalars sit in a tile of their own; the vector engine fills them before any step reads them (one queue).
+  void fill_scalars() {
+    Reg count = b_.reg("one"), address = b_.reg("scalar");
+    b_.li(count, 1);
+    for (size_t k = 0; k < scalars_.size(); ++k) {
+      const Value value = scalars_[k];
+      const uint32_t bits =
+          elementwise_table::is_parameter(value)
+              ? std::bit_cast<uint32_t>(spec_.parameters[static_cast<int>(value) - static_cast<int>(Value::P0)])
+              : elementwise_table::constant_bits(value);
+      b_.point(address, *scalar_tile_, 4 * static_cast<int64_t>(k));
       // The immediate is signed: a pattern with the top bit set is written as the negative number with its bits.
-      writer_.line("vfill.f32 r{}, r{}, {}", reg, kScratch, static_cast<int32_t>(constants_[k].bits));
+      b_.Vfill(ElementType::F32, address, count, static_cast<int32_t>(bits));
     }
   }
 
-  void emit_compute() {
-    const std::string a = fmt::format("r{}", kBufferA), b = fmt::format("r{}", kBufferB),
-                      c = fmt::format("r{}", kBufferC), d = fmt::format("r{}", kBufferD),
-                      n = fmt::format("r{}", kTileElements);
-    std::vector<std::string> constants;
-    for (size_t k = 0; k < constants_.size(); ++k) constants.push_back(fmt::format("r{}", kFirstConstant + k));
-    fmt::dynamic_format_arg_store<fmt::format_context> names;
-    names.push_back(fmt::arg("a", a));
-    names.push_back(fmt::arg("b", b));
-    names.push_back(fmt::arg("c", c));
-    names.push_back(fmt::arg("d", d));
-    names.push_back(fmt::arg("n", n));
-    const std::string to(isa::type_name(spec_.convert_to)), from(isa::type_name(spec_.convert_from));
-    names.push_back(fmt::arg("to", to));
-    names.push_back(fmt::arg("from", from));
-    for (size_t k = 0; k < constants_.size(); ++k) names.push_back(fmt::arg(constants_[k].name.c_str(), constants[k]));
-    for (const char* step : definition(spec_.op).steps) writer_.line("{}", fmt::vformat(step, names));
-  }
-
   void advance_pointers(int dim, int64_t times) {
-    for (int k = 0; k < operands_; ++k)
-      writer_.add_constant(kFirstPointer + k, spec_.strides[k][dim] * times, kScratch);
+    for (int k = 0; k < operands_; ++k) b_.add_constant(pointers_[k], spec_.strides[k][dim] * times);
   }
 
   void emit_dimension(int dim) {
     if (dim == last_dim()) {
-      emit_innermost();
+      emit_tiles(last_dim(), tile_elements_, TileShape::Elements);
       return;
     }
     if (dim == last_dim() - 3 && blocks_fit_in_tiles(3)) {
@@ -292,18 +265,16 @@ class ElementwiseEmitter {
       emit_row_tiles(dim);
       return;
     }
-    const int counter = kFirstOuterCounter + dim;
-    const std::string loop = writer_.new_label(fmt::format("dim{}", dim));
-    writer_.load_constant(counter, spec_.sizes[dim]);
-    writer_.label(loop);
+    Reg counter = b_.reg(fmt::format("dimension {} counter", dim));
+    const Label loop = b_.label();
+    b_.li(counter, spec_.sizes[dim]);
+    b_.bind(loop);
     emit_dimension(dim + 1);
     advance_pointers(dim, 1);
-    writer_.line("addi r{0}, r{0}, -1", counter);
-    writer_.line("bne r{}, r0, {}", counter, loop);
+    b_.Addi(counter, counter, -1);
+    b_.Bne(counter, kZero, loop);
     advance_pointers(dim, -spec_.sizes[dim]);
   }
-
-  void emit_innermost() { emit_tiles(last_dim(), tile_elements_, TileShape::Elements); }
 
   // Whole rows of the innermost dimension fit a tile several times, and every operand's rows are contiguous or
   // one element repeated: tiles of several rows, each moved by one 2-D DMA (a zero row stride repeats a broadcast
@@ -329,39 +300,32 @@ class ElementwiseEmitter {
   }
 
   void emit_block_tiles(int dim, TileShape shape) {
-    writer_.load_constant(kRowLength, spec_.sizes[last_dim()]);
     if (shape == TileShape::Planes) {  // 4-D loads of planes leave dimension 3 at one
-      writer_.line("li r{}, 1", kRowStride);
-      writer_.line("dma.dim 3, r{}, r0", kRowStride);
+      Reg one = b_.reg("one");
+      b_.li(one, 1);
+      b_.DmaDim(3, one, kZero);
     }
     emit_tiles(dim, tile_elements_ / block_elements(dim), shape);
   }
 
-  // The 4-D DMA shape of operand k's tile: dimension 1 the rows of a plane, then the tile's planes (kTileRows of
-  // them); or the rows of a plane, the planes of a cube, and the tile's cubes.
-  void set_block_shape(int operand, TileShape shape) {
-    const std::vector<int64_t>& strides = spec_.strides[operand];
-    const int outer = shape == TileShape::Cubes ? 3 : 2;
-    for (int inner = 1; inner < outer; ++inner) {
-      writer_.load_constant(kScratch, spec_.sizes[last_dim() - inner]);
-      writer_.load_constant(kRowStride, strides[last_dim() - inner]);
-      writer_.line("dma.dim {}, r{}, r{}", inner, kScratch, kRowStride);
-    }
-    writer_.load_constant(kRowStride, strides[last_dim() - outer]);
-    writer_.line("dma.dim {}, r{}, r{}", outer, kTileRows, kRowStride);
-  }
-
   void emit_row_tiles(int dim) {
-    writer_.load_constant(kRowLength, spec_.sizes[last_dim()]);
     for (int k = 0; k < operands_; ++k)
       if (repeats_within_rows(k)) {  // 4-D loads use dimension 1 only
-        writer_.line("li r{}, 1", kRowStride);
-        writer_.line("dma.dim 2, r{}, r0", kRowStride);
-        writer_.line("dma.dim 3, r{}, r0", kRowStride);
+        Reg one = b_.reg("one");
+        b_.li(one, 1);
+        b_.DmaDim(2, one, kZero);
+        b_.DmaDim(3, one, kZero);
         break;
       }
     emit_tiles(dim, tile_elements_ / spec_.sizes[last_dim()], TileShape::Rows);
   }
+
+  // What one tile's moves need besides the operand pointers.
+  struct TileSize {
+    R elements;    // in the tile
+    R rows;        // of a row, plane or cube tile
+    R row_length;  // the innermost dimension's size
+  };
 
   // The tiles along `dim`, `per_tile` units each (elements, or rows of the innermost dimension), shared among the
   // cores: core c takes tiles c, c + n, c + 2n, ... and the partial last tile goes to core (full tiles mod n).
@@ -369,115 +333,158 @@ class ElementwiseEmitter {
   void emit_tiles(int dim, int64_t per_tile, TileShape shape) {
     const int64_t full_tiles = spec_.sizes[dim] / per_tile, remainder = spec_.sizes[dim] % per_tile;
     const int64_t unit_elements = block_elements(dim);  // an element, a row, a plane or a cube
+    Reg elements = b_.reg("tile elements"), rows = b_.reg("tile rows"), row_length = b_.reg("row length");
+    Reg core = b_.reg("core"), scratch = b_.reg("scratch");
+    if (shape != TileShape::Elements) b_.li(row_length, spec_.sizes[last_dim()]);
+    const TileSize size{elements, rows, row_length};
     const auto set_tile_size = [&](int64_t units) {
-      if (shape != TileShape::Elements) writer_.load_constant(kTileRows, units);
-      writer_.load_constant(kTileElements, units * unit_elements);
+      if (shape != TileShape::Elements) b_.li(rows, units);
+      b_.li(elements, units * unit_elements);
     };
-    for (int k = 0; k < operands_; ++k) writer_.line("addi r{}, r{}, 0", kFirstSavedPointer + k, kFirstPointer + k);
-    writer_.line("csrr r{}, coreid", kCore);
+    std::vector<Reg> saved;
+    for (int k = 0; k < operands_; ++k) {
+      saved.push_back(b_.reg(fmt::format("saved operand {}", k)));
+      b_.move(saved[k], pointers_[k]);
+    }
+    b_.Csrr(core, isa::Csr::CoreId);
     if (full_tiles > 0) {
-      const std::string loop = writer_.new_label("tiles"), done = writer_.new_label("tiles_done");
-      writer_.load_constant(kScratch, full_tiles);
-      writer_.line("bgeu r{}, r{}, {}", kCore, kScratch, done);
+      Reg tile = b_.reg("tile");
+      const Label loop = b_.label(), done = b_.label();
+      b_.li(scratch, full_tiles);
+      b_.Bgeu(core, scratch, done);
       for (int k = 0; k < operands_; ++k) {  // to this core's first tile
-        writer_.load_constant(kScratch, spec_.strides[k][dim] * per_tile);
-        writer_.line("mul r{0}, r{0}, r{1}", kScratch, kCore);
-        writer_.line("add r{0}, r{0}, r{1}", kFirstPointer + k, kScratch);
+        b_.li(scratch, spec_.strides[k][dim] * per_tile);
+        b_.Mul(scratch, scratch, core);
+        b_.Add(pointers_[k], pointers_[k], scratch);
       }
-      writer_.line("addi r{}, r{}, 0", kTileCounter, kCore);
+      b_.move(tile, core);
       set_tile_size(per_tile);
-      writer_.label(loop);
-      emit_tile(dim, shape);
+      b_.bind(loop);
+      emit_tile(dim, shape, size);
       advance_pointers(dim, per_tile * cores_);
-      writer_.line("addi r{0}, r{0}, {1}", kTileCounter, cores_);
-      writer_.load_constant(kScratch, full_tiles);
-      writer_.line("bltu r{}, r{}, {}", kTileCounter, kScratch, loop);
-      writer_.label(done);
+      b_.Addi(tile, tile, cores_);
+      b_.li(scratch, full_tiles);
+      b_.Bltu(tile, scratch, loop);
+      b_.bind(done);
     }
     if (remainder > 0) {
-      const std::string skip = writer_.new_label("remainder_done");
-      writer_.load_constant(kScratch, full_tiles % cores_);
-      writer_.line("bne r{}, r{}, {}", kCore, kScratch, skip);
-      restore_pointers();
+      const Label skip = b_.label();
+      b_.li(scratch, full_tiles % cores_);
+      b_.Bne(core, scratch, skip);
+      restore_pointers(saved);
       advance_pointers(dim, full_tiles * per_tile);
       set_tile_size(remainder);
-      emit_tile(dim, shape);
-      writer_.label(skip);
+      emit_tile(dim, shape, size);
+      b_.bind(skip);
     }
-    restore_pointers();
+    restore_pointers(saved);
   }
 
-  void restore_pointers() {
-    for (int k = 0; k < operands_; ++k) writer_.line("addi r{}, r{}, 0", kFirstPointer + k, kFirstSavedPointer + k);
+  void restore_pointers(const std::vector<Reg>& saved) {
+    for (int k = 0; k < operands_; ++k) b_.move(pointers_[k], saved[k]);
   }
 
-  // Moves one operand's tile: 1-D along `dim`, 2-D with rows along `dim` (kTileRows rows of kRowLength), or
-  // planes or cubes along `dim` (by 4-D DMA, its shape set by set_block_shape).
-  void move(bool load, int operand, int buffer, int dim, TileShape shape) {
-    const int bits = bytes_[operand] * 8;
-    const int pointer = kFirstPointer + operand;
+  // The 4-D DMA shape of operand k's tile: dimension 1 the rows of a plane, then the tile's planes; or the rows of a
+  // plane, the planes of a cube, and the tile's cubes.
+  void set_block_shape(int operand, TileShape shape, const TileSize& size) {
+    const std::vector<int64_t>& strides = spec_.strides[operand];
+    const int outer = shape == TileShape::Cubes ? 3 : 2;
+    Reg count = b_.reg("dma count"), stride = b_.reg("dma stride");
+    for (int inner = 1; inner < outer; ++inner) {
+      b_.li(count, spec_.sizes[last_dim() - inner]);
+      b_.li(stride, strides[last_dim() - inner]);
+      b_.DmaDim(inner, count, stride);
+    }
+    b_.li(stride, strides[last_dim() - outer]);
+    b_.DmaDim(outer, size.rows, stride);
+  }
+
+  // Moves one operand's tile: 1-D along `dim`, 2-D with rows along `dim`, or planes or cubes along `dim` (by 4-D DMA,
+  // its shape set by set_block_shape).
+  void move(bool load, int operand, R buffer, int dim, TileShape shape, const TileSize& size) {
+    const R pointer = pointers_[operand];
     const int64_t stride = spec_.strides[operand][dim];
     const bool rows = shape == TileShape::Rows;
-    if (moved_in_4d(shape))
-      writer_.line("dma.{}4.b{} r{}, r{}, r{}, {}", load ? "ld" : "st", bits, load ? buffer : pointer,
-                   load ? pointer : buffer, kRowLength, spec_.strides[operand][last_dim()]);
-    else if (rows && load && repeats_within_rows(operand)) {
-      writer_.load_constant(kRowStride, stride);
-      writer_.line("dma.dim 1, r{}, r{}", kTileRows, kRowStride);
-      writer_.line("dma.ld4.b{} r{}, r{}, r{}, 0", bits, buffer, pointer, kRowLength);
-    } else if (rows && load)
-      writer_.line("dma.ld2.b{} r{}, r{}, r{}, r{}, {}", bits, buffer, pointer, kRowLength, kTileRows, stride);
-    else if (rows)
-      writer_.line("dma.st2.b{} r{}, r{}, r{}, r{}, {}", bits, pointer, buffer, kRowLength, kTileRows, stride);
-    else if (load)
-      writer_.line("dma.ld.b{} r{}, r{}, r{}, {}", bits, buffer, pointer, kTileElements, stride);
-    else
-      writer_.line("dma.st.b{} r{}, r{}, r{}, {}", bits, pointer, buffer, kTileElements, stride);
+    const R spad_first = load ? buffer : pointer, dram_first = load ? pointer : buffer;
+    if (moved_in_4d(shape)) {
+      set_block_shape(operand, shape, size);
+      b_.emit(dma_opcode(load, bytes_[operand], shape, false),
+              {spad_first, dram_first, size.row_length, spec_.strides[operand][last_dim()]});
+    } else if (rows && load && repeats_within_rows(operand)) {
+      Reg row_stride = b_.reg("row stride");
+      b_.li(row_stride, stride);
+      b_.DmaDim(1, size.rows, row_stride);
+      b_.emit(dma_opcode(true, bytes_[operand], TileShape::Planes, false), {buffer, pointer, size.row_length, 0});
+    } else if (rows) {
+      b_.emit(dma_opcode(load, bytes_[operand], shape, true),
+              {spad_first, dram_first, size.row_length, size.rows, stride});
+    } else {
+      b_.emit(dma_opcode(load, bytes_[operand], shape, false), {spad_first, dram_first, size.elements, stride});
+    }
   }
 
-  bool narrow(int operand) const { return narrow_type(spec_, operand) != isa::ElementType::F32; }
-  std::string_view narrow_name(int operand) const { return isa::type_name(narrow_type(spec_, operand)); }
-
-  // One tile: load the inputs (narrow ones into their staging tiles, then widened), compute, store (a narrow result
-  // rounded into its staging tile first); fences order the engines because each step reads the previous one's
-  // scratchpad results.
-  void emit_tile(int dim, TileShape shape) {
-    const int buffers[] = {kBufferA, kBufferB, kBufferC};
+  // One tile: load the inputs (narrow ones into their staging tiles, then widened), run the steps, store (a narrow
+  // result rounded into its staging tile first).
+  void emit_tile(int dim, TileShape shape, const TileSize& size) {
+    std::vector<Reg> tile_registers;
+    for (int k = 0; k < tile_count(); ++k) {
+      tile_registers.push_back(b_.reg(fmt::format("tile {}", "ABCD"[k])));
+      b_.point(tile_registers[k], tiles_[k]);
+    }
+    Reg staging = b_.reg("staging");
     for (int input = 1; input < operands_; ++input) {
-      if (moved_in_4d(shape)) set_block_shape(input, shape);
-      if (narrow(input)) writer_.load_constant(kScratch, staging_[input]);
-      move(true, input, narrow(input) ? kScratch : buffers[input - 1], dim, shape);
+      // Input k goes to tile k - 1 (a copy's one input to its one tile).
+      const R destination = tile_registers[input - 1];
+      if (narrow(input)) b_.point(staging, *staging_[input]);
+      move(true, input, narrow(input) ? R(staging) : destination, dim, shape, size);
+      if (narrow(input)) b_.Vcvt(ElementType::F32, narrow_type(spec_, input), destination, staging, size.elements);
     }
-    if (!definition(spec_.op).steps.empty()) {
-      writer_.line("fence");
-      for (int input = 1; input < operands_; ++input)
-        if (narrow(input)) {
-          writer_.load_constant(kScratch, staging_[input]);
-          writer_.line("vcvt.f32.{} r{}, r{}, r{}", narrow_name(input), buffers[input - 1], kScratch, kTileElements);
-        }
-      emit_compute();
-    }
-    int result = kBufferA;
-    if (moved_in_4d(shape)) set_block_shape(0, shape);
+    run_steps(tile_registers, size.elements);
+    R result = tile_registers[0];
     if (narrow(0)) {
-      writer_.load_constant(kScratch, staging_[0]);
-      writer_.line("vcvt.{}.f32 r{}, r{}, r{}", narrow_name(0), kScratch, kBufferA, kTileElements);
-      result = kScratch;
+      b_.point(staging, *staging_[0]);
+      b_.Vcvt(narrow_type(spec_, 0), ElementType::F32, staging, tile_registers[0], size.elements);
+      result = staging;
     }
-    writer_.line("fence");
-    move(false, 0, result, dim, shape);
-    writer_.line("fence");
+    move(false, 0, result, dim, shape, size);
+  }
+
+  void run_steps(const std::vector<Reg>& tile_registers, R elements) {
+    Reg scalar = b_.reg("scalar");
+    const auto operand = [&](Value value) -> R {
+      if (elementwise_table::is_tile(value))
+        return tile_registers[static_cast<int>(value) - static_cast<int>(Value::A)];
+      const auto index = std::find(scalars_.begin(), scalars_.end(), value) - scalars_.begin();
+      b_.point(scalar, *scalar_tile_, 4 * index);
+      return scalar;
+    };
+    for (const Step& step : steps_) {
+      const R destination = operand(step.destination), first = operand(step.first);
+      if (step.opcode == isa::Opcode::Vcvt) {
+        b_.Vcvt(step.type, step.source, destination, first, elements);
+      } else if (step.second == Value::None) {
+        b_.emit(step.opcode, {step.type, destination, first, elements});
+      } else {
+        const R second = operand(step.second);
+        const int64_t broadcast = elementwise_table::is_scalar(step.second) ? 1 : 0;
+        b_.emit(step.opcode, {step.type, destination, first, second, elements, broadcast});
+      }
+    }
   }
 
   ElementwiseSpec spec_;
   int operands_;
   std::vector<int> bytes_;  // per operand, output first
-  std::vector<Constant> constants_;
-  std::vector<int64_t> staging_;  // per operand, the scratchpad address of its staging tile (narrow operands)
+  std::vector<Step> steps_;
+  std::vector<Value> scalars_;  // the parameters and constants the steps name, in the scalar tile's order
   int widest_ = 4;
   int64_t cores_ = 1;
   int64_t tile_elements_ = 0;
-  AssemblyWriter writer_;
+  KernelBuilder b_;
+  std::vector<Tile> tiles_;
+  std::vector<std::optional<Tile>> staging_;  // per operand, for narrow operands
+  std::optional<Tile> scalar_tile_;
+  std::vector<Reg> pointers_;
 };
 
 }  // namespace
@@ -505,19 +512,17 @@ Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& c
         (k == 0 || std::any_of(spec.strides[k].begin(), spec.strides[k].end(), [](int64_t s) { return s != 0; })))
       throw std::invalid_argument(
           fmt::format("operand {} of {} cannot be a value in the argument block", k, op_name(spec.op)));
-  for (isa::ElementType type : spec.float_types)
+  for (ElementType type : spec.float_types)
     if (!isa::is_float(type))
       throw std::invalid_argument(
           fmt::format("{} holds float operands as f32, f16 or bf16, not {}", op_name(spec.op), isa::type_name(type)));
-  Kernel kernel;
-  kernel.name = spec.op == ElementwiseOp::Convert
-                    ? fmt::format("convert_{}_{}", isa::type_name(spec.convert_to), isa::type_name(spec.convert_from))
-                    : op_name(spec.op);
+  std::string name = spec.op == ElementwiseOp::Convert ? fmt::format("convert_{}_{}", isa::type_name(spec.convert_to),
+                                                                     isa::type_name(spec.convert_from))
+                                                       : op_name(spec.op);
   // A half-precision kernel is named for its tensors' type: add_bf16, not add_f32.
   for (size_t k = 0; k < operand_bytes(spec).size(); ++k)
-    if (narrow_type(spec, k) != isa::ElementType::F32 && kernel.name.ends_with("_f32")) {
-      kernel.name =
-          fmt::format("{}_{}", kernel.name.substr(0, kernel.name.size() - 4), isa::type_name(narrow_type(spec, k)));
+    if (narrow_type(spec, k) != ElementType::F32 && name.ends_with("_f32")) {
+      name = fmt::format("{}_{}", name.substr(0, name.size() - 4), isa::type_name(narrow_type(spec, k)));
       break;
     }
   const bool empty = std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end();
@@ -528,13 +533,12 @@ Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& c
       return *transpose;
   }
   if (empty) {
-    kernel.words = isa::assemble("    halt\n", kernel.name + ".s");
-  } else {
-    ElementwiseEmitter emitter(spec, config);
-    kernel.words = isa::assemble(emitter.emit(), kernel.name + ".s");
-    kernel.cores = emitter.cores();
+    KernelBuilder b(name, config);
+    b.describe("no elements");
+    b.Halt();
+    return b.finish(1);
   }
-  return kernel;
+  return ElementwiseKernel(spec, config, name).build();
 }
 
 }  // namespace npusim::emitter
