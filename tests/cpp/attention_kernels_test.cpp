@@ -56,6 +56,7 @@ std::vector<T> values_of(const std::vector<std::byte>& bytes) {
 // ---- transposing copies
 
 struct TransposeCase {
+  const char* name;
   int element_bytes;
   std::vector<int64_t> sizes, destination_strides, source_strides;  // in elements
   int scratchpad_kib, cores;
@@ -110,13 +111,14 @@ TEST_P(TransposeCopy, MatchesAStridedLoopInBothModes) {
 INSTANTIATE_TEST_SUITE_P(Shapes, TransposeCopy,
                          testing::Values(
                              // square 16 x 16 tiles with ragged edges on two cores (a 4 KiB scratchpad)
-                             TransposeCase{4, {37, 53}, {53, 1}, {1, 37}, 4, 2},
+                             TransposeCase{"RaggedSquareTiles", 4, {37, 53}, {53, 1}, {1, 37}, 4, 2},
                              // a short dimension taken whole, 2-byte elements, three cores
-                             TransposeCase{2, {300, 7}, {7, 1}, {1, 300}, 4, 3},
+                             TransposeCase{"ShortDimensionWhole", 2, {300, 7}, {7, 1}, {1, 300}, 4, 3},
                              // a permuted 3-D tensor with a third, outer dimension; 8-byte elements
-                             TransposeCase{8, {5, 6, 7}, {42, 7, 1}, {6, 1, 30}, 4, 2},
+                             TransposeCase{"PermutedThreeDimensions", 8, {5, 6, 7}, {42, 7, 1}, {6, 1, 30}, 4, 2},
                              // bytes, one core, more tiles than buffers
-                             TransposeCase{1, {70, 90}, {1, 70}, {90, 1}, 4, 1}));
+                             TransposeCase{"BytesOnOneCore", 1, {70, 90}, {1, 70}, {90, 1}, 4, 1}),
+                         [](const testing::TestParamInfo<TransposeCase>& info) { return info.param.name; });
 
 // ---- fused attention
 
