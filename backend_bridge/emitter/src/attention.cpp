@@ -1,13 +1,10 @@
 // Fused attention. Blocks are B x B (B no larger than the systolic array, so that S = Q K^T has B columns and P V
 // contracts over B rows); the head dimension is split into chunks of the array's rows and the value dimension into
-// chunks of its columns, each chunk a contiguous tile in the scratchpad. The emitter unrolls the key-block body
+// chunks of its columns, each chunk a tile of its own in the scratchpad. The emitter unrolls the key-block body
 // twice (full blocks, then the ragged last one) so that every row length in a broadcast is a constant; query blocks
 // are spread over the cores. Causal masking skips key blocks right of the diagonal and masks the diagonal block with
-// a B x B triangle held in the program's .data.
-//
-// Registers: r1 arguments; r2 output, r3 log-sum-exp, r4 query, r5 key, r6 value, r7 the mask; r8 unit, r9 step
-// across cores, r10 unit count; r11 head, r12 query block, r13 rows in this query block, r14 key block, r16 the last
-// full key block to visit + 1; r17-r20 scratch; r21, r22 element counts; r23 query blocks; r24 DRAM pointer.
+// a B x B triangle held in the program's .data. The builder orders the engines by the tiles they touch; the kernel
+// reads no DRAM it writes, so it needs no fence.
 #include "npusim/emitter/attention.h"
 
 #include <fmt/format.h>
@@ -16,15 +13,19 @@
 #include <bit>
 #include <limits>
 
-#include "npusim/emitter/assembly_writer.h"
-#include "npusim/isa/assembler.h"
+#include "npusim/emitter/kernel_builder.h"
 
 namespace npusim::emitter {
 namespace {
 
+using isa::ElementType;
+
 constexpr int64_t kFloat = 4;
+constexpr ElementType kF32 = ElementType::F32;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t padded(int64_t bytes) { return ceil_div(bytes, 64) * 64; }  // tiles start on 64-byte boundaries
+int32_t float_bits(float value) { return std::bit_cast<int32_t>(value); }
 
 // The chunking of the head and value dimensions, and the largest block that fits the buffers.
 struct AttentionTiling {
@@ -32,315 +33,375 @@ struct AttentionTiling {
   int64_t d_chunk, v_chunk, d_chunks, v_chunks, block = 0;
 
   AttentionTiling(const AttentionSpec& s, const config::ChipConfig& config)
-      : half(s.type != isa::ElementType::F32),
+      : half(s.type != ElementType::F32),
         d_chunk(std::min<int64_t>(s.head_dim, config.core_systolic_rows)),
         v_chunk(std::min<int64_t>(s.value_dim, config.core_systolic_cols)),
         d_chunks(ceil_div(s.head_dim, d_chunk)),
         v_chunks(ceil_div(s.value_dim, v_chunk)) {
     const auto fits = [&](int64_t b) {
       return spad_bytes(b) <= static_cast<int64_t>(config.scratchpad_bytes()) &&
-             (b * b + b * v_chunk) * kFloat <= static_cast<int64_t>(config.accumulator_bytes());
+             padded(b * b * kFloat) + b * v_chunk * kFloat <= static_cast<int64_t>(config.accumulator_bytes());
     };
     for (int64_t b =
              std::min<int64_t>({config.core_systolic_rows, config.core_systolic_cols, std::max(s.q_len, s.k_len)});
          b >= 1 && block == 0; --b)
       if (fits(b)) block = b;
   }
-  // Bytes of scratchpad a block size needs: Q, K, V, S, O, P V, five per-row vectors, two constants, the mask;
-  // for half precision, Q, K, V and O staged in 2-byte elements too.
+  // Bytes of scratchpad the tiles of a block size take: Q, K, V, S, O, P V, five per-row vectors, two constants, the
+  // mask; for half precision, Q, K, V and O staged in 2-byte elements too.
   int64_t spad_bytes(int64_t b) const {
-    const int64_t q_or_k = d_chunks * b * d_chunk, values = v_chunks * b * v_chunk;
-    const int64_t staged = half ? (2 * q_or_k + 2 * values) * 2 : 0;
-    return (2 * q_or_k + 3 * values + b * b + 5 * b + 2) * kFloat + b * b + staged;
+    const int64_t q_or_k = d_chunks * padded(b * d_chunk * kFloat), values = v_chunks * padded(b * v_chunk * kFloat);
+    const int64_t staged = half ? 2 * d_chunks * padded(b * d_chunk * 2) + 2 * v_chunks * padded(b * v_chunk * 2) : 0;
+    return 2 * q_or_k + 3 * values + padded(b * b * kFloat) + 5 * padded(b * kFloat) + padded(2 * kFloat) +
+           padded(b * b) + staged;
   }
+};
+
+// A [heads][length][dim] tensor's block of rows as chunks of `chunk` columns, each an f32 tile (and, for half
+// precision, the tile its 2-byte elements are staged in).
+struct ChunkedRows {
+  int64_t length, dim, chunk;
+  std::vector<Tile> tiles, staged;
+  int64_t width(size_t c) const { return std::min(chunk, dim - static_cast<int64_t>(c) * chunk); }
 };
 
 class AttentionEmitter {
  public:
-  AttentionEmitter(const AttentionSpec& spec, const config::ChipConfig& config) : s_(spec) {
-    const AttentionTiling tiling(spec, config);
-    if (tiling.block == 0) throw Unsupported("an attention block does not fit the scratchpad and accumulator");
-    block_ = tiling.block;
-    half_ = tiling.half;
-    bytes_ = static_cast<int64_t>(isa::element_bytes(spec.type));
-    type_ = isa::type_name(spec.type);
-    d_chunk_ = tiling.d_chunk;
-    v_chunk_ = tiling.v_chunk;
-    d_chunks_ = tiling.d_chunks;
-    v_chunks_ = tiling.v_chunks;
-    // Scratchpad layout.
-    q_ = 0;
-    k_ = q_ + d_chunks_ * block_ * d_chunk_ * kFloat;
-    v_ = k_ + d_chunks_ * block_ * d_chunk_ * kFloat;
-    s_tile_ = v_ + v_chunks_ * block_ * v_chunk_ * kFloat;
-    o_ = s_tile_ + block_ * block_ * kFloat;
-    product_ = o_ + v_chunks_ * block_ * v_chunk_ * kFloat;
-    max_ = product_ + v_chunks_ * block_ * v_chunk_ * kFloat;
-    new_max_ = max_ + block_ * kFloat;
-    sum_ = new_max_ + block_ * kFloat;
-    correction_ = sum_ + block_ * kFloat;
-    partial_ = correction_ + block_ * kFloat;
-    scale_ = partial_ + block_ * kFloat;
-    minus_infinity_ = scale_ + kFloat;
-    mask_ = minus_infinity_ + kFloat;
-    staging_ = mask_ + block_ * block_;  // Q, K and V staged at half their f32 tiles' offsets, then O
-    staging_o_ = staging_ + (s_tile_ - q_) / 2;
-    scores_acc_ = 0;
-    product_acc_ = block_ * block_ * kFloat;
+  AttentionEmitter(const AttentionSpec& spec, const config::ChipConfig& config, const AttentionTiling& tiling,
+                   const std::string& name)
+      : s_(spec),
+        half_(tiling.half),
+        bytes_(static_cast<int64_t>(isa::element_bytes(spec.type))),
+        block_(tiling.block),
+        b_(name, config) {
+    const auto chunked = [&](int64_t length, int64_t dim, int64_t chunk, int64_t chunks, std::string_view what) {
+      ChunkedRows rows{length, dim, chunk, {}, {}};
+      for (int64_t c = 0; c < chunks; ++c)
+        rows.tiles.push_back(b_.tile(Space::Scratchpad, block_ * chunk * kFloat, fmt::format("{} {}", what, c)));
+      return rows;
+    };
+    q_ = chunked(s_.q_len, s_.head_dim, tiling.d_chunk, tiling.d_chunks, "Q");
+    k_ = chunked(s_.k_len, s_.head_dim, tiling.d_chunk, tiling.d_chunks, "K");
+    v_ = chunked(s_.k_len, s_.value_dim, tiling.v_chunk, tiling.v_chunks, "V");
+    scores_ = b_.tile(Space::Scratchpad, block_ * block_ * kFloat, "S");
+    o_ = chunked(s_.q_len, s_.value_dim, tiling.v_chunk, tiling.v_chunks, "O");
+    product_ = chunked(s_.q_len, s_.value_dim, tiling.v_chunk, tiling.v_chunks, "P V");
+    max_ = b_.tile(Space::Scratchpad, block_ * kFloat, "row maximum");
+    new_max_ = b_.tile(Space::Scratchpad, block_ * kFloat, "new row maximum");
+    sum_ = b_.tile(Space::Scratchpad, block_ * kFloat, "row sum");
+    correction_ = b_.tile(Space::Scratchpad, block_ * kFloat, "correction");
+    partial_ = b_.tile(Space::Scratchpad, block_ * kFloat, "block row maximum or sum");
+    constants_ = b_.tile(Space::Scratchpad, 2 * kFloat, "scale and minus infinity");
+    mask_tile_ = b_.tile(Space::Scratchpad, block_ * block_, "mask");
+    if (half_)
+      for (ChunkedRows* rows : {&q_, &k_, &v_, &o_})
+        for (size_t c = 0; c < rows->tiles.size(); ++c)
+          rows->staged.push_back(b_.tile(Space::Scratchpad, block_ * rows->chunk * 2, "staged"));
+    scores_acc_ = b_.tile(Space::Accumulator, block_ * block_ * kFloat, "S accumulator");
+    product_acc_ = b_.tile(Space::Accumulator, block_ * tiling.v_chunk * kFloat, "P V accumulator");
   }
 
-  std::string emit() {
-    w_.comment(fmt::format("attention_{}: {} heads, {} queries x {} keys, head dim {}, value dim {}{}, block {}", type_,
-                           s_.heads, s_.q_len, s_.k_len, s_.head_dim, s_.value_dim, s_.causal ? ", causal" : "",
-                           block_));
+  Kernel emit() {
+    b_.describe(fmt::format("attention_{}: {} heads, {} queries x {} keys, head dim {}, value dim {}{}, block {}",
+                            isa::type_name(s_.type), s_.heads, s_.q_len, s_.k_len, s_.head_dim, s_.value_dim,
+                            s_.causal ? ", causal" : "", block_));
     const int64_t q_blocks = ceil_div(s_.q_len, block_), full_k_blocks = s_.k_len / block_;
-    for (int k = 0; k < 5; ++k) w_.line("ld r{}, {}(r1)", 2 + k, 8 * k);
-    w_.line("la r7, mask");
-    w_.line("csrr r8, coreid");
-    w_.line("csrr r9, ncores");
-    w_.load_constant(10, s_.heads * q_blocks);
-    w_.load_constant(23, q_blocks);
-    w_.line("li r17, 1");
-    spad(18, scale_);
-    w_.line("vfill.f32 r18, r17, {}", std::bit_cast<int32_t>(s_.scale));
-    spad(18, minus_infinity_);
-    w_.line("vfill.f32 r18, r17, {}", std::bit_cast<int32_t>(-std::numeric_limits<float>::infinity()));
-    w_.line("bgeu r8, r10, done");
-    w_.label("unit");
-    w_.line("divu r11, r8, r23");
-    w_.line("remu r12, r8, r23");
-    // Rows in this query block: min(B, q_len - q0).
-    w_.load_constant(17, block_);
-    w_.line("mul r18, r12, r17");
-    w_.load_constant(19, s_.q_len);
-    w_.line("sub r13, r19, r18");
-    w_.line("bltu r13, r17, short_block");
-    w_.line("addi r13, r17, 0");
-    w_.label("short_block");
-    load_rows(4, q_, s_.q_len, s_.head_dim, d_chunk_, d_chunks_, 12, 13);
-    if (half_) {
-      w_.line("fence");
-      widen_rows(q_, s_.head_dim, d_chunk_, d_chunks_, 13);
+    output_ = b_.reg("output");
+    lse_ = b_.reg("log-sum-exp");
+    query_ = b_.reg("query");
+    key_ = b_.reg("key");
+    value_ = b_.reg("value");
+    b_.Ld(output_, kArgumentBlock, 0);
+    b_.Ld(lse_, kArgumentBlock, 8);
+    b_.Ld(query_, kArgumentBlock, 16);
+    b_.Ld(key_, kArgumentBlock, 24);
+    b_.Ld(value_, kArgumentBlock, 32);
+    mask_ = b_.reg("mask in .data");
+    b_.La(mask_, b_.data(mask_words()));
+    Reg unit = b_.reg("unit"), step = b_.reg("cores"), units = b_.reg("units"), blocks = b_.reg("query blocks");
+    b_.Csrr(unit, isa::Csr::CoreId);
+    b_.Csrr(step, isa::Csr::CoreCount);
+    b_.li(units, s_.heads * q_blocks);
+    b_.li(blocks, q_blocks);
+    {
+      Reg one = b_.reg("one"), constant = b_.reg("constant");
+      b_.li(one, 1);
+      b_.point(constant, constants_);
+      b_.Vfill(kF32, constant, one, float_bits(s_.scale));
+      b_.point(constant, constants_, kFloat);
+      b_.Vfill(kF32, constant, one, float_bits(-std::numeric_limits<float>::infinity()));
     }
-    w_.line("vfill.f32 r{}, r13, {}", spad(18, max_), std::bit_cast<int32_t>(-std::numeric_limits<float>::infinity()));
-    spad(18, sum_);
-    w_.line("vfill.f32 r18, r13, 0");
-    for (int64_t c = 0; c < v_chunks_; ++c) {
-      count(21, width(c, s_.value_dim, v_chunk_));
-      spad(18, o_ + c * block_ * v_chunk_ * kFloat);
-      w_.line("vfill.f32 r18, r21, 0");
+    const Label done = b_.label(), next_unit = b_.label();
+    b_.Bgeu(unit, units, done);
+    b_.bind(next_unit);
+    head_ = b_.reg("head");
+    q_block_ = b_.reg("query block");
+    rows_ = b_.reg("rows in the query block");
+    b_.Divu(head_, unit, blocks);
+    b_.Remu(q_block_, unit, blocks);
+    {  // rows: min(B, q_len - q0)
+      Reg block = b_.reg("block"), first = b_.reg("first query");
+      const Label short_block = b_.label();
+      b_.li(block, block_);
+      b_.Mul(first, q_block_, block);
+      b_.li(rows_, s_.q_len);
+      b_.Sub(rows_, rows_, first);
+      b_.Bltu(rows_, block, short_block);
+      b_.move(rows_, block);
+      b_.bind(short_block);
     }
-    // Full key blocks 0 .. r16 - 1: all of them, or up to the diagonal block when causal.
-    w_.load_constant(16, full_k_blocks);
-    if (s_.causal) {
-      w_.line("addi r17, r12, 1");
-      w_.line("bgeu r17, r16, all_full");
-      w_.line("addi r16, r17, 0");
-      w_.label("all_full");
-    }
-    w_.line("li r14, 0");
-    w_.line("beq r14, r16, full_done");
-    w_.label("full_block");
-    key_block(block_, "full");
-    w_.line("addi r14, r14, 1");
-    w_.line("bltu r14, r16, full_block");
-    w_.label("full_done");
-    if (s_.k_len % block_ != 0) {
-      // The ragged last key block, unless it is right of the diagonal.
-      if (s_.causal) {
-        w_.load_constant(17, full_k_blocks);
-        w_.line("bltu r12, r17, tail_done");
-      }
-      w_.load_constant(14, full_k_blocks);
-      key_block(s_.k_len % block_, "tail");
-      w_.label("tail_done");
-    }
+    load_rows(query_, q_, q_block_, rows_);
+    if (half_) widen_rows(q_, rows_);
+    start_rows();
+    key_blocks(full_k_blocks);
     finish_rows();
-    w_.line("add r8, r8, r9");
-    w_.line("bltu r8, r10, unit");
-    w_.label("done");
-    w_.line("fence");
-    w_.line("halt");
-    emit_mask();
-    return w_.text();
+    b_.Add(unit, unit, step);
+    b_.Bltu(unit, units, next_unit);
+    b_.bind(done);
+    b_.Halt();
+    return b_.finish(std::min<int64_t>(b_.config().chip_cores, s_.heads * q_blocks));
   }
-
-  int64_t block() const { return block_; }
 
  private:
-  static int64_t width(int64_t chunk, int64_t total, int64_t size) { return std::min(size, total - chunk * size); }
-
-  // reg = a scratchpad address; returns reg for use in a format.
-  int spad(int reg, int64_t address) {
-    w_.load_constant(reg, address);
-    return reg;
-  }
-  // reg = rows (r13) x a constant row length.
-  void count(int reg, int64_t row_length) {
-    w_.load_constant(reg, row_length);
-    w_.line("mul r{0}, r13, r{0}", reg);
+  // reg = rows x a constant row length.
+  void count(R reg, int64_t row_length) {
+    b_.li(reg, row_length);
+    b_.Mul(reg, rows_, reg);
   }
 
-  // Where an f32 tile at `at` is staged in 2-byte elements.
-  int64_t staged(int64_t at) const { return staging_ + (at - q_) / 2; }
-
-  // Loads `rows_reg` rows of block `block_reg` of a [heads][length][dim] tensor at r{base}, head r11, as chunks of
-  // `chunk` columns into the scratchpad at `at` (half precision: into its staging, for widen_rows).
-  void load_rows(int base, int64_t at, int64_t length, int64_t dim, int64_t chunk, int64_t chunks, int block_reg,
-                 int rows_reg) {
-    w_.load_constant(17, length * dim * bytes_);
-    w_.line("mul r24, r11, r17");
-    w_.load_constant(17, block_ * dim * bytes_);
-    w_.line("mul r17, r{}, r17", block_reg);
-    w_.line("add r24, r24, r17");
-    w_.line("add r24, r24, r{}", base);
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t tile = at + c * block_ * chunk * kFloat;
-      w_.line("addi r17, r24, {}", c * chunk * bytes_);
-      w_.load_constant(19, width(c, dim, chunk));
-      spad(20, half_ ? staged(tile) : tile);
-      w_.line("dma.ld2.b{} r20, r17, r19, r{}, {}", bytes_ * 8, rows_reg, dim * bytes_);
+  // The running maximum at minus infinity, the running sum and O at zero.
+  void start_rows() {
+    Reg at = b_.reg("row vector"), n = b_.reg("element count");
+    b_.point(at, max_);
+    b_.Vfill(kF32, at, rows_, float_bits(-std::numeric_limits<float>::infinity()));
+    b_.point(at, sum_);
+    b_.Vfill(kF32, at, rows_, 0);
+    for (size_t c = 0; c < o_.tiles.size(); ++c) {
+      count(n, o_.width(c));
+      b_.point(at, o_.tiles[c]);
+      b_.Vfill(kF32, at, n, 0);
     }
   }
 
-  // The staged half-precision chunks of a load_rows, widened into their f32 tiles (after a fence).
-  void widen_rows(int64_t at, int64_t dim, int64_t chunk, int64_t chunks, int rows_reg) {
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t tile = at + c * block_ * chunk * kFloat;
-      w_.load_constant(21, width(c, dim, chunk));
-      w_.line("mul r21, r{}, r21", rows_reg);
-      w_.line("vcvt.f32.{} r{}, r{}, r21", type_, spad(20, tile), spad(18, staged(tile)));
+  // Full key blocks 0 .. limit - 1 (all of them, or up to the diagonal block when causal), then the ragged last one
+  // unless it is right of the diagonal.
+  void key_blocks(int64_t full_k_blocks) {
+    key_block_ = b_.reg("key block");
+    keys_ = b_.reg("keys in the key block");
+    {
+      Reg limit = b_.reg("full key blocks to visit");
+      b_.li(limit, full_k_blocks);
+      if (s_.causal) {
+        Reg diagonal_end = b_.reg("blocks up to the diagonal");
+        const Label all_full = b_.label();
+        b_.Addi(diagonal_end, q_block_, 1);
+        b_.Bgeu(diagonal_end, limit, all_full);
+        b_.move(limit, diagonal_end);
+        b_.bind(all_full);
+      }
+      const Label full_block = b_.label(), full_done = b_.label();
+      b_.li(key_block_, 0);
+      b_.Beq(key_block_, limit, full_done);
+      b_.bind(full_block);
+      key_block(block_);
+      b_.Addi(key_block_, key_block_, 1);
+      b_.Bltu(key_block_, limit, full_block);
+      b_.bind(full_done);
     }
-  }
-
-  // One key block of `keys` keys (a constant), block index r14.
-  void key_block(int64_t keys, const std::string& tag) {
-    w_.load_constant(15, keys);
-    load_rows(5, k_, s_.k_len, s_.head_dim, d_chunk_, d_chunks_, 14, 15);
-    load_rows(6, v_, s_.k_len, s_.value_dim, v_chunk_, v_chunks_, 14, 15);
-    w_.line("fence");
-    if (half_) {
-      widen_rows(k_, s_.head_dim, d_chunk_, d_chunks_, 15);
-      widen_rows(v_, s_.value_dim, v_chunk_, v_chunks_, 15);
-      w_.line("fence");
-    }
-    // S = Q K^T, the head dimension in chunks accumulated in the accumulator.
-    for (int64_t c = 0; c < d_chunks_; ++c) {
-      w_.load_constant(19, width(c, s_.head_dim, d_chunk_));
-      w_.line("mx.ldwt.f32 r{}, r19, r15", spad(20, k_ + c * block_ * d_chunk_ * kFloat));
-      w_.line("mx.mac.f32 r{}, r{}, r13, {}", spad(17, scores_acc_), spad(20, q_ + c * block_ * d_chunk_ * kFloat),
-              c == 0 ? 0 : 1);
-    }
-    count(21, keys);
-    w_.line("mx.st.f32 r{}, r{}, r21", spad(20, s_tile_), spad(17, scores_acc_));
-    w_.line("fence");
-    w_.line("vmul.f32 r20, r20, r{}, r21, 1", spad(18, scale_));
+    if (s_.k_len % block_ == 0) return;
+    const Label tail_done = b_.label();
     if (s_.causal) {
-      w_.line("bne r14, r12, {}_unmasked", tag);
-      w_.load_constant(17, keys);
-      w_.line("dma.ld2.b8 r{}, r7, r17, r13, {}", spad(18, mask_), mask_row_bytes());
-      w_.line("fence");
-      w_.line("vsel.f32 r20, r18, r{}, r21, 1", spad(19, minus_infinity_));
-      w_.label(tag + "_unmasked");
+      Reg last = b_.reg("last key block");
+      b_.li(last, full_k_blocks);
+      b_.Bltu(q_block_, last, tail_done);
+    }
+    b_.li(key_block_, full_k_blocks);
+    key_block(s_.k_len % block_);
+    b_.bind(tail_done);
+  }
+
+  // Loads `rows` rows of block `block` of `tensor` (at `base`, head head_) as its chunks (half precision: into their
+  // staging, for widen_rows).
+  void load_rows(R base, const ChunkedRows& tensor, R block, R rows) {
+    Reg pointer = b_.reg("DRAM rows"), scratch = b_.reg("DRAM offset"), width = b_.reg("chunk width"),
+        at = b_.reg("chunk tile");
+    b_.li(scratch, tensor.length * tensor.dim * bytes_);
+    b_.Mul(pointer, head_, scratch);
+    b_.li(scratch, block_ * tensor.dim * bytes_);
+    b_.Mul(scratch, block, scratch);
+    b_.Add(pointer, pointer, scratch);
+    b_.Add(pointer, pointer, base);
+    for (size_t c = 0; c < tensor.tiles.size(); ++c) {
+      b_.Addi(scratch, pointer, static_cast<int64_t>(c) * tensor.chunk * bytes_);
+      b_.li(width, tensor.width(c));
+      b_.point(at, half_ ? tensor.staged[c] : tensor.tiles[c]);
+      if (half_)
+        b_.DmaLoad2d16(at, scratch, width, rows, tensor.dim * bytes_);
+      else
+        b_.DmaLoad2d32(at, scratch, width, rows, tensor.dim * bytes_);
+    }
+  }
+
+  // The staged half-precision chunks of a load_rows, widened into their f32 tiles.
+  void widen_rows(const ChunkedRows& tensor, R rows) {
+    Reg n = b_.reg("element count"), to = b_.reg("f32 chunk"), from = b_.reg("staged chunk");
+    for (size_t c = 0; c < tensor.tiles.size(); ++c) {
+      b_.li(n, tensor.width(c));
+      b_.Mul(n, rows, n);
+      b_.point(to, tensor.tiles[c]);
+      b_.point(from, tensor.staged[c]);
+      b_.Vcvt(kF32, s_.type, to, from, n);
+    }
+  }
+
+  // One key block of `keys` keys (a constant), block index key_block_.
+  void key_block(int64_t keys) {
+    b_.li(keys_, keys);
+    load_rows(key_, k_, key_block_, keys_);
+    load_rows(value_, v_, key_block_, keys_);
+    if (half_) {
+      widen_rows(k_, keys_);
+      widen_rows(v_, keys_);
+    }
+    Reg scores = b_.reg("S"), n = b_.reg("element count"), acc = b_.reg("accumulator"), at = b_.reg("operand"),
+        width = b_.reg("chunk width");
+    // S = Q K^T, the head dimension in chunks accumulated in the accumulator.
+    b_.point(acc, scores_acc_);
+    for (size_t c = 0; c < k_.tiles.size(); ++c) {
+      b_.li(width, k_.width(c));
+      b_.point(at, k_.tiles[c]);
+      b_.MatrixLoadWeightsTransposed(kF32, at, width, keys_);
+      b_.point(at, q_.tiles[c]);
+      b_.MatrixMultiply(kF32, acc, at, rows_, c == 0 ? 0 : 1);
+    }
+    count(n, keys);
+    b_.point(scores, scores_);
+    b_.MatrixStore(kF32, scores, acc, n);
+    b_.point(at, constants_);  // the scale
+    b_.Vmul(kF32, scores, scores, at, n, 1);
+    if (s_.causal) {
+      const Label unmasked = b_.label();
+      b_.Bne(key_block_, q_block_, unmasked);
+      Reg mask = b_.reg("mask tile");
+      b_.li(width, keys);
+      b_.point(mask, mask_tile_);
+      b_.DmaLoad2d8(mask, mask_, width, rows_, mask_row_bytes());
+      b_.point(at, constants_, kFloat);  // minus infinity
+      b_.Vsel(kF32, scores, mask, at, n, 1);
+      b_.bind(unmasked);
     }
     // The online softmax: the new row maximum, the old sums' correction exp(m - m'), P = exp(S - m').
+    Reg partial = b_.reg("block row maximum or sum"), new_max = b_.reg("new row maximum"), max = b_.reg("row maximum"),
+        correction = b_.reg("correction"), sum = b_.reg("row sum");
+    b_.point(partial, partial_);
+    b_.point(new_max, new_max_);
+    b_.point(max, max_);
+    b_.point(correction, correction_);
+    b_.point(sum, sum_);
     const int per_key_row = static_cast<int>((keys << 2) | 3);
-    w_.line("vrmax.f32 r{}, r20, r13, r15", spad(17, partial_));
-    w_.line("vmax.f32 r{}, r{}, r17, r13", spad(18, new_max_), spad(19, max_));
-    w_.line("vsub.f32 r{}, r19, r18, r13", spad(22, correction_));
-    w_.line("vexp.f32 r22, r22, r13");
-    w_.line("vsub.f32 r20, r20, r18, r21, {}", per_key_row);
-    w_.line("vexp.f32 r20, r20, r21");
-    w_.line("vrsum.f32 r17, r20, r13, r15");
-    w_.line("vmul.f32 r{0}, r{0}, r22, r13", spad(24, sum_));
-    w_.line("vadd.f32 r24, r24, r17, r13");
-    w_.line("vmov.f32 r19, r18, r13");
-    w_.line("fence");
+    b_.Vrmax(kF32, partial, scores, rows_, keys_);
+    b_.Vmax(kF32, new_max, max, partial, rows_);
+    b_.Vsub(kF32, correction, max, new_max, rows_);
+    b_.Vexp(kF32, correction, correction, rows_);
+    b_.Vsub(kF32, scores, scores, new_max, n, per_key_row);
+    b_.Vexp(kF32, scores, scores, n);
+    b_.Vrsum(kF32, partial, scores, rows_, keys_);
+    b_.Vmul(kF32, sum, sum, correction, rows_);
+    b_.Vadd(kF32, sum, sum, partial, rows_);
+    b_.Vmov(kF32, max, new_max, rows_);
     // O = O * correction + P V, per value chunk.
-    for (int64_t c = 0; c < v_chunks_; ++c) {
-      const int64_t columns = width(c, s_.value_dim, v_chunk_);
-      w_.load_constant(19, columns);
-      w_.line("mx.ldw.f32 r{}, r15, r19", spad(18, v_ + c * block_ * v_chunk_ * kFloat));
-      w_.line("mx.mac.f32 r{}, r20, r13, 0", spad(17, product_acc_));
-      count(21, columns);
-      w_.line("mx.st.f32 r{}, r17, r21", spad(18, product_ + c * block_ * v_chunk_ * kFloat));
+    b_.point(acc, product_acc_);
+    for (size_t c = 0; c < v_.tiles.size(); ++c) {
+      b_.li(width, v_.width(c));
+      b_.point(at, v_.tiles[c]);
+      b_.MatrixLoadWeights(kF32, at, keys_, width);
+      b_.MatrixMultiply(kF32, acc, scores, rows_, 0);
+      count(n, v_.width(c));
+      b_.point(at, product_.tiles[c]);
+      b_.MatrixStore(kF32, at, acc, n);
     }
-    w_.line("fence");
-    for (int64_t c = 0; c < v_chunks_; ++c) {
-      const int64_t columns = width(c, s_.value_dim, v_chunk_);
-      count(21, columns);
-      spad(18, o_ + c * block_ * v_chunk_ * kFloat);
-      w_.line("vmul.f32 r18, r18, r22, r21, {}", static_cast<int>((columns << 2) | 3));
-      w_.line("vadd.f32 r18, r18, r{}, r21", spad(19, product_ + c * block_ * v_chunk_ * kFloat));
+    Reg o = b_.reg("O chunk");
+    for (size_t c = 0; c < o_.tiles.size(); ++c) {
+      const int64_t columns = o_.width(c);
+      count(n, columns);
+      b_.point(o, o_.tiles[c]);
+      b_.Vmul(kF32, o, o, correction, n, static_cast<int>((columns << 2) | 3));
+      b_.point(at, product_.tiles[c]);
+      b_.Vadd(kF32, o, o, at, n);
     }
-    w_.line("fence");
   }
 
   // O /= the row sums; log-sum-exp = m + log(sum); both stored.
   void finish_rows() {
-    for (int64_t c = 0; c < v_chunks_; ++c) {
-      const int64_t columns = width(c, s_.value_dim, v_chunk_);
-      count(21, columns);
-      spad(18, o_ + c * block_ * v_chunk_ * kFloat);
-      w_.line("vdiv.f32 r18, r18, r{}, r21, {}", spad(19, sum_), static_cast<int>((columns << 2) | 3));
+    Reg n = b_.reg("element count"), o = b_.reg("O chunk"), sum = b_.reg("row sum"), max = b_.reg("row maximum");
+    b_.point(sum, sum_);
+    for (size_t c = 0; c < o_.tiles.size(); ++c) {
+      const int64_t columns = o_.width(c);
+      count(n, columns);
+      b_.point(o, o_.tiles[c]);
+      b_.Vdiv(kF32, o, o, sum, n, static_cast<int>((columns << 2) | 3));
     }
-    w_.line("vlog.f32 r19, r19, r13");
-    w_.line("vadd.f32 r19, r19, r{}, r13", spad(18, max_));
-    w_.line("fence");
+    b_.Vlog(kF32, sum, sum, rows_);
+    b_.point(max, max_);
+    b_.Vadd(kF32, sum, sum, max, rows_);
     if (half_) {  // O rounded once into its staging
-      for (int64_t c = 0; c < v_chunks_; ++c) {
-        count(21, width(c, s_.value_dim, v_chunk_));
-        w_.line("vcvt.{}.f32 r{}, r{}, r21", type_, spad(20, staging_o_ + c * block_ * v_chunk_ * 2),
-                spad(18, o_ + c * block_ * v_chunk_ * kFloat));
+      Reg staged = b_.reg("staged O chunk");
+      for (size_t c = 0; c < o_.tiles.size(); ++c) {
+        count(n, o_.width(c));
+        b_.point(staged, o_.staged[c]);
+        b_.point(o, o_.tiles[c]);
+        b_.Vcvt(s_.type, kF32, staged, o, n);
       }
-      w_.line("fence");
     }
-    // Output rows: head r11, block r12, row length value_dim.
-    w_.load_constant(17, s_.q_len * s_.value_dim * bytes_);
-    w_.line("mul r24, r11, r17");
-    w_.load_constant(17, block_ * s_.value_dim * bytes_);
-    w_.line("mul r17, r12, r17");
-    w_.line("add r24, r24, r17");
-    w_.line("add r24, r24, r2");
-    for (int64_t c = 0; c < v_chunks_; ++c) {
-      const int64_t tile = half_ ? staging_o_ + c * block_ * v_chunk_ * 2 : o_ + c * block_ * v_chunk_ * kFloat;
-      w_.line("addi r17, r24, {}", c * v_chunk_ * bytes_);
-      w_.load_constant(20, width(c, s_.value_dim, v_chunk_));
-      w_.line("dma.st2.b{} r17, r{}, r20, r13, {}", bytes_ * 8, spad(18, tile), s_.value_dim * bytes_);
+    // Output rows: head head_, block q_block_, row length value_dim.
+    Reg pointer = b_.reg("DRAM rows"), scratch = b_.reg("DRAM offset"), width = b_.reg("chunk width");
+    b_.li(scratch, s_.q_len * s_.value_dim * bytes_);
+    b_.Mul(pointer, head_, scratch);
+    b_.li(scratch, block_ * s_.value_dim * bytes_);
+    b_.Mul(scratch, q_block_, scratch);
+    b_.Add(pointer, pointer, scratch);
+    b_.Add(pointer, pointer, output_);
+    for (size_t c = 0; c < o_.tiles.size(); ++c) {
+      b_.Addi(scratch, pointer, static_cast<int64_t>(c) * o_.chunk * bytes_);
+      b_.li(width, o_.width(c));
+      b_.point(o, half_ ? o_.staged[c] : o_.tiles[c]);
+      if (half_)
+        b_.DmaStore2d16(scratch, o, width, rows_, s_.value_dim * bytes_);
+      else
+        b_.DmaStore2d32(scratch, o, width, rows_, s_.value_dim * bytes_);
     }
-    w_.load_constant(17, s_.q_len * kFloat);
-    w_.line("mul r24, r11, r17");
-    w_.load_constant(17, block_ * kFloat);
-    w_.line("mul r17, r12, r17");
-    w_.line("add r24, r24, r17");
-    w_.line("add r24, r24, r3");
-    w_.line("dma.st.b32 r24, r19, r13, 4");
-    w_.line("fence");
+    b_.li(scratch, s_.q_len * kFloat);
+    b_.Mul(pointer, head_, scratch);
+    b_.li(scratch, block_ * kFloat);
+    b_.Mul(scratch, q_block_, scratch);
+    b_.Add(pointer, pointer, scratch);
+    b_.Add(pointer, pointer, lse_);
+    b_.DmaStore32(pointer, sum, rows_, kFloat);
   }
 
-  // Each data statement is padded to 8 bytes, so a row of the mask (one statement) takes a whole number of words.
+  // Rows of the mask are padded to whole words.
   int64_t mask_row_bytes() const { return ceil_div(block_, 8) * 8; }
 
-  // mask[i][j] = 1 where key j is right of query i, B rows of B bytes.
-  void emit_mask() {
-    w_.line(".data");
-    w_.label("mask");
-    for (int64_t i = 0; i < block_; ++i) {
-      std::string row;
-      for (int64_t j = 0; j < block_; ++j) row += fmt::format("{}{}", j == 0 ? "" : ", ", j > i ? 1 : 0);
-      w_.line(".byte {}", row);
-    }
+  // mask[i][j] = 1 where key j is right of query i, B rows of B bytes, little-endian in words.
+  std::vector<uint64_t> mask_words() const {
+    std::vector<uint64_t> words(block_ * mask_row_bytes() / 8);
+    for (int64_t i = 0; i < block_; ++i)
+      for (int64_t j = i + 1; j < block_; ++j) {
+        const int64_t byte = i * mask_row_bytes() + j;
+        words[byte / 8] |= uint64_t{1} << (8 * (byte % 8));
+      }
+    return words;
   }
 
   AttentionSpec s_;
-  bool half_ = false;
-  int64_t bytes_ = kFloat;
-  std::string_view type_;
-  int64_t staging_ = 0, staging_o_ = 0;
-  int64_t block_ = 1, d_chunk_ = 1, v_chunk_ = 1, d_chunks_ = 1, v_chunks_ = 1;
-  int64_t q_ = 0, k_ = 0, v_ = 0, s_tile_ = 0, o_ = 0, product_ = 0, max_ = 0, new_max_ = 0, sum_ = 0, correction_ = 0,
-          partial_ = 0, scale_ = 0, minus_infinity_ = 0, mask_ = 0, scores_acc_ = 0, product_acc_ = 0;
-  AssemblyWriter w_;
+  bool half_;
+  int64_t bytes_, block_;
+  KernelBuilder b_;
+  ChunkedRows q_, k_, v_, o_, product_;
+  Tile scores_, max_, new_max_, sum_, correction_, partial_, constants_, mask_tile_, scores_acc_, product_acc_;
+  // Held for the whole kernel: the argument pointers, the mask's address; per query block: its head, index and rows;
+  // per key block: its index and keys.
+  Reg output_, lse_, query_, key_, value_, mask_, head_, q_block_, rows_, key_block_, keys_;
 };
 
 }  // namespace
@@ -352,14 +413,11 @@ bool attention_fits(const AttentionSpec& spec, const config::ChipConfig& config)
 Kernel emit_attention(const AttentionSpec& spec, const config::ChipConfig& config) {
   if (spec.heads < 1 || spec.q_len < 1 || spec.k_len < 1 || spec.head_dim < 1 || spec.value_dim < 1)
     throw std::invalid_argument("attention needs at least one head, query, key and dimension");
-  AttentionEmitter emitter(spec, config);
-  Kernel kernel;
-  if (spec.type != isa::ElementType::F32 && spec.type != isa::ElementType::F16 && spec.type != isa::ElementType::BF16)
+  const AttentionTiling tiling(spec, config);
+  if (tiling.block == 0) throw Unsupported("an attention block does not fit the scratchpad and accumulator");
+  if (spec.type != ElementType::F32 && spec.type != ElementType::F16 && spec.type != ElementType::BF16)
     throw std::invalid_argument(fmt::format("attention of {} elements", isa::type_name(spec.type)));
-  kernel.name = fmt::format("attention_{}", isa::type_name(spec.type));
-  kernel.words = isa::assemble(emitter.emit(), kernel.name + ".s");
-  kernel.cores = std::min<int64_t>(config.chip_cores, spec.heads * ceil_div(spec.q_len, emitter.block()));
-  return kernel;
+  return AttentionEmitter(spec, config, tiling, fmt::format("attention_{}", isa::type_name(spec.type))).emit();
 }
 
 }  // namespace npusim::emitter

@@ -5,14 +5,11 @@
 // c + 2n, ... and a tile's pointers and edge sizes come from its number by division, so any shape and any number
 // of cores share one loop.
 //
-// Pipelining, per core, with buffer pairs (A, B) and (A', B') swapped after every tile:
-//   DMA:    load(k+1) -> A'   post 0           wait 1   store(k) <- B   post 2
-//   vector: wait 2 (B free: store(k-2) done)   wait 0 (load(k) done)   vtr B <- A   post 1
-// so the transpose of tile k runs while the DMA engine loads tile k+1 and stores tile k-1.
-//
-// Registers: r2/r3 destination and source bases, r4 this tile's number, r5 the tile count, r6 the next tile's
-// number, r7 this tile's destination pointer, r8/r9 its p and q, r10/r11 buffers A and B, r12..r15 the next tile's
-// source pointer, destination pointer, p and q, r16/r17 buffers A' and B', r18..r21 scratch.
+// Pipelining, per core, with a slot of each buffer kind (A loaded, B transposed) toggled after every tile:
+//   DMA:    load(k+1) -> A'   post loaded           wait transposed   store(k) <- B   post stored
+//   vector: wait stored (B free: store(k-2) done)   wait loaded (load(k) done)   vtr B <- A   post transposed
+// so the transpose of tile k runs while the DMA engine loads tile k+1 and stores tile k-1. The builder cannot tell
+// which slot a toggled register points to, so the buffers are unordered tiles and these semaphores order them.
 #include "npusim/emitter/transpose_copy.h"
 
 #include <fmt/format.h>
@@ -21,35 +18,34 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "npusim/emitter/assembly_writer.h"
-#include "npusim/isa/assembler.h"
+#include "npusim/emitter/kernel_builder.h"
 
 namespace npusim::emitter {
 namespace {
 
-constexpr int kDestinationBase = 2, kSourceBase = 3, kTile = 4, kTileCount = 5, kNextTile = 6;
-constexpr int kDestination = 7, kP = 8, kQ = 9, kBufferA = 10, kBufferB = 11;
-constexpr int kNextSource = 12, kNextDestination = 13, kNextP = 14, kNextQ = 15, kOtherA = 16, kOtherB = 17;
-constexpr int kIndex = 18, kDigit = 19, kScratch = 20, kProduct = 21;
-// Semaphores: the load of a tile is done; its transpose is done; the store of a B buffer is done (it is free).
-constexpr int kLoaded = 0, kTransposed = 1, kStored = 2;
+using isa::ElementType;
 
 bool fits_immediate(int64_t value) { return value >= INT32_MIN && value <= INT32_MAX; }
 
 // vtr moves bits, so any type of the element's width serves.
-std::string_view type_of_width(int bytes) {
+ElementType type_of_width(int bytes) {
   switch (bytes) {
-    case 1: return "u8";
-    case 2: return "f16";
-    case 4: return "i32";
-    default: return "i64";
+    case 1: return ElementType::U8;
+    case 2: return ElementType::F16;
+    case 4: return ElementType::I32;
+    default: return ElementType::I64;
   }
 }
+
+// The next tile's DRAM pointers and edge sizes, located from its number.
+struct NextTile {
+  Reg source, destination, p, q;
+};
 
 class TransposeCopyEmitter {
  public:
   TransposeCopyEmitter(const StridedCopy& copy, int a, int b, const config::ChipConfig& config)
-      : copy_(copy), a_(a), b_(b) {
+      : copy_(copy), a_(a), b_(b), k_("transpose", config) {
     // Four buffers of p x q elements; tiles as square as the shape allows, a short dimension taken whole.
     const int64_t budget = static_cast<int64_t>(config.scratchpad_bytes()) / (4 * copy.element_bytes);
     int64_t side = 1;
@@ -73,110 +69,142 @@ class TransposeCopyEmitter {
     buffer_bytes_ = p_ * q_ * copy.element_bytes;
   }
 
-  int64_t cores() const { return cores_; }
-
-  std::string emit() {
-    const int bits = copy_.element_bytes * 8;
-    writer_.comment(fmt::format("transpose: sizes [{}], byte strides [{}] [{}], tiles of {} x {}",
-                                fmt::join(copy_.sizes, ", "), fmt::join(copy_.destination_strides, ", "),
-                                fmt::join(copy_.source_strides, ", "), q_, p_));
-    writer_.line("ld r{}, 0(r1)", kDestinationBase);
-    writer_.line("ld r{}, 8(r1)", kSourceBase);
-    writer_.line("csrr r{}, coreid", kTile);
-    writer_.load_constant(kTileCount, tiles_);
-    for (const auto& [reg, index] : {std::pair{kBufferA, 0}, {kBufferB, 1}, {kOtherA, 2}, {kOtherB, 3}})
-      writer_.load_constant(reg, index * buffer_bytes_);
-    writer_.line("sem.post.vec {}", kStored);  // both B buffers start free
-    writer_.line("sem.post.vec {}", kStored);
-    locate_tile(kTile);
-    load_next(kBufferA);
-    const std::string loop = writer_.new_label("tile"), last = writer_.new_label("no_next_tile");
-    writer_.label(loop);
-    for (const auto& [to, from] : {std::pair{kDestination, kNextDestination}, {kP, kNextP}, {kQ, kNextQ}})
-      writer_.line("addi r{}, r{}, 0", to, from);
-    writer_.line("sem.wait.vec {}", kStored);
-    writer_.line("sem.wait.vec {}", kLoaded);
-    writer_.line("vtr.{} r{}, r{}, r{}, r{}", type_of_width(copy_.element_bytes), kBufferB, kBufferA, kQ, kP);
-    writer_.line("sem.post.vec {}", kTransposed);
-    writer_.line("addi r{}, r{}, {}", kNextTile, kTile, cores_);
-    writer_.line("bgeu r{}, r{}, {}", kNextTile, kTileCount, last);
-    locate_tile(kNextTile);
-    load_next(kOtherA);
-    writer_.label(last);
-    writer_.line("sem.wait.dma {}", kTransposed);
-    writer_.line("dma.st2.b{} r{}, r{}, r{}, r{}, {}", bits, kDestination, kBufferB, kQ, kP,
-                 copy_.destination_strides[b_]);
-    writer_.line("sem.post.dma {}", kStored);
-    for (const auto& [x, y] : {std::pair{kBufferA, kOtherA}, {kBufferB, kOtherB}}) {
-      writer_.line("addi r{}, r{}, 0", kScratch, x);
-      writer_.line("addi r{}, r{}, 0", x, y);
-      writer_.line("addi r{}, r{}, 0", y, kScratch);
-    }
-    writer_.line("addi r{}, r{}, 0", kTile, kNextTile);
-    writer_.line("bltu r{}, r{}, {}", kTile, kTileCount, loop);
-    writer_.line("fence");
-    writer_.line("halt");
-    return writer_.text();
+  Kernel emit() {
+    k_.describe(fmt::format("transpose: sizes [{}], byte strides [{}] [{}], tiles of {} x {}",
+                            fmt::join(copy_.sizes, ", "), fmt::join(copy_.destination_strides, ", "),
+                            fmt::join(copy_.source_strides, ", "), q_, p_));
+    // Slot 0 of A, slot 0 of B, slot 1 of A, slot 1 of B: one tile, so the slots keep their places.
+    const Tile buffers = k_.tile(Space::Scratchpad, 4 * buffer_bytes_, "transpose buffers", /*ordered=*/false);
+    const int loaded = k_.semaphore(), transposed = k_.semaphore(), stored = k_.semaphore();
+    destination_base_ = k_.reg("destination");
+    source_base_ = k_.reg("source");
+    k_.Ld(destination_base_, kArgumentBlock, 0);
+    k_.Ld(source_base_, kArgumentBlock, 8);
+    Reg tile = k_.reg("tile"), tile_count = k_.reg("tile count"), next_tile = k_.reg("next tile");
+    k_.Csrr(tile, isa::Csr::CoreId);
+    k_.li(tile_count, tiles_);
+    // xor with a slot's address xor the other's swaps them.
+    Reg load_buffer = k_.reg("load buffer"), transpose_buffer = k_.reg("transpose buffer");
+    Reg next_load_buffer = k_.reg("next load buffer"), toggle_load = k_.reg("load slot toggle"),
+        toggle_transpose = k_.reg("transpose slot toggle");
+    k_.point(load_buffer, buffers);
+    k_.point(transpose_buffer, buffers, buffer_bytes_);
+    k_.li(toggle_load, 2 * buffer_bytes_);
+    k_.li(toggle_transpose, buffer_bytes_ ^ (3 * buffer_bytes_));
+    k_.SemPostVector(stored);  // both B slots start free
+    k_.SemPostVector(stored);
+    NextTile next{k_.reg("next source"), k_.reg("next destination"), k_.reg("next p"), k_.reg("next q")};
+    locate_tile(tile, next);
+    load(load_buffer, next, loaded);
+    Reg destination = k_.reg("destination pointer"), p = k_.reg("p"), q = k_.reg("q");
+    const Label loop = k_.label(), last = k_.label();
+    k_.bind(loop);
+    k_.move(destination, next.destination);
+    k_.move(p, next.p);
+    k_.move(q, next.q);
+    k_.SemWaitVector(stored);
+    k_.SemWaitVector(loaded);
+    k_.Vtr(type_of_width(copy_.element_bytes), transpose_buffer, load_buffer, q, p);
+    k_.SemPostVector(transposed);
+    k_.Addi(next_tile, tile, cores_);
+    k_.Bgeu(next_tile, tile_count, last);
+    locate_tile(next_tile, next);
+    k_.Xor(next_load_buffer, load_buffer, toggle_load);
+    k_.bind(next_load_buffer, buffers);
+    load(next_load_buffer, next, loaded);
+    k_.bind(last);
+    k_.SemWaitDma(transposed);
+    store(destination, transpose_buffer, q, p);
+    k_.SemPostDma(stored);
+    k_.Xor(load_buffer, load_buffer, toggle_load);
+    k_.Xor(transpose_buffer, transpose_buffer, toggle_transpose);
+    k_.bind(load_buffer, buffers);
+    k_.bind(transpose_buffer, buffers);
+    k_.move(tile, next_tile);
+    k_.Bltu(tile, tile_count, loop);
+    k_.Halt();
+    return k_.finish(cores_);
   }
 
  private:
-  // The next tile's pointers and edge sizes from the tile number in `tile`, digit by digit: a, b, then the others.
-  void locate_tile(int tile) {
-    writer_.line("addi r{}, r{}, 0", kIndex, tile);
-    writer_.line("addi r{}, r{}, 0", kNextSource, kSourceBase);
-    writer_.line("addi r{}, r{}, 0", kNextDestination, kDestinationBase);
-    take_digit(tiles_a_);
-    tile_edge(a_, q_, kNextQ);
-    take_digit(tiles_b_);
-    tile_edge(b_, p_, kNextP);
+  // The tile's pointers and edge sizes from its number, digit by digit: a, b, then the others.
+  void locate_tile(R tile, const NextTile& next) {
+    Reg index = k_.reg("tile number left"), digit = k_.reg("tile digit");
+    k_.move(index, tile);
+    k_.move(next.source, source_base_);
+    k_.move(next.destination, destination_base_);
+    take_digit(index, digit, tiles_a_);
+    tile_edge(digit, a_, q_, next.q, next);
+    take_digit(index, digit, tiles_b_);
+    tile_edge(digit, b_, p_, next.p, next);
     for (int dim = static_cast<int>(copy_.sizes.size()) - 1; dim >= 0; --dim) {
       if (dim == a_ || dim == b_) continue;
-      take_digit(copy_.sizes[dim]);
-      advance_pointers(dim);
+      take_digit(index, digit, copy_.sizes[dim]);
+      advance_pointers(digit, dim, next);
     }
   }
 
-  // kDigit = kIndex mod base; kIndex /= base.
-  void take_digit(int64_t base) {
-    writer_.load_constant(kScratch, base);
-    writer_.line("remu r{}, r{}, r{}", kDigit, kIndex, kScratch);
-    writer_.line("divu r{}, r{}, r{}", kIndex, kIndex, kScratch);
+  // digit = index mod base; index /= base.
+  void take_digit(R index, R digit, int64_t base) {
+    Reg divisor = k_.reg("digit base");
+    k_.li(divisor, base);
+    k_.Remu(digit, index, divisor);
+    k_.Divu(index, index, divisor);
   }
 
-  // The tile starts at element kDigit x tile of `dim`; it takes min(tile, size - start) elements into `size_reg`.
-  void tile_edge(int dim, int64_t tile, int size_reg) {
-    const std::string whole = writer_.new_label("whole");
-    writer_.load_constant(kScratch, tile);
-    writer_.line("mul r{}, r{}, r{}", kDigit, kDigit, kScratch);
-    advance_pointers(dim);
-    writer_.load_constant(size_reg, copy_.sizes[dim]);
-    writer_.line("sub r{}, r{}, r{}", size_reg, size_reg, kDigit);
-    writer_.line("bltu r{}, r{}, {}", size_reg, kScratch, whole);
-    writer_.line("addi r{}, r{}, 0", size_reg, kScratch);
-    writer_.label(whole);
+  // The tile starts at element digit x tile of `dim`; it takes min(tile, size - start) elements into `size`.
+  void tile_edge(R digit, int dim, int64_t tile, R size, const NextTile& next) {
+    const Label whole = k_.label();
+    Reg tile_size = k_.reg("tile size");
+    k_.li(tile_size, tile);
+    k_.Mul(digit, digit, tile_size);
+    advance_pointers(digit, dim, next);
+    k_.li(size, copy_.sizes[dim]);
+    k_.Sub(size, size, digit);
+    k_.Bltu(size, tile_size, whole);
+    k_.move(size, tile_size);
+    k_.bind(whole);
   }
 
-  // The next tile's pointers move kDigit elements along `dim`.
-  void advance_pointers(int dim) {
-    for (const auto& [pointer, stride] :
-         {std::pair{kNextSource, copy_.source_strides[dim]}, {kNextDestination, copy_.destination_strides[dim]}}) {
-      writer_.load_constant(kProduct, stride);
-      writer_.line("mul r{}, r{}, r{}", kProduct, kProduct, kDigit);
-      writer_.line("add r{}, r{}, r{}", pointer, pointer, kProduct);
+  // The tile's pointers move `digit` elements along `dim`.
+  void advance_pointers(R digit, int dim, const NextTile& next) {
+    Reg offset = k_.reg("pointer offset");
+    for (const auto& [pointer, stride] : {std::pair<R, int64_t>{next.source, copy_.source_strides[dim]},
+                                          {next.destination, copy_.destination_strides[dim]}}) {
+      k_.li(offset, stride);
+      k_.Mul(offset, offset, digit);
+      k_.Add(pointer, pointer, offset);
     }
   }
 
   // Loads the located tile (q rows of p source elements) into `buffer` and tells the vector engine.
-  void load_next(int buffer) {
-    writer_.line("dma.ld2.b{} r{}, r{}, r{}, r{}, {}", copy_.element_bytes * 8, buffer, kNextSource, kNextP, kNextQ,
-                 copy_.source_strides[a_]);
-    writer_.line("sem.post.dma {}", kLoaded);
+  void load(R buffer, const NextTile& next, int loaded) {
+    const int64_t stride = copy_.source_strides[a_];
+    switch (copy_.element_bytes) {
+      case 1: k_.DmaLoad2d8(buffer, next.source, next.p, next.q, stride); break;
+      case 2: k_.DmaLoad2d16(buffer, next.source, next.p, next.q, stride); break;
+      case 4: k_.DmaLoad2d32(buffer, next.source, next.p, next.q, stride); break;
+      default: k_.DmaLoad2d64(buffer, next.source, next.p, next.q, stride); break;
+    }
+    k_.SemPostDma(loaded);
+  }
+
+  // Stores p destination rows of q elements from the transposed `buffer`.
+  void store(R destination, R buffer, R q, R p) {
+    const int64_t stride = copy_.destination_strides[b_];
+    switch (copy_.element_bytes) {
+      case 1: k_.DmaStore2d8(destination, buffer, q, p, stride); break;
+      case 2: k_.DmaStore2d16(destination, buffer, q, p, stride); break;
+      case 4: k_.DmaStore2d32(destination, buffer, q, p, stride); break;
+      default: k_.DmaStore2d64(destination, buffer, q, p, stride); break;
+    }
   }
 
   StridedCopy copy_;
   int a_, b_;
   int64_t p_ = 1, q_ = 1, tiles_a_ = 1, tiles_b_ = 1, tiles_ = 1, cores_ = 1, buffer_bytes_ = 0;
-  AssemblyWriter writer_;
+  KernelBuilder k_;
+  Reg destination_base_, source_base_;
 };
 
 // The dimension along which `strides` is contiguous (its stride is one element), or -1.
@@ -192,12 +220,7 @@ std::optional<Kernel> emit_transpose_copy(const StridedCopy& copy, const config:
   const int b = contiguous_dimension(copy.source_strides, copy.element_bytes);
   if (a < 0 || b < 0 || a == b || copy.source_strides[a] == copy.element_bytes) return std::nullopt;
   if (!fits_immediate(copy.source_strides[a]) || !fits_immediate(copy.destination_strides[b])) return std::nullopt;
-  TransposeCopyEmitter emitter(copy, a, b, config);
-  Kernel kernel;
-  kernel.name = "transpose";
-  kernel.words = isa::assemble(emitter.emit(), kernel.name + ".s");
-  kernel.cores = emitter.cores();
-  return kernel;
+  return TransposeCopyEmitter(copy, a, b, config).emit();
 }
 
 }  // namespace npusim::emitter
