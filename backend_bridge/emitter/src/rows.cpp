@@ -112,7 +112,7 @@ class RowEmitter {
   // One tile holds the working set: x, then e, the per-row values, then layer norm's 1/std, weight and bias rows and
   // constants, safe softmax's constants or the backward ops' forward output tile. Every step of a tile's pipeline
   // waits for the step before (load, vector work, store, the next load into x), so separate tiles would order
-  // nothing better, and their 64-byte alignment would cost a row per tile in some shapes.
+  // nothing better, and their 64-byte alignments would leave room for fewer rows per tile in some shapes.
   void allocate_tile() {
     const int64_t tile = tile_rows_ * spec_.cols * kFloat;
     const int64_t per_row = (reduction() ? 1 : 2) * tile, after = 2 * tile + tile_rows_ * kFloat;
