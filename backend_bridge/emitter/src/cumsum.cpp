@@ -1,19 +1,15 @@
 // The cumsum kernel. Each core takes tiles of rt rows (c, c + n, c + 2n, ...); per tile, a 2-D DMA with a row
 // stride of one element and an element stride of one row loads it transposed into the scratchpad, [cols][rt], so
 // that column j of all rt rows is contiguous; then column j += column j - 1 for j = 1 .. cols - 1 (one vector add
-// of rt elements each, in order), and the same transposed DMA stores it back.
-//
-// Registers: r1 arguments; r2 output, r3 input; r4 first row of the tile, r5 rows in it, r6 row step across cores,
-// r7 scratch, r8 DRAM pointer, r9 column counter, r10 this column's tile, r11 the previous column's, r12 rows,
-// r13 cols, r14 bytes per column run (rt elements).
+// of rt elements each, in order), and the same transposed DMA stores it back. The builder orders the load, the adds
+// and the store by the tile they share.
 #include "npusim/emitter/cumsum.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "npusim/emitter/assembly_writer.h"
-#include "npusim/isa/assembler.h"
+#include "npusim/emitter/kernel_builder.h"
 
 namespace npusim::emitter {
 
@@ -29,67 +25,87 @@ Kernel emit_cumsum(const CumsumSpec& spec, const config::ChipConfig& config) {
   const int64_t tiles = (spec.rows + tile_rows - 1) / tile_rows;
   const int64_t cores = std::clamp<int64_t>(tiles, 1, config.chip_cores);
   const std::string type(isa::type_name(spec.type));
+  const bool wide = bytes == 8;
 
-  AssemblyWriter w;
-  w.comment(fmt::format("cumsum_{}: {} rows of {}, {} rows per tile, {} cores", type, spec.rows, spec.cols, tile_rows,
-                        cores));
-  w.line("ld r2, 0(r1)");
-  w.line("ld r3, 8(r1)");
-  w.load_constant(12, spec.rows);
-  w.load_constant(13, spec.cols);
-  w.line("csrr r4, coreid");
-  w.load_constant(7, tile_rows);
-  w.line("mul r4, r4, r7");
-  w.load_constant(6, tile_rows * cores);
-  // The transposed tile: rt elements one row apart, in cols runs one element apart.
-  w.load_constant(7, bytes);
-  w.line("dma.dim 1, r13, r7");
-  w.line("li r7, 1");
-  w.line("dma.dim 2, r7, r0");
-  w.line("dma.dim 3, r7, r0");
-  const std::string tile = w.new_label("tile"), sized = w.new_label("sized"), scan = w.new_label("scan"),
-                    scanned = w.new_label("scanned"), done = w.new_label("done");
-  w.line("bgeu r4, r12, {}", done);
-  w.label(tile);
-  w.line("sub r5, r12, r4");  // rows in this tile: min(rt, rows - first)
-  w.load_constant(7, tile_rows);
-  w.line("bltu r5, r7, {}", sized);
-  w.line("addi r5, r7, 0");
-  w.label(sized);
-  w.load_constant(7, spec.cols * bytes);
-  w.line("mul r8, r4, r7");
-  w.line("add r8, r8, r3");
-  w.line("dma.ld4.b{} r0, r8, r5, {}", 8 * bytes, spec.cols * bytes);
-  w.line("fence");
-  w.load_constant(7, bytes);
-  w.line("mul r14, r5, r7");
-  w.line("li r11, 0");
-  w.line("addi r10, r14, 0");
-  w.line("li r9, 1");
-  w.label(scan);
-  w.line("bgeu r9, r13, {}", scanned);
-  w.line("vadd.{} r10, r10, r11, r5", type);
-  w.line("addi r11, r10, 0");
-  w.line("add r10, r10, r14");
-  w.line("addi r9, r9, 1");
-  w.line("jal r0, {}", scan);
-  w.label(scanned);
-  w.line("fence");
-  w.load_constant(7, spec.cols * bytes);
-  w.line("mul r8, r4, r7");
-  w.line("add r8, r8, r2");
-  w.line("dma.st4.b{} r8, r0, r5, {}", 8 * bytes, spec.cols * bytes);
-  w.line("fence");
-  w.line("add r4, r4, r6");
-  w.line("bltu r4, r12, {}", tile);
-  w.label(done);
-  w.line("halt");
-
-  Kernel kernel;
-  kernel.name = "cumsum_" + type;
-  kernel.words = isa::assemble(w.text(), kernel.name + ".s");
-  kernel.cores = cores;
-  return kernel;
+  KernelBuilder b("cumsum_" + type, config);
+  b.describe(fmt::format("cumsum_{}: {} rows of {}, {} rows per tile, {} cores", type, spec.rows, spec.cols, tile_rows,
+                         cores));
+  const Tile tile = b.tile(Space::Scratchpad, tile_rows * spec.cols * bytes, "transposed rows");
+  Reg out = b.reg("output"), in = b.reg("input"), rows = b.reg("rows"), row = b.reg("first row of the tile");
+  Reg step = b.reg("row step across cores"), rows_in_tile = b.reg("rows in the tile"), base = b.reg("tile");
+  b.Ld(out, kArgumentBlock, 0);
+  b.Ld(in, kArgumentBlock, 8);
+  b.li(rows, spec.rows);
+  b.point(base, tile);
+  b.Csrr(row, isa::Csr::CoreId);
+  b.mul_constant(row, tile_rows);
+  b.li(step, tile_rows * cores);
+  {  // The transposed tile: rt elements one row apart, in cols runs one element apart.
+    Reg cols = b.reg("cols"), element = b.reg("element bytes"), one = b.reg("one");
+    b.li(cols, spec.cols);
+    b.li(element, bytes);
+    b.DmaDim(1, cols, element);
+    b.li(one, 1);
+    b.DmaDim(2, one, kZero);
+    b.DmaDim(3, one, kZero);
+  }
+  const Label top = b.label(), sized = b.label(), done = b.label();
+  b.Bgeu(row, rows, done);
+  b.bind(top);
+  {
+    Reg tile_rows_reg = b.reg("rows per tile"), dram = b.reg("DRAM address");
+    b.Sub(rows_in_tile, rows, row);  // min(rt, rows - first row)
+    b.li(tile_rows_reg, tile_rows);
+    b.Bltu(rows_in_tile, tile_rows_reg, sized);
+    b.move(rows_in_tile, tile_rows_reg);
+    b.bind(sized);
+    b.li(dram, spec.cols * bytes);
+    b.Mul(dram, dram, row);
+    b.Add(dram, dram, in);
+    if (wide) {
+      b.DmaLoad4d64(base, dram, rows_in_tile, spec.cols * bytes);
+    } else {
+      b.DmaLoad4d32(base, dram, rows_in_tile, spec.cols * bytes);
+    }
+  }
+  if (spec.cols > 1) {
+    // The first add is outside the loop so that the builder's wait for the load comes once per tile, not per column.
+    Reg run = b.reg("bytes per column run"), column = b.reg("this column");
+    b.li(run, bytes);
+    b.Mul(run, run, rows_in_tile);
+    b.Add(column, base, run);
+    b.bind(column, tile);
+    b.Vadd(spec.type, column, column, base, rows_in_tile);
+    if (spec.cols > 2) {
+      Reg previous = b.reg("previous column"), left = b.reg("columns left");
+      b.li(left, spec.cols - 2);
+      const Label scan = b.label();
+      b.bind(scan);
+      b.move(previous, column);
+      b.bind(previous, tile);
+      b.Add(column, column, run);
+      b.bind(column, tile);
+      b.Vadd(spec.type, column, column, previous, rows_in_tile);
+      b.Addi(left, left, -1);
+      b.Bne(left, kZero, scan);
+    }
+  }
+  {
+    Reg dram = b.reg("DRAM address");
+    b.li(dram, spec.cols * bytes);
+    b.Mul(dram, dram, row);
+    b.Add(dram, dram, out);
+    if (wide) {
+      b.DmaStore4d64(dram, base, rows_in_tile, spec.cols * bytes);
+    } else {
+      b.DmaStore4d32(dram, base, rows_in_tile, spec.cols * bytes);
+    }
+  }
+  b.Add(row, row, step);
+  b.Bltu(row, rows, top);
+  b.bind(done);
+  b.Halt();
+  return b.finish(cores);
 }
 
 }  // namespace npusim::emitter

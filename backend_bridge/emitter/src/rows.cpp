@@ -7,13 +7,8 @@
 //   log_softmax backward  s = rowsum(g); e = exp(y); e *= s (per row); g -= e
 //   layer_norm   m = rowsum(x) / cols; x -= m; v = rowsum(x * x) / cols; r = rsqrt(v + eps); x *= r (per row);
 //                x *= weight, x += bias (a repeating row); m and r are stored too
-// The max subtraction keeps exp from overflowing, as PyTorch's CPU kernels do.
-//
-// Registers: r1 arguments; r2 output, r3 input; r4 first row of the tile, r5 rows in it, r6 its elements;
-// r7 row step across cores; r8 scratch; r10 cols; r11 DRAM pointer; r20 tile x, r21 scratch tile e,
-// r22 per-row values; layer norm: r23 per-row 1/std, r24 weight row, r25 bias row, r26 1/cols, r27 eps,
-// r28/r29 mean and 1/std outputs; backward ops: r30 the forward output's tile, r31 its DRAM address;
-// safe softmax: r23..r25 the constants -inf, 0 and 1 after the per-row values.
+// The max subtraction keeps exp from overflowing, as PyTorch's CPU kernels do. The builder orders the DMA engine's
+// load of a tile, the vector engine's work on it and the store.
 #include "npusim/emitter/rows.h"
 
 #include <fmt/format.h>
@@ -21,16 +16,12 @@
 #include <algorithm>
 #include <bit>
 
-#include "npusim/emitter/assembly_writer.h"
-#include "npusim/isa/assembler.h"
+#include "npusim/emitter/kernel_builder.h"
 
 namespace npusim::emitter {
 namespace {
 
-constexpr int kOut = 2, kIn = 3, kRow = 4, kRowsInTile = 5, kElements = 6, kRowStep = 7, kScratch = 8, kCols = 10,
-              kDram = 11, kTile = 20, kTemp = 21, kPerRow = 22, kRstd = 23, kWeight = 24, kBias = 25, kInvCols = 26,
-              kEps = 27, kMeanOut = 28, kRstdOut = 29, kForwardTile = 30, kForward = 31, kNegInf = 23, kZero = 24,
-              kOne = 25;
+using isa::ElementType;
 constexpr int64_t kFloat = 4;
 
 const char* name_of(RowOp op) {
@@ -52,12 +43,11 @@ const char* name_of(RowOp op) {
 
 class RowEmitter {
  public:
-  RowEmitter(const RowSpec& spec, const config::ChipConfig& config) : spec_(spec) {
+  RowEmitter(const RowSpec& spec, const config::ChipConfig& config) : spec_(spec), b_(name_of(spec.op), config) {
     // x and e tiles of rt rows and rt per-row values (two sets for layer norm, which also keeps its weight and bias
     // rows and two constants).
     const int64_t floats = static_cast<int64_t>(config.scratchpad_bytes()) / kFloat;
     const bool norm = spec.op == RowOp::LayerNormF32;
-    // The backward ops also hold the forward output's tile; reductions need no scratch tile.
     const int64_t tiles = backward() ? 3 : reduction() ? 1 : 2;
     const int64_t fixed = norm ? 2 * spec.cols + 2 : spec.op == RowOp::SafeSoftmaxF32 ? 3 : 0;
     tile_rows_ = std::min(spec.rows, (floats - fixed) / (tiles * spec.cols + (norm || arg() ? 2 : 1)));
@@ -68,201 +58,237 @@ class RowEmitter {
     cores_ = std::clamp<int64_t>((spec.rows + tile_rows_ - 1) / tile_rows_, 1, config.chip_cores);
   }
 
-  int64_t cores() const { return cores_; }
+  Kernel emit() {
+    b_.describe(
+        fmt::format("{}: {} rows of {}, {} rows per tile", name_of(spec_.op), spec_.rows, spec_.cols, tile_rows_));
+    allocate_tile();
+    out_ = b_.reg("output");
+    in_ = b_.reg("input");
+    b_.Ld(out_, kArgumentBlock, 0);
+    b_.Ld(in_, kArgumentBlock, 8);
+    cols_ = b_.reg("cols");
+    b_.li(cols_, spec_.cols);
+    if (spec_.op == RowOp::LayerNormF32) emit_norm_setup();
+    if (spec_.op == RowOp::SafeSoftmaxF32) emit_safe_softmax_constants();
+    if (backward()) {
+      forward_ = b_.reg("forward output");
+      b_.Ld(forward_, kArgumentBlock, 16);
+    }
+    // Core c takes the tiles starting at rows c*rt, (c + n)*rt, ...
+    row_ = b_.reg("first row of the tile");
+    rows_in_tile_ = b_.reg("rows in the tile");
+    elements_ = b_.reg("elements in the tile");
+    Reg tile_rows = b_.reg("rows per tile"), step = b_.reg("row step across cores"), rows = b_.reg("rows");
+    b_.li(tile_rows, tile_rows_);
+    b_.Csrr(row_, isa::Csr::CoreId);
+    b_.Mul(row_, row_, tile_rows);
+    b_.Csrr(step, isa::Csr::CoreCount);
+    b_.Mul(step, step, tile_rows);
+    b_.li(rows, spec_.rows);
+    const Label top = b_.label(), sized = b_.label(), done = b_.label();
+    b_.Bgeu(row_, rows, done);
+    b_.bind(top);
+    b_.Sub(rows_in_tile_, rows, row_);  // min(rt, rows - first row)
+    b_.Bltu(rows_in_tile_, tile_rows, sized);
+    b_.move(rows_in_tile_, tile_rows);
+    b_.bind(sized);
+    b_.Mul(elements_, rows_in_tile_, cols_);
+    emit_tile();
+    b_.Add(row_, row_, step);
+    b_.Bltu(row_, rows, top);
+    b_.bind(done);
+    b_.Halt();
+    return b_.finish(cores_);
+  }
+
+ private:
   bool backward() const { return spec_.op == RowOp::SoftmaxBackwardF32 || spec_.op == RowOp::LogSoftmaxBackwardF32; }
-  // Row to one value: no scratch tile, the per-row values right after the input tile.
+  // Row to one value: no scratch tile.
   bool reduction() const {
     return spec_.op == RowOp::SumF32 || spec_.op == RowOp::MaxF32 || spec_.op == RowOp::MinF32 || arg();
   }
   bool arg() const { return spec_.op == RowOp::ArgMaxF32 || spec_.op == RowOp::ArgMinF32; }
 
-  std::string emit() {
-    w_.comment(
-        fmt::format("{}: {} rows of {}, {} rows per tile", name_of(spec_.op), spec_.rows, spec_.cols, tile_rows_));
-    w_.line("ld r{}, 0(r1)", kOut);
-    w_.line("ld r{}, 8(r1)", kIn);
-    w_.load_constant(kCols, spec_.cols);
-    w_.line("li r{}, 0", kTile);
-    w_.load_constant(kTemp, tile_rows_ * spec_.cols * kFloat);
-    w_.load_constant(kPerRow, (reduction() ? 1 : 2) * tile_rows_ * spec_.cols * kFloat);
-    if (spec_.op == RowOp::LayerNormF32) emit_norm_setup();
-    if (spec_.op == RowOp::SafeSoftmaxF32) emit_safe_softmax_constants();
-    if (backward()) {  // the forward output's tile after the per-row values
-      w_.load_constant(kForwardTile, (2 * tile_rows_ * spec_.cols + tile_rows_) * kFloat);
-      w_.line("ld r{}, 16(r1)", kForward);
+  // One tile holds the working set: x, then e, the per-row values, then layer norm's 1/std, weight and bias rows and
+  // constants, safe softmax's constants or the backward ops' forward output tile. Every step of a tile's pipeline
+  // waits for the step before (load, vector work, store, the next load into x), so separate tiles would order
+  // nothing better, and their 64-byte alignments would leave room for fewer rows per tile in some shapes.
+  void allocate_tile() {
+    const int64_t tile = tile_rows_ * spec_.cols * kFloat;
+    const int64_t per_row = (reduction() ? 1 : 2) * tile, after = 2 * tile + tile_rows_ * kFloat;
+    int64_t bytes = per_row + tile_rows_ * (arg() ? 8 : kFloat);
+    if (spec_.op == RowOp::LayerNormF32) bytes = after + (tile_rows_ + 2 * spec_.cols + 2) * kFloat;
+    if (spec_.op == RowOp::SafeSoftmaxF32) bytes = after + 3 * kFloat;
+    if (backward()) bytes = after + tile;
+    working_set_ = b_.tile(Space::Scratchpad, bytes, "working set");
+    const auto point = [&](Reg& reg, const char* purpose, int64_t offset) {
+      reg = b_.reg(purpose);
+      b_.point(reg, working_set_, offset);
+    };
+    point(x_, "x", 0);
+    if (!reduction()) point(e_, "e", tile);
+    point(per_row_, "per-row values", per_row);
+    if (spec_.op == RowOp::LayerNormF32) {
+      point(rstd_, "per-row 1/std", after);
+      point(weight_, "weight row", after + tile_rows_ * kFloat);
+      point(bias_, "bias row", after + (tile_rows_ + spec_.cols) * kFloat);
+      point(inv_cols_, "1/cols", after + (tile_rows_ + 2 * spec_.cols) * kFloat);
+      point(eps_, "eps", after + (tile_rows_ + 2 * spec_.cols + 1) * kFloat);
     }
-    // Core c takes the tiles starting at rows c*rt, (c + n)*rt, ...
-    const std::string top = w_.new_label("tile"), sized = w_.new_label("sized"), done = w_.new_label("done");
-    w_.line("csrr r{}, coreid", kRow);
-    w_.load_constant(kScratch, tile_rows_);
-    w_.line("mul r{0}, r{0}, r{1}", kRow, kScratch);
-    w_.line("csrr r{}, ncores", kRowStep);
-    w_.line("mul r{0}, r{0}, r{1}", kRowStep, kScratch);
-    w_.load_constant(kScratch, spec_.rows);
-    w_.line("bgeu r{}, r{}, {}", kRow, kScratch, done);
-    w_.label(top);
-    w_.load_constant(kScratch, spec_.rows);
-    w_.line("sub r{0}, r{0}, r{1}", kScratch, kRow);
-    w_.load_constant(kRowsInTile, tile_rows_);
-    w_.line("bgeu r{}, r{}, {}", kScratch, kRowsInTile, sized);
-    w_.line("addi r{}, r{}, 0", kRowsInTile, kScratch);
-    w_.label(sized);
-    w_.line("mul r{}, r{}, r{}", kElements, kRowsInTile, kCols);
-    emit_tile();
-    w_.line("add r{0}, r{0}, r{1}", kRow, kRowStep);
-    w_.load_constant(kScratch, spec_.rows);
-    w_.line("bltu r{}, r{}, {}", kRow, kScratch, top);
-    w_.label(done);
-    w_.line("halt");
-    return w_.text();
-  }
-
- private:
-  const char* reduction_mnemonic() const {
-    switch (spec_.op) {
-      case RowOp::MaxF32: return "vrmax";
-      case RowOp::MinF32: return "vrmin";
-      case RowOp::ArgMaxF32: return "vargmax";
-      case RowOp::ArgMinF32: return "vargmin";
-      default: return "vrsum";
+    if (spec_.op == RowOp::SafeSoftmaxF32) {
+      point(neg_inf_, "-inf", after);
+      point(zero_, "zero", after + kFloat);
+      point(one_, "one", after + 2 * kFloat);
     }
+    if (backward()) point(forward_tile_, "forward output tile", after);
   }
 
-  // kDram = base + row * bytes_per_row.
-  void point_at(int base, int64_t bytes_per_row) {
-    w_.load_constant(kScratch, bytes_per_row);
-    w_.line("mul r{0}, r{0}, r{1}", kScratch, kRow);
-    w_.line("add r{}, r{}, r{}", kDram, base, kScratch);
+  // dram = base + row * bytes_per_row.
+  void point_at(R dram, R base, int64_t bytes_per_row) {
+    b_.li(dram, bytes_per_row);
+    b_.Mul(dram, dram, row_);
+    b_.Add(dram, dram, base);
   }
 
-  // Layer norm: the per-row 1/std after the means, then the weight and bias rows and the two constants.
+  // Layer norm: 1/cols and eps as the constants, the weight and bias rows loaded once.
   void emit_norm_setup() {
-    const int64_t base = 2 * tile_rows_ * spec_.cols + tile_rows_;
-    w_.load_constant(kRstd, base * kFloat);
-    w_.load_constant(kWeight, (base + tile_rows_) * kFloat);
-    w_.load_constant(kBias, (base + tile_rows_ + spec_.cols) * kFloat);
-    w_.load_constant(kInvCols, (base + tile_rows_ + 2 * spec_.cols) * kFloat);
-    w_.load_constant(kEps, (base + tile_rows_ + 2 * spec_.cols + 1) * kFloat);
-    w_.line("ld r{}, 32(r1)", kMeanOut);
-    w_.line("ld r{}, 40(r1)", kRstdOut);
-    w_.line("li r{}, 1", kScratch);
+    mean_out_ = b_.reg("means");
+    rstd_out_ = b_.reg("1/stds");
+    b_.Ld(mean_out_, kArgumentBlock, 32);
+    b_.Ld(rstd_out_, kArgumentBlock, 40);
+    Reg one = b_.reg("one");
+    b_.li(one, 1);
     // The immediate is signed: a bit pattern with the top bit set (a negative eps) is written as a negative number.
-    w_.line("vfill.f32 r{}, r{}, {}", kInvCols, kScratch,
-            std::bit_cast<int32_t>(1.0f / static_cast<float>(spec_.cols)));
-    w_.line("vfill.f32 r{}, r{}, {}", kEps, kScratch, std::bit_cast<int32_t>(spec_.eps));
-    if (spec_.weight) load_row(kWeight, 16);
-    if (spec_.bias) load_row(kBias, 24);
-    w_.line("fence");
+    b_.Vfill(ElementType::F32, inv_cols_, one, std::bit_cast<int32_t>(1.0f / static_cast<float>(spec_.cols)));
+    b_.Vfill(ElementType::F32, eps_, one, std::bit_cast<int32_t>(spec_.eps));
+    if (spec_.weight) load_row(weight_, 16);
+    if (spec_.bias) load_row(bias_, 24);
   }
   void emit_safe_softmax_constants() {
-    const int64_t base = 2 * tile_rows_ * spec_.cols + tile_rows_;
-    const std::pair<int, uint32_t> constants[] = {{kNegInf, 0xff800000}, {kZero, 0}, {kOne, 0x3f800000}};
-    w_.line("li r{}, 1", kScratch);
-    for (size_t k = 0; k < std::size(constants); ++k) {
-      w_.load_constant(constants[k].first, (base + static_cast<int64_t>(k)) * kFloat);
-      // The immediate is signed: -inf's bit pattern is written as the negative number with the same bits.
-      w_.line("vfill.f32 r{}, r{}, {}", constants[k].first, kScratch, static_cast<int32_t>(constants[k].second));
-    }
+    Reg count = b_.reg("one element");
+    b_.li(count, 1);
+    // The immediate is signed: -inf's bit pattern is written as the negative number with the same bits.
+    b_.Vfill(ElementType::F32, neg_inf_, count, static_cast<int32_t>(0xff800000u));
+    b_.Vfill(ElementType::F32, zero_, count, 0);
+    b_.Vfill(ElementType::F32, one_, count, std::bit_cast<int32_t>(1.0f));
   }
 
   // One row of cols floats from the address in argument word `offset` / 8.
-  void load_row(int spad, int offset) {
-    w_.line("ld r{}, {}(r1)", kDram, offset);
-    w_.line("dma.ld.b32 r{}, r{}, r{}, 4", spad, kDram, kCols);
+  void load_row(R spad, int offset) {
+    Reg dram = b_.reg("row address");
+    b_.Ld(dram, kArgumentBlock, offset);
+    b_.DmaLoad32(spad, dram, cols_, 4);
   }
 
   void emit_norm(int64_t per_row) {
     const int64_t repeating_row = 2 + (spec_.cols << 2);
-    w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
-    w_.line("vmul.f32 r{0}, r{0}, r{1}, r{2}, 1", kPerRow, kInvCols, kRowsInTile);
-    w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
-    w_.line("vmul.f32 r{}, r{}, r{}, r{}", kTemp, kTile, kTile, kElements);
-    w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kRstd, kTemp, kRowsInTile, kCols);
-    w_.line("vmul.f32 r{0}, r{0}, r{1}, r{2}, 1", kRstd, kInvCols, kRowsInTile);
-    w_.line("vadd.f32 r{0}, r{0}, r{1}, r{2}, 1", kRstd, kEps, kRowsInTile);
-    w_.line("vrsqrt.f32 r{0}, r{0}, r{1}", kRstd, kRowsInTile);
-    w_.line("vmul.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kRstd, kElements, per_row);
-    if (spec_.weight) w_.line("vmul.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kWeight, kElements, repeating_row);
-    if (spec_.bias) w_.line("vadd.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kBias, kElements, repeating_row);
+    const ElementType f32 = ElementType::F32;
+    b_.Vrsum(f32, per_row_, x_, rows_in_tile_, cols_);
+    b_.Vmul(f32, per_row_, per_row_, inv_cols_, rows_in_tile_, 1);
+    b_.Vsub(f32, x_, x_, per_row_, elements_, per_row);
+    b_.Vmul(f32, e_, x_, x_, elements_);
+    b_.Vrsum(f32, rstd_, e_, rows_in_tile_, cols_);
+    b_.Vmul(f32, rstd_, rstd_, inv_cols_, rows_in_tile_, 1);
+    b_.Vadd(f32, rstd_, rstd_, eps_, rows_in_tile_, 1);
+    b_.Vrsqrt(f32, rstd_, rstd_, rows_in_tile_);
+    b_.Vmul(f32, x_, x_, rstd_, elements_, per_row);
+    if (spec_.weight) b_.Vmul(f32, x_, x_, weight_, elements_, repeating_row);
+    if (spec_.bias) b_.Vadd(f32, x_, x_, bias_, elements_, repeating_row);
+  }
+
+  isa::Opcode reduction_opcode() const {
+    switch (spec_.op) {
+      case RowOp::MaxF32: return isa::Opcode::Vrmax;
+      case RowOp::MinF32: return isa::Opcode::Vrmin;
+      case RowOp::ArgMaxF32: return isa::Opcode::Vargmax;
+      case RowOp::ArgMinF32: return isa::Opcode::Vargmin;
+      default: return isa::Opcode::Vrsum;
+    }
   }
 
   void emit_tile() {
     const int64_t per_row = 3 + (spec_.cols << 2);  // broadcast mode 3: one value per row of cols
-    point_at(kIn, spec_.cols * kFloat);
-    w_.line("dma.ld.b32 r{}, r{}, r{}, 4", kTile, kDram, kElements);
+    const ElementType f32 = ElementType::F32;
+    Reg dram = b_.reg("DRAM address");
+    point_at(dram, in_, spec_.cols * kFloat);
+    b_.DmaLoad32(x_, dram, elements_, 4);
     if (backward()) {
-      point_at(kForward, spec_.cols * kFloat);
-      w_.line("dma.ld.b32 r{}, r{}, r{}, 4", kForwardTile, kDram, kElements);
+      point_at(dram, forward_, spec_.cols * kFloat);
+      b_.DmaLoad32(forward_tile_, dram, elements_, 4);
     }
-    w_.line("fence");
     switch (spec_.op) {
       case RowOp::SoftmaxF32:
-        w_.line("vrmax.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
-        w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
-        w_.line("vexp.f32 r{0}, r{0}, r{1}", kTile, kElements);
-        w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
-        w_.line("vdiv.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
+        b_.Vrmax(f32, per_row_, x_, rows_in_tile_, cols_);
+        b_.Vsub(f32, x_, x_, per_row_, elements_, per_row);
+        b_.Vexp(f32, x_, x_, elements_);
+        b_.Vrsum(f32, per_row_, x_, rows_in_tile_, cols_);
+        b_.Vdiv(f32, x_, x_, per_row_, elements_, per_row);
         break;
       case RowOp::SafeSoftmaxF32:  // the e tile holds each row's "all -inf" flag (bools)
-        w_.line("vrmax.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
-        w_.line("vceq.f32 r{}, r{}, r{}, r{}, 1", kTemp, kPerRow, kNegInf, kRowsInTile);
-        w_.line("vsel.f32 r{}, r{}, r{}, r{}, 1", kPerRow, kTemp, kZero, kRowsInTile);
-        w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
-        w_.line("vexp.f32 r{0}, r{0}, r{1}", kTile, kElements);
-        w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
-        w_.line("vsel.f32 r{}, r{}, r{}, r{}, 1", kPerRow, kTemp, kOne, kRowsInTile);
-        w_.line("vdiv.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
+        b_.Vrmax(f32, per_row_, x_, rows_in_tile_, cols_);
+        b_.Vceq(f32, e_, per_row_, neg_inf_, rows_in_tile_, 1);
+        b_.Vsel(f32, per_row_, e_, zero_, rows_in_tile_, 1);
+        b_.Vsub(f32, x_, x_, per_row_, elements_, per_row);
+        b_.Vexp(f32, x_, x_, elements_);
+        b_.Vrsum(f32, per_row_, x_, rows_in_tile_, cols_);
+        b_.Vsel(f32, per_row_, e_, one_, rows_in_tile_, 1);
+        b_.Vdiv(f32, x_, x_, per_row_, elements_, per_row);
         break;
       case RowOp::LogSoftmaxF32:
-        w_.line("vrmax.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
-        w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
-        w_.line("vexp.f32 r{}, r{}, r{}", kTemp, kTile, kElements);
-        w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTemp, kRowsInTile, kCols);
-        w_.line("vlog.f32 r{0}, r{0}, r{1}", kPerRow, kRowsInTile);
-        w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
+        b_.Vrmax(f32, per_row_, x_, rows_in_tile_, cols_);
+        b_.Vsub(f32, x_, x_, per_row_, elements_, per_row);
+        b_.Vexp(f32, e_, x_, elements_);
+        b_.Vrsum(f32, per_row_, e_, rows_in_tile_, cols_);
+        b_.Vlog(f32, per_row_, per_row_, rows_in_tile_);
+        b_.Vsub(f32, x_, x_, per_row_, elements_, per_row);
         break;
       case RowOp::SumF32:
       case RowOp::MaxF32:
       case RowOp::MinF32:
       case RowOp::ArgMaxF32:
-      case RowOp::ArgMinF32:
-        w_.line("{}.f32 r{}, r{}, r{}, r{}", reduction_mnemonic(), kPerRow, kTile, kRowsInTile, kCols);
-        break;
+      case RowOp::ArgMinF32: b_.emit(reduction_opcode(), {f32, per_row_, x_, rows_in_tile_, cols_}); break;
       case RowOp::LayerNormF32: emit_norm(per_row); break;
       case RowOp::SoftmaxBackwardF32:
-        w_.line("vmul.f32 r{}, r{}, r{}, r{}", kTemp, kTile, kForwardTile, kElements);
-        w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTemp, kRowsInTile, kCols);
-        w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTile, kPerRow, kElements, per_row);
-        w_.line("vmul.f32 r{0}, r{0}, r{1}, r{2}", kTile, kForwardTile, kElements);
+        b_.Vmul(f32, e_, x_, forward_tile_, elements_);
+        b_.Vrsum(f32, per_row_, e_, rows_in_tile_, cols_);
+        b_.Vsub(f32, x_, x_, per_row_, elements_, per_row);
+        b_.Vmul(f32, x_, x_, forward_tile_, elements_);
         break;
       case RowOp::LogSoftmaxBackwardF32:
-        w_.line("vrsum.f32 r{}, r{}, r{}, r{}", kPerRow, kTile, kRowsInTile, kCols);
-        w_.line("vexp.f32 r{}, r{}, r{}", kTemp, kForwardTile, kElements);
-        w_.line("vmul.f32 r{0}, r{0}, r{1}, r{2}, {3}", kTemp, kPerRow, kElements, per_row);
-        w_.line("vsub.f32 r{0}, r{0}, r{1}, r{2}", kTile, kTemp, kElements);
+        b_.Vrsum(f32, per_row_, x_, rows_in_tile_, cols_);
+        b_.Vexp(f32, e_, forward_tile_, elements_);
+        b_.Vmul(f32, e_, e_, per_row_, elements_, per_row);
+        b_.Vsub(f32, x_, x_, e_, elements_);
         break;
     }
-    w_.line("fence");
     if (reduction()) {
       const int64_t bytes = arg() ? 8 : kFloat;
-      point_at(kOut, bytes);
-      w_.line("dma.st.b{} r{}, r{}, r{}, {}", 8 * bytes, kDram, kPerRow, kRowsInTile, bytes);
+      point_at(dram, out_, bytes);
+      if (arg()) {
+        b_.DmaStore64(dram, per_row_, rows_in_tile_, bytes);
+      } else {
+        b_.DmaStore32(dram, per_row_, rows_in_tile_, bytes);
+      }
     } else {
-      point_at(kOut, spec_.cols * kFloat);
-      w_.line("dma.st.b32 r{}, r{}, r{}, 4", kDram, kTile, kElements);
+      point_at(dram, out_, spec_.cols * kFloat);
+      b_.DmaStore32(dram, x_, elements_, 4);
     }
     if (spec_.op == RowOp::LayerNormF32) {  // each row's mean and 1/std
-      point_at(kMeanOut, kFloat);
-      w_.line("dma.st.b32 r{}, r{}, r{}, 4", kDram, kPerRow, kRowsInTile);
-      point_at(kRstdOut, kFloat);
-      w_.line("dma.st.b32 r{}, r{}, r{}, 4", kDram, kRstd, kRowsInTile);
+      point_at(dram, mean_out_, kFloat);
+      b_.DmaStore32(dram, per_row_, rows_in_tile_, 4);
+      point_at(dram, rstd_out_, kFloat);
+      b_.DmaStore32(dram, rstd_, rows_in_tile_, 4);
     }
-    w_.line("fence");
   }
 
   RowSpec spec_;
   int64_t tile_rows_ = 0, cores_ = 1;
-  AssemblyWriter w_;
+  KernelBuilder b_;  // before the registers, which it must outlive
+  Tile working_set_;
+  // Addresses in the working set.
+  Reg x_, e_, per_row_, rstd_, weight_, bias_, inv_cols_, eps_, neg_inf_, zero_, one_, forward_tile_;
+  // DRAM addresses and the tile loop's counters.
+  Reg out_, in_, forward_, mean_out_, rstd_out_, cols_, row_, rows_in_tile_, elements_;
 };
 
 }  // namespace
@@ -270,12 +296,7 @@ class RowEmitter {
 Kernel emit_rows(const RowSpec& spec, const config::ChipConfig& config) {
   if (spec.rows < 1 || spec.cols < 1)
     throw std::invalid_argument(fmt::format("a row kernel over {} x {} has no elements", spec.rows, spec.cols));
-  RowEmitter emitter(spec, config);
-  Kernel kernel;
-  kernel.name = name_of(spec.op);
-  kernel.words = isa::assemble(emitter.emit(), kernel.name + ".s");
-  kernel.cores = emitter.cores();
-  return kernel;
+  return RowEmitter(spec, config).emit();
 }
 
 }  // namespace npusim::emitter

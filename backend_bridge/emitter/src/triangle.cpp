@@ -1,14 +1,10 @@
 // The triangle-zeroing kernel: the vector engine fills one row of zero bytes once, then the scalar unit walks the
-// rows and has the DMA engine store the row's zeroed span from it (a fence keeps the stores after the fill).
-//
-// Registers: r1 arguments; r2 the tensor, r3 matrix counter, r4 row, r5 span start (column), r6 span end, r7 scratch,
-// r8 DRAM pointer, r9 rows, r10 cols, r11 diagonal, r12 row bytes, r13 span bytes, r14 element bytes.
+// rows and has the DMA engine store the row's zeroed span from it.
 #include "npusim/emitter/triangle.h"
 
 #include <fmt/format.h>
 
-#include "npusim/emitter/assembly_writer.h"
-#include "npusim/isa/assembler.h"
+#include "npusim/emitter/kernel_builder.h"
 
 namespace npusim::emitter {
 
@@ -18,60 +14,74 @@ Kernel emit_zero_triangle(const TriangleSpec& spec, const config::ChipConfig& co
   const int64_t row_bytes = spec.cols * spec.element_bytes;
   if (static_cast<uint64_t>(row_bytes) > config.scratchpad_bytes())
     throw Unsupported(fmt::format("a row of {} bytes does not fit the scratchpad", row_bytes));
-  AssemblyWriter w;
-  w.comment(fmt::format(
-      "zero_triangle: {} matrices of {} x {}, {}-byte elements, keeping the {} triangle of diagonal "
-      "{}",
-      spec.matrices, spec.rows, spec.cols, spec.element_bytes, spec.keep_lower ? "lower" : "upper", spec.diagonal));
-  w.line("ld r2, 0(r1)");
-  w.load_constant(9, spec.rows);
-  w.load_constant(10, spec.cols);
-  w.load_constant(11, spec.diagonal);
-  w.load_constant(12, row_bytes);
-  w.load_constant(14, spec.element_bytes);
-  w.line("vfill.u8 r0, r12, 0");
-  w.line("fence");
-  w.load_constant(3, spec.matrices);
-  w.label("matrix");
-  w.line("li r4, 0");
-  w.label("row");
-  // The zeroed span [r5, r6) of this row, clamped to [0, cols].
+  KernelBuilder b(spec.keep_lower ? "tril_zero" : "triu_zero", config);
+  b.describe(fmt::format(
+      "zero_triangle: {} matrices of {} x {}, {}-byte elements, keeping the {} triangle of diagonal {}", spec.matrices,
+      spec.rows, spec.cols, spec.element_bytes, spec.keep_lower ? "lower" : "upper", spec.diagonal));
+  const Tile zero_row = b.tile(Space::Scratchpad, row_bytes, "zero row");
+  Reg matrix = b.reg("matrix"), matrices_left = b.reg("matrices left"), row = b.reg("row"), rows = b.reg("rows");
+  Reg cols = b.reg("cols"), diagonal = b.reg("diagonal"), bytes_per_row = b.reg("row bytes");
+  Reg element = b.reg("element bytes"), zeros = b.reg("zero row");
+  Reg start = b.reg("span start"), end = b.reg("span end"), span = b.reg("span bytes"), dram = b.reg("DRAM address");
+  b.Ld(matrix, kArgumentBlock, 0);
+  b.li(rows, spec.rows);
+  b.li(cols, spec.cols);
+  b.li(diagonal, spec.diagonal);
+  b.li(bytes_per_row, row_bytes);
+  b.li(element, spec.element_bytes);
+  b.point(zeros, zero_row);
+  b.Vfill(isa::ElementType::U8, zeros, bytes_per_row, 0);
+  // Orders the stores after the fill once: the builder would derive the same order, but at the first store, inside
+  // the row loop, where it would run on every row (and once more at the loop's back edge, for the rows that store
+  // nothing).
+  b.Fence();
+  b.li(matrices_left, spec.matrices);
+  const Label next_matrix = b.label();
+  b.bind(next_matrix);
+  b.li(row, 0);
+  const Label next_row = b.label(), row_done = b.label();
+  b.bind(next_row);
+  // The zeroed span [start, end) of this row, clamped to [0, cols].
   if (spec.keep_lower) {  // columns above row + diagonal
-    w.line("add r5, r4, r11");
-    w.line("addi r5, r5, 1");
-    w.line("bge r5, r0, start_clamped");
-    w.line("li r5, 0");
-    w.label("start_clamped");
-    w.line("addi r6, r10, 0");
-    w.line("bge r5, r6, next_row");
+    const Label start_clamped = b.label();
+    b.Add(start, row, diagonal);
+    b.Addi(start, start, 1);
+    b.Bge(start, kZero, start_clamped);
+    b.li(start, 0);
+    b.bind(start_clamped);
+    b.move(end, cols);
+    b.Bge(start, end, row_done);
   } else {  // columns below row + diagonal
-    w.line("li r5, 0");
-    w.line("add r6, r4, r11");
-    w.line("bge r0, r6, next_row");
-    w.line("blt r6, r10, end_clamped");
-    w.line("addi r6, r10, 0");
-    w.label("end_clamped");
+    const Label end_clamped = b.label();
+    b.li(start, 0);
+    b.Add(end, row, diagonal);
+    b.Bge(kZero, end, row_done);
+    b.Blt(end, cols, end_clamped);
+    b.move(end, cols);
+    b.bind(end_clamped);
   }
-  w.line("sub r13, r6, r5");
-  w.line("mul r13, r13, r14");
-  w.line("mul r8, r4, r12");  // this row's first byte, then the span's
-  w.line("add r8, r2, r8");
-  w.line("mul r7, r5, r14");
-  w.line("add r8, r8, r7");
-  w.line("dma.st.b8 r8, r0, r13, 1");
-  w.label("next_row");
-  w.line("addi r4, r4, 1");
-  w.line("bltu r4, r9, row");
-  w.line("mul r7, r9, r12");  // the next matrix
-  w.line("add r2, r2, r7");
-  w.line("addi r3, r3, -1");
-  w.line("bne r3, r0, matrix");
-  w.line("fence");
-  w.line("halt");
-  Kernel kernel;
-  kernel.name = spec.keep_lower ? "tril_zero" : "triu_zero";
-  kernel.words = isa::assemble(w.text(), kernel.name + ".s");
-  return kernel;
+  b.Sub(span, end, start);
+  b.Mul(span, span, element);
+  b.Mul(dram, row, bytes_per_row);  // this row's first byte, then the span's
+  b.Add(dram, matrix, dram);
+  {
+    Reg offset = b.reg("span offset");
+    b.Mul(offset, start, element);
+    b.Add(dram, dram, offset);
+  }
+  b.DmaStore8(dram, zeros, span, 1);
+  b.bind(row_done);
+  b.Addi(row, row, 1);
+  b.Bltu(row, rows, next_row);
+  {
+    Reg matrix_bytes = b.reg("matrix bytes");
+    b.Mul(matrix_bytes, rows, bytes_per_row);  // the next matrix
+    b.Add(matrix, matrix, matrix_bytes);
+  }
+  b.Addi(matrices_left, matrices_left, -1);
+  b.Bne(matrices_left, kZero, next_matrix);
+  b.Halt();
+  return b.finish(1);
 }
 
 }  // namespace npusim::emitter
