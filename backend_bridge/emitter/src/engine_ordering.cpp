@@ -42,7 +42,7 @@ void EngineOrdering::fence() {
   last_fence_ = static_cast<int64_t>(log_.size());
 }
 
-std::vector<EngineOrdering::Sync> EngineOrdering::access(int tile, Engine engine, bool write) {
+std::vector<EngineOrdering::Sync> EngineOrdering::access(int tile, Engine engine, bool write, size_t instruction) {
   std::vector<Sync> syncs = conflicts(tile, engine, write);
   for (const Sync& sync : syncs) apply(sync);
   std::vector<Access>& accesses = state_[tile];
@@ -52,7 +52,7 @@ std::vector<EngineOrdering::Sync> EngineOrdering::access(int tile, Engine engine
     if ((earlier.ordered_after & bit(engine)) && (earlier.write || !write))
       covered_since = std::max(covered_since, earlier.serial);
   const auto serial = static_cast<int64_t>(log_.size());
-  log_.push_back({tile, engine, write, covered_since});
+  log_.push_back({tile, engine, write, covered_since, instruction});
   // After its syncs a write follows every access still pending, so it alone need be remembered: whatever is ordered
   // after it is ordered after them.
   if (write) accesses.clear();
@@ -83,16 +83,25 @@ void EngineOrdering::join(const std::vector<State>& incoming, bool falls_through
   state_ = std::move(joined);
 }
 
-std::vector<EngineOrdering::Sync> EngineOrdering::loop_back(size_t position) {
-  std::vector<Sync> syncs;
+std::vector<EngineOrdering::Placement> EngineOrdering::loop_back(size_t position) const {
+  std::vector<Placement> placements;
   for (size_t k = position; k < log_.size(); ++k) {
     if (log_[k].covered_since >= static_cast<int64_t>(position)) continue;
     for (const Sync& sync : conflicts(log_[k].tile, log_[k].engine, log_[k].write)) {
-      apply(sync);
-      syncs.push_back(sync);
+      auto same = std::find_if(placements.begin(), placements.end(),
+                               [&](const Placement& p) { return p.sync.from == sync.from && p.sync.to == sync.to; });
+      if (same == placements.end())
+        placements.push_back({sync, log_[k].instruction});
+      else
+        same->instruction = std::min(same->instruction, log_[k].instruction);
     }
   }
-  return syncs;
+  return placements;
+}
+
+void EngineOrdering::shift(size_t instruction, size_t count) {
+  for (Logged& logged : log_)
+    if (logged.instruction >= instruction) logged.instruction += count;
 }
 
 }  // namespace npusim::emitter

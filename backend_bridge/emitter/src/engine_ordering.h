@@ -10,8 +10,10 @@
 // it is on any path; an engine is ordered after it only if it is on every path). At a backward branch (a loop's back
 // edge) the body logged since its target was bound must be able to run again. Its accesses that the body itself
 // orders after an earlier access of the same tile in the body (a write, or for a read any access, or a fence) are
-// safe whatever the state at the branch; the others, the body's exposed accesses, get a sync before the branch for
-// every conflict they have with the state there.
+// safe whatever the state at the branch; the others, the body's exposed accesses, each conflict they have with the
+// state there gets a sync placed just before the exposed access, inside the body: the next iteration waits where it
+// needs to, not at the back edge (so a matrix engine can start the next block's products while the DMA engine stores
+// this block's results). Such a sync orders the previous iteration only, so it changes nothing in the state.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +37,9 @@ class EngineOrdering {
   };
   using State = std::map<int, std::vector<Access>>;  // per tile id
 
-  // Records an access by `engine` to `tile`; returns the syncs to emit before it (already applied).
-  std::vector<Sync> access(int tile, Engine engine, bool write);
+  // Records an access by `engine` to `tile` made by the instruction that will stand at `instruction` in the program;
+  // returns the syncs to emit before it (already applied).
+  std::vector<Sync> access(int tile, Engine engine, bool write, size_t instruction);
   // A fence: every engine has finished.
   void fence();
 
@@ -45,8 +48,14 @@ class EngineOrdering {
   void join(const std::vector<State>& incoming, bool falls_through);
 
   size_t log_position() const { return log_.size(); }
-  // Syncs before a branch back to the code logged since `position`.
-  std::vector<Sync> loop_back(size_t position);
+  struct Placement {
+    Sync sync;
+    size_t instruction;  // the sync goes before the instruction at this index
+  };
+  // The syncs a branch back to the code logged since `position` needs, one per engine pair at its earliest place.
+  std::vector<Placement> loop_back(size_t position) const;
+  // Instructions were inserted at `instruction`: the logged ones from there on move by `count`.
+  void shift(size_t instruction, size_t count);
 
  private:
   struct Logged {
@@ -54,6 +63,7 @@ class EngineOrdering {
     Engine engine;
     bool write;
     int64_t covered_since;  // the latest serial of an access (or fence) this one is ordered after, as above; or -1
+    size_t instruction;
   };
   // Per tile, the latest serials of accesses that every engine is ordered after (they leave the state).
   struct Retired {

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 
 #include "engine_ordering.h"
 #include "instruction_effects.h"
@@ -273,8 +274,13 @@ void KernelBuilder::emit(isa::Opcode opcode, std::vector<Operand> operands) {
   if (label >= 0) {
     const bool backward = label_position_[label] >= 0;
     if (backward) {
-      for (const EngineOrdering::Sync& sync : ordering_->tracker.loop_back(ordering_->loop_log_position[label]))
-        emit_sync(sync.from, sync.to);
+      std::vector<EngineOrdering::Placement> placements =
+          ordering_->tracker.loop_back(ordering_->loop_log_position[label]);
+      // Latest first, so that each insertion leaves the places of the earlier ones where they were.
+      std::sort(placements.begin(), placements.end(),
+                [](const auto& x, const auto& y) { return x.instruction > y.instruction; });
+      for (const EngineOrdering::Placement& placement : placements)
+        insert_sync(placement.sync.from, placement.sync.to, placement.instruction);
     } else if (label_data_offset_[label] < 0) {
       ordering_->incoming[label].push_back(ordering_->tracker.state());
     }
@@ -284,7 +290,7 @@ void KernelBuilder::emit(isa::Opcode opcode, std::vector<Operand> operands) {
   instructions_.push_back(instruction);
 }
 
-void KernelBuilder::emit_sync(Engine from, Engine to) {
+std::array<isa::Instruction, 2> KernelBuilder::sync_pair(Engine from, Engine to) {
   int& id = ordering_->semaphore[static_cast<int>(from)][static_cast<int>(to)];
   if (id < 0) {
     int used_by_ordering = 0;
@@ -296,8 +302,24 @@ void KernelBuilder::emit_sync(Engine from, Engine to) {
   // Both halves go straight into the program: they order queues, not tiles, so they are not tracked themselves.
   isa::Instruction post{post_on(from)}, wait{wait_on(to)};
   post.imm = wait.imm = id;
-  instructions_.push_back(post);
-  instructions_.push_back(wait);
+  return {post, wait};
+}
+
+void KernelBuilder::emit_sync(Engine from, Engine to) {
+  const auto pair = sync_pair(from, to);
+  instructions_.insert(instructions_.end(), pair.begin(), pair.end());
+}
+
+void KernelBuilder::insert_sync(Engine from, Engine to, size_t at) {
+  const auto pair = sync_pair(from, to);
+  instructions_.insert(instructions_.begin() + static_cast<std::ptrdiff_t>(at), pair.begin(), pair.end());
+  // Whatever stood at `at` or later moves on; a label at `at` now starts with the sync, which is where its branches
+  // must arrive too.
+  for (int64_t& position : label_position_)
+    if (position > static_cast<int64_t>(at)) position += 2;
+  for (Fixup& fixup : fixups_)
+    if (fixup.instruction >= at) fixup.instruction += 2;
+  ordering_->tracker.shift(at, 2);
 }
 
 void KernelBuilder::track(const isa::Instruction& instruction) {
@@ -319,7 +341,8 @@ void KernelBuilder::track(const isa::Instruction& instruction) {
     if (!tile_ordered_[tile]) continue;
     // A read-modify-write (vsel's destination, an accumulating product) is tracked as the write it ends with, after
     // the syncs its read needs.
-    for (const EngineOrdering::Sync& sync : ordering_->tracker.access(tile, *engine, operand.writes))
+    for (const EngineOrdering::Sync& sync :
+         ordering_->tracker.access(tile, *engine, operand.writes, instructions_.size()))
       emit_sync(sync.from, sync.to);
   }
 }

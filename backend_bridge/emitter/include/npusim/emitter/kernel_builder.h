@@ -10,6 +10,7 @@
 // Assembly text exists only for people: Kernel::assembly() disassembles the built words.
 #pragma once
 
+#include <array>
 #include <concepts>
 #include <cstdint>
 #include <map>
@@ -171,7 +172,10 @@ class KernelBuilder {
   friend class Reg;
   struct Ordering;
   void release(int number);
-  void emit_sync(Engine from, Engine to);  // `to` waits for everything queued on `from`
+  // `to` waits for everything queued on `from`: a semaphore post on `from` and a wait on `to`.
+  std::array<isa::Instruction, 2> sync_pair(Engine from, Engine to);
+  void emit_sync(Engine from, Engine to);
+  void insert_sync(Engine from, Engine to, size_t at);
   [[noreturn]] void fail(const std::string& reason) const;
   void track(const isa::Instruction& instruction);
 
