@@ -1,16 +1,14 @@
 // The row gather. Core c handles indices c, c + n, c + 2n, ...: it loads the index with a scalar load, checks it
 // against the table (unsigned, so negative indices fail too), then moves the row through the scratchpad. The load
 // and the store of a row are on the one DMA engine, whose queue keeps them in order.
-//
-// Registers: r1 arguments; r2 output, r3 table, r4 indices; r5 i, r6 step across cores, r7 the index, r8 scratch,
-// r9 DRAM pointer, r10 row length in elements of 8 bytes or less, r11 index count, r12 table rows.
 #include "npusim/emitter/gather.h"
 
 #include <fmt/format.h>
 
-#include "npusim/emitter/assembly_writer.h"
+#include <bit>
+
 #include "npusim/emitter/index_loads.h"
-#include "npusim/isa/assembler.h"
+#include "npusim/emitter/kernel_builder.h"
 
 namespace npusim::emitter {
 
@@ -23,39 +21,49 @@ Kernel emit_gather(const GatherSpec& spec, const config::ChipConfig& config) {
   // The widest DMA element that divides the row.
   int element = 8;
   while (spec.row_bytes % element != 0) element /= 2;
-  AssemblyWriter w;
-  w.comment(fmt::format("gather_rows: {} rows of {} bytes from a table of {}", spec.indices, spec.row_bytes,
-                        spec.table_rows));
-  w.line("ld r2, 0(r1)");
-  w.line("ld r3, 8(r1)");
-  w.line("ld r4, 16(r1)");
-  w.line("csrr r5, coreid");
-  w.line("csrr r6, ncores");
-  w.load_constant(10, spec.row_bytes / element);
-  w.load_constant(11, spec.indices);
-  w.load_constant(12, spec.table_rows);
-  w.line("bgeu r5, r11, done");
-  w.label("next");
-  load_index(w, spec.index_bytes, 4, 5, 7, 9);
-  w.line("bltu r7, r12, in_range");
-  w.line("trap {}", kIndexOutOfRangeTrap);
-  w.label("in_range");
-  w.load_constant(8, spec.row_bytes);
-  w.line("mul r9, r7, r8");
-  w.line("add r9, r3, r9");
-  w.line("dma.ld.b{} r0, r9, r10, {}", element * 8, element);
-  w.line("mul r9, r5, r8");
-  w.line("add r9, r2, r9");
-  w.line("dma.st.b{} r9, r0, r10, {}", element * 8, element);
-  w.line("add r5, r5, r6");
-  w.line("bltu r5, r11, next");
-  w.label("done");
-  w.line("halt");
-  Kernel kernel;
-  kernel.name = "gather_rows";
-  kernel.words = isa::assemble(w.text(), "gather_rows.s");
-  kernel.cores = std::min<int64_t>(spec.indices, config.chip_cores);
-  return kernel;
+  constexpr isa::Opcode kLoads[] = {isa::Opcode::DmaLoad8, isa::Opcode::DmaLoad16, isa::Opcode::DmaLoad32,
+                                    isa::Opcode::DmaLoad64};
+  constexpr isa::Opcode kStores[] = {isa::Opcode::DmaStore8, isa::Opcode::DmaStore16, isa::Opcode::DmaStore32,
+                                     isa::Opcode::DmaStore64};
+  const int element_log2 = std::countr_zero(static_cast<unsigned>(element));
+
+  KernelBuilder b("gather_rows", config);
+  b.describe(fmt::format("gather_rows: {} rows of {} bytes from a table of {}", spec.indices, spec.row_bytes,
+                         spec.table_rows));
+  const Tile row = b.tile(Space::Scratchpad, spec.row_bytes, "row");
+  Reg output = b.reg("output"), table = b.reg("table"), indices = b.reg("indices");
+  Reg i = b.reg("i"), step = b.reg("step across cores"), row_elements = b.reg("row elements");
+  Reg count = b.reg("index count"), table_rows = b.reg("table rows"), row_bytes = b.reg("row bytes");
+  Reg buffer = b.reg("row buffer");
+  b.Ld(output, kArgumentBlock, 0);
+  b.Ld(table, kArgumentBlock, 8);
+  b.Ld(indices, kArgumentBlock, 16);
+  b.Csrr(i, isa::Csr::CoreId);
+  b.Csrr(step, isa::Csr::CoreCount);
+  b.li(row_elements, spec.row_bytes / element);
+  b.li(count, spec.indices);
+  b.li(table_rows, spec.table_rows);
+  b.li(row_bytes, spec.row_bytes);
+  b.point(buffer, row);
+  const Label done = b.label(), next = b.label(), in_range = b.label();
+  b.Bgeu(i, count, done);
+  b.bind(next);
+  Reg index = b.reg("index"), address = b.reg("DRAM address");
+  load_index(b, spec.index_bytes, indices, i, index);
+  b.Bltu(index, table_rows, in_range);
+  b.RaiseTrap(kIndexOutOfRangeTrap);
+  b.bind(in_range);
+  b.Mul(address, index, row_bytes);
+  b.Add(address, table, address);
+  b.emit(kLoads[element_log2], {buffer, address, row_elements, element});
+  b.Mul(address, i, row_bytes);
+  b.Add(address, output, address);
+  b.emit(kStores[element_log2], {address, buffer, row_elements, element});
+  b.Add(i, i, step);
+  b.Bltu(i, count, next);
+  b.bind(done);
+  b.Halt();
+  return b.finish(std::min<int64_t>(spec.indices, config.chip_cores));
 }
 
 }  // namespace npusim::emitter

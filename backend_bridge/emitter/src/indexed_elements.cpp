@@ -1,13 +1,8 @@
 // Gather, scatter and scatter-add of single elements by index. A unit of work is one (outer, inner) column: the
 // positions j of the index tensor, in chunks that fit the scratchpad. Per chunk: load the indices (widening int32
 // to i64), check them against the indexed dimension with vcheck, then move the values with one indexed DMA, whose
-// stride steps along the data's indexed dimension. The fences keep the check ahead of every indexed access.
-//
-// Registers: r1 arguments; r2 data, r3 index, r4 values; r5 unit, r6 step across cores, r7 unit count, r8 outer,
-// r9 inner, r10 chunk start, r11 chunk length, r12 positions, r13 dimension size, r14 inner count, r15 chunk
-// capacity, r16-r18 scratch, r19 the values' scratchpad address, r22-r24 column bases of data, index and values;
-// for wrapping negative indices, r25 the mask, r26 the wrapped indices, r27 the constant 0 and r28 the dimension.
-// Scratchpad: i64 indices at 0, int32 indices staged after them, the values, then the wrapping's buffers.
+// stride steps along the data's indexed dimension. The builder orders the engines on the tiles; a fence keeps the
+// check ahead of the indexed DMA, which only reads the checked indices, so no tile conflict would order it.
 #include "npusim/emitter/indexed_elements.h"
 
 #include <fmt/format.h>
@@ -15,9 +10,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "npusim/emitter/assembly_writer.h"
 #include "npusim/emitter/gather.h"
-#include "npusim/isa/assembler.h"
+#include "npusim/emitter/kernel_builder.h"
 
 namespace npusim::emitter {
 namespace {
@@ -30,20 +24,21 @@ int32_t immediate_stride(int64_t elements, int64_t bytes) {
 }
 
 // base_out = base + (outer * strides.outer + inner * strides.inner) * bytes.
-void column_base(AssemblyWriter& w, int base_out, int base, const Strides3& strides, int64_t bytes) {
-  w.load_constant(16, strides.outer * bytes);
-  w.line("mul r16, r8, r16");
-  w.load_constant(17, strides.inner * bytes);
-  w.line("mul r17, r9, r17");
-  w.line("add r{}, r{}, r16", base_out, base);
-  w.line("add r{0}, r{0}, r17", base_out);
+void column_base(KernelBuilder& b, R base_out, R base, R outer, R inner, const Strides3& strides, int64_t bytes) {
+  Reg scratch = b.reg("column offset");
+  b.li(scratch, strides.outer * bytes);
+  b.Mul(scratch, outer, scratch);
+  b.Add(base_out, base, scratch);
+  b.li(scratch, strides.inner * bytes);
+  b.Mul(scratch, inner, scratch);
+  b.Add(base_out, base_out, scratch);
 }
 
-// r17 = base + chunk start * position stride.
-void chunk_address(AssemblyWriter& w, int base, int32_t position_stride) {
-  w.load_constant(16, position_stride);
-  w.line("mul r17, r10, r16");
-  w.line("add r17, r{}, r17", base);
+// address = base + chunk start * position stride.
+void chunk_address(KernelBuilder& b, R address, R base, R chunk_start, int32_t position_stride) {
+  b.li(address, position_stride);
+  b.Mul(address, chunk_start, address);
+  b.Add(address, base, address);
 }
 
 const char* move_name(IndexedMove move) {
@@ -53,6 +48,24 @@ const char* move_name(IndexedMove move) {
     case IndexedMove::ScatterAdd: return "scatter_add";
   }
   return "?";
+}
+
+// The contiguous DMA load and store of `bytes`-wide elements.
+isa::Opcode dma_load(int64_t bytes) {
+  switch (bytes) {
+    case 1: return isa::Opcode::DmaLoad8;
+    case 2: return isa::Opcode::DmaLoad16;
+    case 4: return isa::Opcode::DmaLoad32;
+    default: return isa::Opcode::DmaLoad64;
+  }
+}
+isa::Opcode dma_store(int64_t bytes) {
+  switch (bytes) {
+    case 1: return isa::Opcode::DmaStore8;
+    case 2: return isa::Opcode::DmaStore16;
+    case 4: return isa::Opcode::DmaStore32;
+    default: return isa::Opcode::DmaStore64;
+  }
 }
 
 }  // namespace
@@ -70,94 +83,133 @@ Kernel emit_indexed_elements(const IndexedElementsSpec& spec, const config::Chip
   const int32_t values_stride = immediate_stride(spec.values.position, bytes);
   if (spec.wrap_negative && spec.dim_size > std::numeric_limits<int32_t>::max())
     throw Unsupported("wrapping indices of a dimension beyond the vfill immediate");
+  // Scratchpad per position: the i64 index, its int32 staging, the value, and for wrapping a mask byte and the
+  // wrapped index; besides, the wrapping's two i64 constants. The largest chunk whose tiles fit once each is aligned.
   const int64_t staging_bytes = spec.index_bytes == 4 ? 4 : 0, wrap_bytes = spec.wrap_negative ? 1 + 8 : 0;
-  const int64_t chunk = std::min<int64_t>(
-      {spec.positions, int64_t{16384},
-       (static_cast<int64_t>(config.scratchpad_bytes()) - 16) / (8 + staging_bytes + bytes + wrap_bytes)});
-  const int64_t staging = 8 * chunk, values = staging + staging_bytes * chunk, mask = values + bytes * chunk;
-  const int64_t wrapped = mask + chunk, constants = wrapped + 8 * chunk;
+  const auto scratchpad_bytes = static_cast<int64_t>(config.scratchpad_bytes());
+  const auto layout_bytes = [&](int64_t positions) {
+    int64_t total = 0;
+    for (int64_t tile :
+         {8 * positions, staging_bytes * positions, bytes * positions, spec.wrap_negative ? positions : 0,
+          spec.wrap_negative ? 8 * positions : 0, spec.wrap_negative ? int64_t{16} : 0})
+      total += (tile + 63) / 64 * 64;
+    return total;
+  };
+  int64_t chunk = std::min<int64_t>(
+      {spec.positions, int64_t{16384}, (scratchpad_bytes - 16) / (8 + staging_bytes + bytes + wrap_bytes)});
+  while (chunk > 0 && layout_bytes(chunk) > scratchpad_bytes) --chunk;
+  if (chunk < 1) throw Unsupported("the scratchpad cannot hold an indexed move's buffers");
   const int64_t units = spec.outer * spec.inner;
+  const std::string name = fmt::format("{}_{}", move_name(spec.move), type);
 
-  AssemblyWriter w;
-  w.comment(fmt::format("{}_{}: {} x {} x {} elements, dimension of {}", move_name(spec.move), type, spec.outer,
-                        spec.positions, spec.inner, spec.dim_size));
-  w.line("ld r2, 0(r1)");
-  w.line("ld r3, 8(r1)");
-  w.line("ld r4, 16(r1)");
-  w.line("csrr r5, coreid");
-  w.line("csrr r6, ncores");
-  w.load_constant(7, units);
-  w.load_constant(12, spec.positions);
-  w.load_constant(13, spec.dim_size);
-  w.load_constant(14, spec.inner);
-  w.load_constant(15, chunk);
-  w.load_constant(19, values);
-  w.line("bgeu r5, r7, done");
+  KernelBuilder b(name, config);
+  b.describe(fmt::format("{}: {} x {} x {} elements, dimension of {}", name, spec.outer, spec.positions, spec.inner,
+                         spec.dim_size));
+  // The tiles (those of int32 indices and of wrapping only when used): i64 indices, int32 indices staged for
+  // widening, the values, the mask of negative indices, the wrapped indices, the wrapping's constants 0 and dim_size.
+  const Tile index_tile = b.tile(Space::Scratchpad, 8 * chunk, "i64 indices");
+  const Tile staging_tile = spec.index_bytes == 4 ? b.tile(Space::Scratchpad, 4 * chunk, "int32 indices") : Tile{};
+  const Tile values_tile = b.tile(Space::Scratchpad, bytes * chunk, "values");
+  Tile mask_tile, wrapped_tile, constants_tile;
   if (spec.wrap_negative) {
-    w.load_constant(25, mask);
-    w.load_constant(26, wrapped);
-    w.load_constant(27, constants);
-    w.load_constant(28, constants + 8);
-    w.line("li r16, 1");
-    w.line("vfill.i64 r27, r16, 0");
-    w.line("vfill.i64 r28, r16, {}", spec.dim_size);
+    mask_tile = b.tile(Space::Scratchpad, chunk, "negative mask");
+    wrapped_tile = b.tile(Space::Scratchpad, 8 * chunk, "wrapped indices");
+    constants_tile = b.tile(Space::Scratchpad, 16, "wrap constants");
   }
-  w.label("unit");
-  w.line("divu r8, r5, r14");
-  w.line("remu r9, r5, r14");
-  column_base(w, 22, 2, spec.data, bytes);
-  column_base(w, 23, 3, spec.index, spec.index_bytes);
-  column_base(w, 24, 4, spec.values, bytes);
-  w.line("li r10, 0");
-  w.label("chunk");
-  w.line("sub r11, r12, r10");
-  w.line("bltu r11, r15, sized");
-  w.line("addi r11, r15, 0");
-  w.label("sized");
-  chunk_address(w, 23, index_stride);
+  Reg data = b.reg("data"), index = b.reg("index"), values = b.reg("values");
+  Reg unit = b.reg("unit"), step = b.reg("step across cores"), unit_count = b.reg("unit count");
+  Reg positions = b.reg("positions"), dim_size = b.reg("dimension size"), inner_count = b.reg("inner count");
+  Reg capacity = b.reg("chunk capacity"), indices = b.reg("i64 indices buffer"), buffer = b.reg("values buffer");
+  b.Ld(data, kArgumentBlock, 0);
+  b.Ld(index, kArgumentBlock, 8);
+  b.Ld(values, kArgumentBlock, 16);
+  b.Csrr(unit, isa::Csr::CoreId);
+  b.Csrr(step, isa::Csr::CoreCount);
+  b.li(unit_count, units);
+  b.li(positions, spec.positions);
+  b.li(dim_size, spec.dim_size);
+  b.li(inner_count, spec.inner);
+  b.li(capacity, chunk);
+  b.point(indices, index_tile);
+  b.point(buffer, values_tile);
+  const Label done = b.label();
+  b.Bgeu(unit, unit_count, done);
+
+  Reg staging, mask, wrapped, zero, dimension;
+  if (spec.index_bytes == 4) {
+    staging = b.reg("int32 indices buffer");
+    b.point(staging, staging_tile);
+  }
+  // Wrapping negative indices: i < 0 ? i + dim_size : i, with the constants 0 and dim_size as i64 vectors of one.
+  if (spec.wrap_negative) {
+    mask = b.reg("negative mask buffer");
+    wrapped = b.reg("wrapped indices buffer");
+    zero = b.reg("zero");
+    dimension = b.reg("dimension");
+    b.point(mask, mask_tile);
+    b.point(wrapped, wrapped_tile);
+    b.point(zero, constants_tile);
+    b.point(dimension, constants_tile, 8);
+    Reg one = b.reg("one");
+    b.li(one, 1);
+    b.Vfill(isa::ElementType::I64, zero, one, 0);
+    b.Vfill(isa::ElementType::I64, dimension, one, spec.dim_size);
+  }
+
+  const Label next_unit = b.label(), next_chunk = b.label(), sized = b.label();
+  b.bind(next_unit);
+  Reg data_column = b.reg("data column"), index_column = b.reg("index column"), values_column = b.reg("values column");
+  {
+    Reg outer = b.reg("outer"), inner = b.reg("inner");
+    b.Divu(outer, unit, inner_count);
+    b.Remu(inner, unit, inner_count);
+    column_base(b, data_column, data, outer, inner, spec.data, bytes);
+    column_base(b, index_column, index, outer, inner, spec.index, spec.index_bytes);
+    column_base(b, values_column, values, outer, inner, spec.values, bytes);
+  }
+  Reg start = b.reg("chunk start"), length = b.reg("chunk length"), address = b.reg("DRAM address");
+  b.li(start, 0);
+  b.bind(next_chunk);
+  b.Sub(length, positions, start);
+  b.Bltu(length, capacity, sized);
+  b.move(length, capacity);
+  b.bind(sized);
+  chunk_address(b, address, index_column, start, index_stride);
   if (spec.index_bytes == 8) {
-    w.line("dma.ld.b64 r0, r17, r11, {}", index_stride);
-    w.line("fence");
+    b.DmaLoad64(indices, address, length, index_stride);
   } else {
-    w.load_constant(18, staging);
-    w.line("dma.ld.b32 r18, r17, r11, {}", index_stride);
-    w.line("fence");
-    w.line("vcvt.i64.i32 r0, r18, r11");
+    b.DmaLoad32(staging, address, length, index_stride);
+    b.Vcvt(isa::ElementType::I64, isa::ElementType::I32, indices, staging, length);
   }
   if (spec.wrap_negative) {
-    w.line("vclt.i64 r25, r0, r27, r11, 1");
-    w.line("vadd.i64 r26, r0, r28, r11, 1");
-    w.line("vsel.i64 r0, r25, r26, r11");
+    b.Vclt(isa::ElementType::I64, mask, indices, zero, length, 1);
+    b.Vadd(isa::ElementType::I64, wrapped, indices, dimension, length, 1);
+    b.Vsel(isa::ElementType::I64, indices, mask, wrapped, length);
   }
-  w.line("vcheck.i64 r0, r13, r11, {}", kIndexOutOfRangeTrap);
-  w.line("fence");
-  chunk_address(w, 24, values_stride);
+  b.Vcheck(isa::ElementType::I64, indices, dim_size, length, kIndexOutOfRangeTrap);
+  b.Fence();  // no indexed access of DRAM before the check has passed
+  chunk_address(b, address, values_column, start, values_stride);
   switch (spec.move) {
     case IndexedMove::Gather:
-      w.line("dma.ldx.{} r19, r22, r0, r11, {}", type, data_stride);
-      w.line("dma.st.b{} r17, r19, r11, {}", bytes * 8, values_stride);
+      b.DmaLoadIndexed(spec.type, buffer, data_column, indices, length, data_stride);
+      b.emit(dma_store(bytes), {address, buffer, length, values_stride});
       break;
     case IndexedMove::Scatter:
-      w.line("dma.ld.b{} r19, r17, r11, {}", bytes * 8, values_stride);
-      w.line("dma.stx.{} r22, r19, r0, r11, {}", type, data_stride);
+      b.emit(dma_load(bytes), {buffer, address, length, values_stride});
+      b.DmaStoreIndexed(spec.type, data_column, buffer, indices, length, data_stride);
       break;
     case IndexedMove::ScatterAdd:
-      w.line("dma.ld.b{} r19, r17, r11, {}", bytes * 8, values_stride);
-      w.line("dma.stxadd.{} r22, r19, r0, r11, {}", type, data_stride);
+      b.emit(dma_load(bytes), {buffer, address, length, values_stride});
+      b.DmaStoreAddIndexed(spec.type, data_column, buffer, indices, length, data_stride);
       break;
   }
-  w.line("add r10, r10, r11");
-  w.line("bltu r10, r12, chunk");
-  w.line("add r5, r5, r6");
-  w.line("bltu r5, r7, unit");
-  w.label("done");
-  w.line("fence");
-  w.line("halt");
-  Kernel kernel;
-  kernel.name = fmt::format("{}_{}", move_name(spec.move), type);
-  kernel.words = isa::assemble(w.text(), kernel.name + ".s");
-  kernel.cores = std::min<int64_t>(units, config.chip_cores);
-  return kernel;
+  b.Add(start, start, length);
+  b.Bltu(start, positions, next_chunk);
+  b.Add(unit, unit, step);
+  b.Bltu(unit, unit_count, next_unit);
+  b.bind(done);
+  b.Halt();
+  return b.finish(std::min<int64_t>(units, config.chip_cores));
 }
 
 }  // namespace npusim::emitter

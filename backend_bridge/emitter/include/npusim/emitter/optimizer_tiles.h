@@ -1,24 +1,23 @@
 // The tile loop fused optimizer kernels share: each core takes tiles c, c + n, c + 2n, ... of a flat float32
-// tensor list (r8 elements, the last tile ragged), loads each tensor's tile into its scratchpad buffer, runs the
-// update on r11 elements and stores the tensors it changed.
-//
-// Registers: r8 element count (set by the caller); r9 tile index, r10 step across cores, r11 elements in the tile,
-// r12 its first element, r13 scratch, r14 the tile's byte offset, r15 DRAM pointer.
+// tensor list (`elements` elements, the last tile ragged), loads each tensor's tile into its scratchpad buffer, runs
+// the update on the tile's elements and stores the tensors it changed; the builder orders the engines on the tiles.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <utility>
 #include <vector>
 
-#include "npusim/emitter/assembly_writer.h"
+#include "npusim/emitter/kernel_builder.h"
 
 namespace npusim::emitter {
 
-// (register holding a tensor's DRAM address, register holding its tile's scratchpad address)
-using TileOperand = std::pair<int, int>;
+// A tensor the loop moves: the register holding its DRAM address and the one bound to its scratchpad tile.
+struct TileOperand {
+  R dram, tile;
+};
 
-void emit_optimizer_tiles(AssemblyWriter& w, int64_t tile_elements, const std::vector<TileOperand>& loads,
-                          const std::vector<TileOperand>& stores, const std::function<void()>& update);
+// Emits the loop, then halts. `update(count)` emits the update of the tiles, `count` holding their element count.
+void emit_optimizer_tiles(KernelBuilder& b, R elements, int64_t tile_elements, const std::vector<TileOperand>& loads,
+                          const std::vector<TileOperand>& stores, const std::function<void(R count)>& update);
 
 }  // namespace npusim::emitter
