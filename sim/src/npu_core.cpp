@@ -98,7 +98,8 @@ class NpuCore::EngineContext : public emulator::ExecContext {
   }
   void semaphore_wait(int semaphore) override {
     const sc_core::sc_time waiting_since = sc_core::sc_time_stamp();
-    while (core_.engine_posts_[semaphore] < ticket_) sc_core::wait(core_.semaphore_event_);
+    // A faulted core runs no more posts: a waiting engine gives up, so that the launch ends and reports the fault.
+    while (core_.engine_posts_[semaphore] < ticket_ && !core_.fault_) sc_core::wait(core_.semaphore_event_);
     core_.stall_time_semaphore_ += sc_core::sc_time_stamp() - waiting_since;
   }
 
@@ -463,7 +464,9 @@ void NpuCore::wait_engines_idle() {
 }
 
 void NpuCore::record_fault(emulator::ExecContext& context, uint64_t pc, const Trap& trap) {
-  if (!fault_) fault_ = emulator::make_fault(context, index_, pc, trap);
+  if (fault_) return;
+  fault_ = emulator::make_fault(context, index_, pc, trap);
+  semaphore_event_.notify(sc_core::SC_ZERO_TIME);  // wakes engines waiting on posts that will never run
 }
 
 }  // namespace npusim::sim

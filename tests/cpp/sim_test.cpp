@@ -321,6 +321,28 @@ TEST(TimedModel, KernelTrapIsReportedAndDeviceStaysUsable) {
   EXPECT_NO_THROW(timed.synchronize());
 }
 
+// The scalar unit traps while the vector engine waits on a semaphore whose post sits behind a long DMA load: the post
+// is never run once the core has faulted, so the waiting engine must give up rather than hang the launch.
+TEST(TimedModel, TrapWhileAnEngineWaitsOnASemaphoreIsReported) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const uint64_t buffer = timed.allocate(65536);
+  const uint64_t arguments[] = {buffer};
+  // The load takes about 750 cycles; the vector engine starts waiting at once; the scalar unit traps after about 300.
+  const uint64_t program = timed.load_program(
+      isa::assemble("ld r3, 0(r1)\n li r2, 16384\n dma.ld.b32 r0, r3, r2, 4\n sem.post.dma 0\n sem.wait.vec 0\n"
+                    " li r4, 100\nspin:\n addi r4, r4, -1\n bne r4, r0, spin\n trap 7\n halt\n",
+                    "trap_while_waiting.s"));
+  timed.launch("trap_while_waiting", program, arguments);
+  try {
+    timed.synchronize();
+    FAIL() << "the trap was not reported";
+  } catch (const runtime::DeviceError& error) {
+    EXPECT_NE(std::string(error.what()).find("code 7"), std::string::npos) << error.what();
+  }
+  timed.launch("good_kernel", timed.load_program(isa::assemble("halt\n", "good.s")), arguments);
+  EXPECT_NO_THROW(timed.synchronize());
+}
+
 // A random program of typed tile instructions over the scratchpad, each followed by a fence so that the engines
 // run one at a time: loads 8 KiB of input bytes (read as every element type: NaNs, infinities and denormals come
 // up), applies `count` instructions with random types, shapes, addresses and broadcast modes, and stores the
