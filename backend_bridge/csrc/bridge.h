@@ -9,6 +9,7 @@
 
 #include "npusim/emitter/elementwise.h"
 #include "npusim/emitter/gather.h"
+#include "npusim/emitter/matmul.h"
 #include "npusim/emitter/rows.h"
 #include "npusim/runtime/device.h"
 
@@ -71,7 +72,9 @@ bool gather_along(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
 // into their type or float32, or int8 into int32. False when the emitter cannot express the case.
 bool launch_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out);
 // The same for batches of matrices (3-D tensors), in one launch.
-bool launch_bmm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out);
+// With an epilogue, `bias` (of out's shape, broadcast by zero strides) goes into it: out = alpha (a @ b) + beta bias.
+bool launch_bmm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out,
+                const emitter::MatmulEpilogue& epilogue = {}, const at::Tensor& bias = {});
 
 // The int64 flat positions of a bool mask's true elements, ascending, computed on the mask's device.
 at::Tensor true_positions(const at::Tensor& mask);

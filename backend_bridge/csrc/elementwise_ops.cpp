@@ -370,30 +370,13 @@ at::Tensor& npusim_gelu_(at::Tensor& self, c10::string_view approximate) {
   return npusim_gelu_out(self, approximate, self);
 }
 
-// The tanh-approximated gelu's derivative, times the gradient, composed from native kernels in the CPU's order:
-// left = x / 2, t = tanh(beta (x + kappa x^3)); (1 + t) / 2 + left (1 - t^2) beta (1 + 3 kappa x^2).
-at::Tensor gelu_tanh_backward(const at::Tensor& grad_output, const at::Tensor& x) {
-  constexpr float kBeta = 0.7978845608028654f, kKappa = 0.044715f, kThreeKappa = 3.0f * kKappa;
-  const at::Tensor x_squared = x * x;
-  const at::Tensor t = at::tanh((x + x_squared * x * kKappa) * kBeta);
-  const at::Tensor left_derivative = (t + 1) * 0.5;
-  const at::Tensor tanh_derivative = (t * t).neg_().add_(1);
-  const at::Tensor inner_derivative = (x_squared * kThreeKappa + 1) * kBeta;
-  const at::Tensor right_derivative = x * 0.5 * tanh_derivative * inner_derivative;
-  return grad_output * (left_derivative + right_derivative);
-}
-
-// gelu's backward: one kernel for the exact form, a composition for the tanh approximation.
+// gelu's backward, exact or for the tanh approximation: one kernel each.
 at::Tensor& npusim_gelu_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
                                      c10::string_view approximate, at::Tensor& grad_input) {
-  if (approximate == "none" && runs_natively(grad_output, self, grad_input) &&
-      launch_binary(ElementwiseOp::GeluBackwardF32, grad_output, self, grad_input))
+  const ElementwiseOp op = approximate == "tanh" ? ElementwiseOp::GeluTanhBackwardF32 : ElementwiseOp::GeluBackwardF32;
+  if ((approximate == "none" || approximate == "tanh") && runs_natively(grad_output, self, grad_input) &&
+      launch_binary(op, grad_output, self, grad_input))
     return grad_input;
-  if (approximate == "tanh" && runs_natively(grad_output, self, grad_input)) {
-    const at::Tensor result = gelu_tanh_backward(grad_output, self);
-    at::native::resize_output(grad_input, result.sizes());
-    return grad_input.copy_(result);
-  }
   torch::jit::Stack stack{grad_output, self, std::string(approximate), grad_input};
   call_cpu_fallback("aten::gelu_backward", "grad_input", stack);
   return grad_input;

@@ -2,6 +2,7 @@
 // baddbmm (and so batched matmul, attention's products) on float32, float16 or bfloat16 tensors of any strides,
 // accumulating in float32. Other dtypes take the CPU
 // fallback.
+#include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
@@ -14,7 +15,8 @@
 
 namespace npusim::bridge {
 
-bool launch_bmm(const at::Tensor& a_, const at::Tensor& b, const at::Tensor& out) {
+bool launch_bmm(const at::Tensor& a_, const at::Tensor& b, const at::Tensor& out,
+                const emitter::MatmulEpilogue& epilogue, const at::Tensor& bias) {
   const auto operands = element_type(a_.scalar_type()), result = element_type(out.scalar_type());
   if (!operands || !result) return false;
   // The kernel reads A in rows; rows strided along K (a transposed A, as in a linear layer's weight gradient) would
@@ -22,22 +24,29 @@ bool launch_bmm(const at::Tensor& a_, const at::Tensor& b, const at::Tensor& out
   const bool strided_rows = a_.size(2) > 1 && a_.stride(2) != 1 && a_.stride(2) != 0;
   const at::Tensor a = strided_rows ? a_.contiguous() : a_;
   const bool single = a.size(0) == 1;  // no batch strides: one program for every layout of the batch dimension
-  const emitter::MatmulSpec spec{a.size(1),
-                                 a.size(2),
-                                 b.size(2),
-                                 a.stride(1),
-                                 a.stride(2),
-                                 b.stride(1),
-                                 b.stride(2),
-                                 out.stride(1),
-                                 out.stride(2),
-                                 *operands,
-                                 *result,
-                                 a.size(0),
-                                 single ? 0 : a.stride(0),
-                                 single ? 0 : b.stride(0),
-                                 single ? 0 : out.stride(0)};
-  const uint64_t addresses[] = {device_address(out), device_address(a), device_address(b)};
+  emitter::MatmulSpec spec{a.size(1),
+                           a.size(2),
+                           b.size(2),
+                           a.stride(1),
+                           a.stride(2),
+                           b.stride(1),
+                           b.stride(2),
+                           out.stride(1),
+                           out.stride(2),
+                           *operands,
+                           *result,
+                           a.size(0),
+                           single ? 0 : a.stride(0),
+                           single ? 0 : b.stride(0),
+                           single ? 0 : out.stride(0),
+                           epilogue};
+  if (epilogue.bias) {
+    spec.epilogue.bias_row = bias.stride(1);
+    spec.epilogue.bias_col = bias.stride(2);
+    spec.epilogue.bias_batch = single ? 0 : bias.stride(0);
+  }
+  std::vector<uint64_t> addresses = {device_address(out), device_address(a), device_address(b)};
+  if (epilogue.bias) addresses.push_back(device_address(bias));
   return launched_natively([&] { launch_matmul(out.device().index(), runtime_device(out), spec, addresses); });
 }
 
@@ -122,9 +131,31 @@ at::Tensor float32_product(const at::Tensor& a, const at::Tensor& b, bool batche
              : product;
 }
 
-// beta * bias + alpha * (a @ b), of matrices (addmm) or batches of them (baddbmm): the product on the matrix
-// engine (in float32 for half-precision operands, rounded once at the end), scaling and the bias on the vector
-// engine.
+// addmm / baddbmm as one GEMM kernel whose epilogue scales the product and adds beta * bias to each block before its
+// one rounding (a linear layer with a bias is one launch). False where it does not apply: a zero beta (the bias is
+// ignored, NaNs included), an output overlapping an operand, shapes the kernel cannot take.
+bool fused_add_product(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                       const at::Scalar& alpha, at::Tensor& out, bool batched) {
+  if (beta.toDouble() == 0.0 || a.dim() != (batched ? 3 : 2) || b.dim() != a.dim()) return false;
+  const int64_t k = a.size(-1);
+  if (k == 0 || b.size(-2) != k || (batched && a.size(0) != b.size(0))) return false;
+  std::vector<int64_t> shape = {a.size(-2), b.size(-1)};
+  if (batched) shape.insert(shape.begin(), a.size(0));
+  if (!at::is_expandable_to(bias.sizes(), shape)) return false;
+  if (out.is_same(bias) ? out.sizes() != at::IntArrayRef(shape) : may_share_memory(out, bias)) return false;
+  if (may_share_memory(out, a) || may_share_memory(out, b)) return false;
+  at::native::resize_output(out, shape);
+  if (out.numel() == 0) return true;
+  const emitter::MatmulEpilogue epilogue{static_cast<float>(alpha.toDouble()), true,
+                                         static_cast<float>(beta.toDouble())};
+  const at::Tensor expanded = bias.expand(shape);
+  if (batched) return launch_bmm(a, b, out, epilogue, expanded);
+  return launch_bmm(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0), epilogue, expanded.unsqueeze(0));
+}
+
+// beta * bias + alpha * (a @ b), of matrices (addmm) or batches of them (baddbmm): one fused kernel where it applies,
+// else the product on the matrix engine (in float32 for half-precision operands, rounded once at the end), scaling
+// and the bias on the vector engine.
 template <bool Batched>
 at::Tensor& add_product_out(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
                             const at::Scalar& alpha, at::Tensor& out) {
@@ -134,6 +165,7 @@ at::Tensor& add_product_out(const at::Tensor& bias, const at::Tensor& a, const a
     call_cpu_fallback(name, "out", stack);
     return out;
   }
+  if (fused_add_product(bias, a, b, beta, alpha, out, Batched)) return out;
   const bool half = out.scalar_type() != at::kFloat;
   at::Tensor product = half ? float32_product(a, b, Batched) : Batched ? at::bmm(a, b) : at::mm(a, b);
   if (out.is_same(bias))  // in place: bias cannot grow into the product's shape

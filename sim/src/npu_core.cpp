@@ -287,15 +287,18 @@ void NpuCore::issue_semaphore(const isa::Instruction& instruction, emulator::Eng
     case Opcode::SemPostVector:
     case Opcode::SemPostMatrix:
       issued_semaphores_.post(instruction.imm);
-      issued_posts_[instruction.imm].emplace_back(id, engine);
+      issued_posts_[instruction.imm].push_back({id, engine, ordered_before_[static_cast<int>(engine)]});
       return;
     case Opcode::SemWaitDma:
     case Opcode::SemWaitVector:
     case Opcode::SemWaitMatrix: {
       ticket = issued_semaphores_.wait(instruction.imm);
-      const auto& [post_id, post_engine] = issued_posts_[instruction.imm][ticket - 1];
-      uint64_t& ordered = ordered_before_[static_cast<int>(engine)][static_cast<int>(post_engine)];
-      ordered = std::max(ordered, post_id);
+      const IssuedPost& post = issued_posts_[instruction.imm][ticket - 1];
+      EngineOrder& ordered = ordered_before_[static_cast<int>(engine)];
+      for (size_t other = 0; other < ordered.size(); ++other)
+        ordered[other] = std::max(ordered[other], post.engine_ordered_after[other]);
+      uint64_t& direct = ordered[static_cast<int>(post.engine)];
+      direct = std::max(direct, post.id);
       return;
     }
     default: return;

@@ -112,7 +112,15 @@ class NpuCore : public sc_core::sc_module {
   emulator::DmaShape dma_shape_;
   // Semaphores: checked and matched in program order at issue; posted and waited for by the engines.
   emulator::SemaphoreLedger issued_semaphores_;
-  std::array<std::vector<std::pair<uint64_t, emulator::Engine>>, emulator::kSemaphoreCount> issued_posts_;
+  // Per semaphore, its posts in program order: the post's id, its engine, and what that engine was ordered after
+  // when it posted (a wait inherits it: order is transitive through a chain of semaphores).
+  using EngineOrder = std::array<uint64_t, emulator::kEngineNames.size()>;
+  struct IssuedPost {
+    uint64_t id;
+    emulator::Engine engine;
+    EngineOrder engine_ordered_after;
+  };
+  std::array<std::vector<IssuedPost>, emulator::kSemaphoreCount> issued_posts_;
   std::array<uint64_t, emulator::kSemaphoreCount> engine_posts_{};
   sc_core::sc_event semaphore_event_;
   void issue_semaphore(const isa::Instruction& instruction, emulator::Engine engine, uint64_t id, uint64_t& ticket);
@@ -128,8 +136,9 @@ class NpuCore : public sc_core::sc_module {
   std::vector<PendingTile> pending_;
   emulator::IssuedEngineState issued_state_;
   // ordered_before_[Y][X]: engine X's tiles issued before this id finish before engine Y's later tiles start (a
-  // semaphore wait on Y matched a post on X), so they cannot race with them.
-  std::array<std::array<uint64_t, emulator::kEngineNames.size()>, emulator::kEngineNames.size()> ordered_before_{};
+  // semaphore wait on Y matched a post on X, or on an engine that was itself ordered after them), so they cannot race
+  // with them.
+  std::array<EngineOrder, emulator::kEngineNames.size()> ordered_before_{};
   uint64_t next_tile_id_ = 0;
   struct ArrayPipeline {             // the systolic array's schedule within a kernel (schedule_on_array)
     bool after_product = false;      // an mx.mac ran and no mx.st since: a weight load may overlap it

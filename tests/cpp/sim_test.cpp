@@ -302,6 +302,26 @@ TEST(TimedModel, ReportsEnginesRacingOnTheScratchpad) {
   unsetenv("NPUSIM_HAZARDS");
 }
 
+// Order is transitive: the DMA store waits for the vector engine, which waited for the matrix engine's store into the
+// same bytes (64 rows, so it is still running), so the DMA engine cannot read them early; without the vector
+// engine's wait it could.
+TEST(TimedModel, OrderThroughAChainOfSemaphoresIsNoHazard) {
+  runtime::Device timed(test_config(), runtime::Mode::Timed);
+  const uint64_t buffer = timed.allocate(256);
+  const uint64_t arguments[] = {buffer};
+  const auto run = [&](const char* vector_waits_for_matrix) {
+    const uint64_t program = timed.load_program(isa::assemble(
+        fmt::format("li r2, 16\n li r6, 1024\n li r4, 4096\n li r5, 16384\n ld r3, 0(r1)\n mx.st.f32 r4, r0, r6\n{}"
+                    " vadd.f32 r5, r5, r5, r2\n sem.post.vec 1\n sem.wait.dma 1\n dma.st.b32 r3, r4, r2, 4\n halt\n",
+                    vector_waits_for_matrix),
+        "chain.s"));
+    timed.launch("chain", program, arguments);
+    return timed.take_records().back().stats.hazards;
+  };
+  EXPECT_EQ(run(" sem.post.mx 0\n sem.wait.vec 0\n"), 0u);
+  EXPECT_EQ(run(""), 1u);
+}
+
 TEST(TimedModel, KernelTrapIsReportedAndDeviceStaysUsable) {
   runtime::Device timed(test_config(), runtime::Mode::Timed);
   const uint64_t arguments[] = {0};

@@ -44,6 +44,55 @@ def test_addmm_matches_cpu(beta, alpha, device):
     torch.testing.assert_close(result.cpu(), torch.addmm(bias, a, b, beta=beta, alpha=alpha), **TOLERANCE)
 
 
+# addmm, linear with a bias and baddbmm are one GEMM kernel whose epilogue scales the product and adds the bias,
+# broadcast from a row, a column, a scalar or a full matrix, before its one rounding; named for what it fuses.
+@pytest.mark.parametrize(
+    "bias_shape, beta, alpha, name",
+    [
+        ((17,), 1, 1, "matmul_f32+bias"),
+        ((9, 1), 0.5, 2.0, "matmul_f32+scale+scaled_bias"),
+        ((), 1, 1, "matmul_f32+bias"),
+        ((9, 17), 1, 1, "matmul_f32+bias"),
+    ],
+)
+def test_addmm_is_one_kernel_with_its_bias_in_the_epilogue(bias_shape, beta, alpha, name, device):
+    bias, a, b = torch.randn(bias_shape), random(9, 33, seed=6), random(33, 17, seed=7)
+    with npusim.profile() as report:
+        result = torch.addmm(bias.to(device), a.to(device), b.to(device), beta=beta, alpha=alpha)
+        result.cpu()
+    assert [r.name for r in report.kernels] == [name]
+    torch.testing.assert_close(result.cpu(), torch.addmm(bias, a, b, beta=beta, alpha=alpha), **TOLERANCE)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_linear_with_bias_forward_is_one_kernel(dtype, device):
+    layer = torch.nn.Linear(48, 40).to(dtype)
+    x = torch.randn(35, 48, dtype=dtype)
+    expected = layer(x)
+    layer.to(device)
+    with npusim.profile() as report:
+        result = layer(x.to(device)).cpu()
+    kernels = [r.name for r in report.kernels]
+    assert kernels == [f"matmul_{'f32' if dtype == torch.float32 else 'bf16'}+bias"], kernels
+    tolerance = TOLERANCE if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    torch.testing.assert_close(result, expected, **tolerance)
+
+
+def test_addmm_in_place_and_baddbmm_fuse_their_bias(device):
+    bias, a, b = random(9, 17, seed=5), random(9, 33, seed=6), random(33, 17, seed=7)
+    on_device = bias.to(device)
+    with npusim.profile() as report:
+        on_device.addmm_(a.to(device), b.to(device), beta=0.5)
+        batched = torch.baddbmm(
+            random(1, 17, seed=8).to(device), random(3, 9, 33, seed=9).to(device), random(3, 33, 17, seed=10).to(device)
+        )
+        batched.cpu()
+    assert [r.name for r in report.kernels] == ["matmul_f32+scaled_bias", "matmul_f32+bias"]
+    torch.testing.assert_close(on_device.cpu(), torch.addmm(bias, a, b, beta=0.5), **TOLERANCE)
+    expected = torch.baddbmm(random(1, 17, seed=8), random(3, 9, 33, seed=9), random(3, 33, 17, seed=10))
+    torch.testing.assert_close(batched.cpu(), expected, **TOLERANCE)
+
+
 def test_transposed_first_operand_is_transposed_in_tiles_before_the_product(device):
     a, b = random(70, 50, seed=3), random(70, 30, seed=4)
     with npusim.profile() as report:
@@ -84,7 +133,8 @@ def test_mlp_forward_runs_natively_and_matches_cpu(device):
             result = device_model(batch.to(device))
     torch.testing.assert_close(result.cpu(), expected, **TOLERANCE)
     assert report.fallbacks == {}
-    assert [r.name for r in report.kernels].count("matmul_f32") == 3
+    # Each linear layer is one GEMM with its bias in the epilogue, the ReLUs between them.
+    assert [r.name for r in report.kernels] == ["matmul_f32+bias", "max_f32"] * 2 + ["matmul_f32+bias"]
 
 
 def test_linear_on_three_dimensional_input(device):

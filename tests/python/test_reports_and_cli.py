@@ -39,7 +39,8 @@ def test_timed_report_figures_are_consistent(tmp_path):
     assert report["schema_version"] == 1 and report["mode"] == "timed"
     declared = {row["name"] for row in report["statistics"]}
     kernels = [r for r in report["records"] if not r["name"].startswith("copy_")]
-    assert [k["name"] for k in kernels] == ["matmul_f32", "add_f32", "max_f32", "matmul_f32", "add_f32"]
+    # Each linear layer is one GEMM kernel with its bias added in the epilogue.
+    assert [k["name"] for k in kernels] == ["matmul_f32+bias", "max_f32", "matmul_f32+bias"]
     for kernel in kernels:
         stats = kernel["stats"]
         assert set(stats) == declared
@@ -61,9 +62,9 @@ def test_energy_and_roofline_follow_the_counted_work(tmp_path):
     matmul = kernels[0]
     # 16 x 32 @ 32 x 48: every multiply-accumulate counted once.
     assert matmul["stats"]["matrix_macs"] == 16 * 32 * 48
-    assert matmul["roofline"]["flops"] == 2 * 16 * 32 * 48
+    assert matmul["roofline"]["flops"] == 2 * 16 * 32 * 48 + 16 * 48  # and the epilogue's bias adds
     assert 0 < matmul["roofline"]["achieved_gflops"] <= matmul["roofline"]["bound_gflops"]
-    relu = kernels[2]
+    relu = kernels[1]
     assert relu["stats"]["vector_elements"] == 16 * 48
     assert relu["roofline"]["bound"] == "memory"
 
@@ -86,7 +87,7 @@ def test_perfetto_trace_has_command_and_engine_tracks(tmp_path):
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert names == {"host operators", "commands", "core0 scalar", "core0 dma", "core0 vector", "core0 matrix"}
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
-    assert {e["name"] for e in slices} >= {"matmul_f32", "mx.mac.f32", "dma.ld.b32", "vmax.f32", "aten::addmm"}
+    assert {e["name"] for e in slices} >= {"matmul_f32+bias", "mx.mac.f32", "dma.ld.b32", "vmax.f32", "aten::addmm"}
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in slices)
     traffic = [e for e in trace["traceEvents"] if e["ph"] == "C" and e["name"] == "DRAM traffic"]
     assert traffic and max(e["args"]["GB/s"] for e in traffic) > 0
@@ -95,7 +96,7 @@ def test_perfetto_trace_has_command_and_engine_tracks(tmp_path):
 def test_functional_report_counts_instructions_without_cycles(tmp_path):
     report, _ = run_profiled(tmp_path, "functional")
     kernels = [r for r in report["records"] if not r["name"].startswith("copy_")]
-    matmuls = [k for k in kernels if k["name"] == "matmul_f32"]
+    matmuls = [k for k in kernels if k["name"].startswith("matmul_f32")]
     assert matmuls and all(k["kernel_cycles"] == 0 and k["stats"]["instructions_matrix"] > 0 for k in matmuls)
 
 
@@ -140,7 +141,7 @@ def test_npusim_run_maps_a_cuda_script_onto_the_npu(tmp_path):
     assert "npusim report: config default, timed mode" in process.stdout
     report = json.loads(report_path.read_text())
     assert report["fallbacks"] == {}
-    assert "matmul_f32" in {r["name"] for r in report["records"]}
+    assert "matmul_f32+bias" in {r["name"] for r in report["records"]}
 
 
 def test_npusim_run_returns_the_scripts_exit_code_and_still_reports(tmp_path):
@@ -190,13 +191,12 @@ def test_commands_are_attributed_to_the_module_that_issued_them():
         x + x
     scopes = [(r.name, r.scope) for r in report.kernels]
     assert scopes == [
-        ("matmul_f32", "Sequential.0 (Linear)"),
-        ("add_f32", "Sequential.0 (Linear)"),
+        ("matmul_f32+bias", "Sequential.0 (Linear)"),
         ("max_f32", "Sequential.1 (ReLU)"),
         ("add_f32", ""),
     ]
     totals = report.by_scope()
-    assert totals["Sequential.0 (Linear)"]["commands"] == 2
+    assert totals["Sequential.0 (Linear)"]["commands"] == 1
     assert sum(t["device_cycles"] for t in totals.values()) == report.total_device_cycles
 
 

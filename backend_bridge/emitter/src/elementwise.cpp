@@ -30,12 +30,6 @@ using isa::ElementType;
 
 int operand_count(ElementwiseOp op) { return 1 + definition(op).inputs; }
 
-bool uses(const std::vector<Step>& steps, Value value) {
-  return std::any_of(steps.begin(), steps.end(), [&](const Step& step) {
-    return step.destination == value || step.first == value || step.second == value;
-  });
-}
-
 // Whether the op computes in f32 (so its 4-byte operands may hold f16 or bf16, see ElementwiseSpec::float_types):
 // all but the copy, the conversion, the byte-moving where and integer arithmetic.
 bool computes_in_f32(ElementwiseOp op) {
@@ -163,8 +157,14 @@ class ElementwiseKernel {
         bytes_(operand_bytes(spec)),
         steps_(elementwise_table::steps(spec.op, spec.convert_to, spec.convert_from)),
         b_(std::move(name), config) {
-    for (Value value = Value::P0; value <= Value::kByteOne; value = static_cast<Value>(static_cast<int>(value) + 1))
-      if (uses(steps_, value)) scalars_.push_back(value);
+    // The scalars, in the order the steps first name them; a step broadcasts only its second source.
+    for (const Step& step : steps_) {
+      if (elementwise_table::is_scalar(step.destination) || elementwise_table::is_scalar(step.first))
+        throw std::logic_error(fmt::format("{}: a scalar can only be a step's second source", op_name(spec.op)));
+      if (elementwise_table::is_scalar(step.second) &&
+          std::find(scalars_.begin(), scalars_.end(), step.second) == scalars_.end())
+        scalars_.push_back(step.second);
+    }
     // Tiles hold f32 for narrow operands, which arrive in (and leave from) staging tiles of their own.
     widest_ = *std::max_element(bytes_.begin(), bytes_.end());
     int64_t staging_bytes_per_element = 0;
@@ -195,7 +195,7 @@ class ElementwiseKernel {
     b_.describe(fmt::format("{}: sizes [{}], byte strides {}", op_name(spec_.op), fmt::join(spec_.sizes, ", "),
                             fmt::join(spec_.strides, " ")));
     for (int k = 0; k < tile_count(); ++k)
-      tiles_.push_back(b_.tile(Space::Scratchpad, tile_elements_ * widest_, fmt::format("{}", "ABCD"[k])));
+      tiles_.push_back(b_.tile(Space::Scratchpad, tile_elements_ * widest_, fmt::format("{}", "ABCDE"[k])));
     for (int k = 0; k < operands_; ++k)
       staging_.push_back(narrow(k) ? std::optional(b_.tile(Space::Scratchpad, tile_elements_ * bytes_[k],
                                                            fmt::format("staging {}", k)))
@@ -220,12 +220,14 @@ class ElementwiseKernel {
  private:
   int last_dim() const { return static_cast<int>(spec_.sizes.size()) - 1; }
   bool narrow(int operand) const { return narrow_type(spec_, operand) != ElementType::F32; }
-  // The copy's one tile, the inputs' (two at least), and the scratch tiles C and D where the steps use them.
+  // A tile per input (A, B, C), and up to E those the steps use besides.
   int tile_count() const {
-    if (spec_.op == ElementwiseOp::Copy) return 1;
-    if (uses(steps_, Value::D)) return 4;
-    if (uses(steps_, Value::C) || operands_ > 3) return 3;
-    return 2;
+    int tiles = operands_ - 1;
+    for (const Step& step : steps_)
+      for (Value value : {step.destination, step.first, step.second})
+        if (elementwise_table::is_tile(value))
+          tiles = std::max(tiles, 1 + static_cast<int>(value) - static_cast<int>(Value::A));
+    return tiles;
   }
 
   // The scalars sit in a tile of their own; the vector engine fills them before any step reads them (one queue).
@@ -428,7 +430,7 @@ class ElementwiseKernel {
   void emit_tile(int dim, TileShape shape, const TileSize& size) {
     std::vector<Reg> tile_registers;
     for (int k = 0; k < tile_count(); ++k) {
-      tile_registers.push_back(b_.reg(fmt::format("tile {}", "ABCD"[k])));
+      tile_registers.push_back(b_.reg(fmt::format("tile {}", "ABCDE"[k])));
       b_.point(tile_registers[k], tiles_[k]);
     }
     Reg staging = b_.reg("staging");

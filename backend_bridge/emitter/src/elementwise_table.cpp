@@ -151,6 +151,30 @@ const std::vector<OpDefinition>& definitions() {
        "sigmoid_backward_f32",
        2,
        {{Vsub, F32, C, B, kOne}, {Vneg, F32, C, C}, {Vmul, F32, A, A, C}, {Vmul, F32, A, A, B}}},
+      // The tanh-approximated gelu's derivative times the gradient (A), from x (B), in the CPU's order: t = tanh(beta
+      // (x + kappa x^2 x)); g ((t + 1) / 2 + ((x / 2)(1 - t^2))(beta (3 kappa x^2 + 1))), 1 - t^2 as -(t t) + 1.
+      {GeluTanhBackwardF32,
+       "gelu_tanh_backward_f32",
+       2,
+       {{Vmul, F32, C, B, B},
+        {Vmul, F32, D, C, B},
+        {Vmul, F32, D, D, kGeluCubic},
+        {Vadd, F32, D, B, D},
+        {Vmul, F32, D, D, kSqrt2OverPi},
+        {Vtanh, F32, D, D},
+        {Vmul, F32, C, C, kThreeGeluCubic},
+        {Vadd, F32, C, C, kOne},
+        {Vmul, F32, C, C, kSqrt2OverPi},
+        {Vmul, F32, B, B, kHalf},
+        {Vmul, F32, E, D, D},
+        {Vneg, F32, E, E},
+        {Vadd, F32, E, E, kOne},
+        {Vmul, F32, B, B, E},
+        {Vmul, F32, B, B, C},
+        {Vadd, F32, D, D, kOne},
+        {Vmul, F32, D, D, kHalf},
+        {Vadd, F32, D, D, B},
+        {Vmul, F32, A, A, D}}},
       {NegF32, "neg_f32", 1, {{Vneg, F32, A, A}}},
       {AbsF32, "abs_f32", 1, {{Vabs, F32, A, A}}},
       {ExpF32, "exp_f32", 1, {{Vexp, F32, A, A}}},
@@ -301,17 +325,18 @@ const std::vector<OpDefinition>& definitions() {
 
 uint32_t constant_bits(Value constant) {
   switch (constant) {
-    case Value::kOne: return 0x3f800000;          // 1.0
-    case Value::kHalf: return 0x3f000000;         // 0.5
-    case Value::kInvSqrt2: return 0x3f3504f3;     // 1 / sqrt(2)
-    case Value::kSqrt2OverPi: return 0x3f4c422a;  // sqrt(2 / pi)
-    case Value::kGeluCubic: return 0x3d372713;    // 0.044715
-    case Value::kZero: return 0x00000000;         // 0.0
-    case Value::kInvSqrt2pi: return 0x3ecc422a;   // 1 / sqrt(2 pi)
-    case Value::kThree: return 0x40400000;        // 3.0
-    case Value::kNegThree: return 0xc0400000;     // -3.0
-    case Value::kSix: return 0x40c00000;          // 6.0
-    case Value::kByteOne: return 0x00000001;      // read as a byte (u8 ops): 1
+    case Value::kOne: return 0x3f800000;             // 1.0
+    case Value::kHalf: return 0x3f000000;            // 0.5
+    case Value::kInvSqrt2: return 0x3f3504f3;        // 1 / sqrt(2)
+    case Value::kSqrt2OverPi: return 0x3f4c422a;     // sqrt(2 / pi)
+    case Value::kGeluCubic: return 0x3d372713;       // 0.044715
+    case Value::kZero: return 0x00000000;            // 0.0
+    case Value::kInvSqrt2pi: return 0x3ecc422a;      // 1 / sqrt(2 pi)
+    case Value::kThree: return 0x40400000;           // 3.0
+    case Value::kNegThree: return 0xc0400000;        // -3.0
+    case Value::kSix: return 0x40c00000;             // 6.0
+    case Value::kByteOne: return 0x00000001;         // read as a byte (u8 ops): 1
+    case Value::kThreeGeluCubic: return 0x3e095d4e;  // 3 * 0.044715, rounded to f32 as the CPU's 3.0f * kKappa
     default: throw std::logic_error("constant_bits of a value that is no constant");
   }
 }

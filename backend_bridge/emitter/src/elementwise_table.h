@@ -12,7 +12,7 @@
 namespace npusim::emitter::elementwise_table {
 
 // What a step reads or writes: one of the kernel's tiles (A: the first input, and the result; B, C: the second and
-// third inputs, or scratch; D: scratch), one of the spec's parameters, or a constant. Parameters and constants are
+// third inputs, or scratch; D, E: scratch), one of the spec's parameters, or a constant. Parameters and constants are
 // scalars, broadcast to every element (the step's broadcast mode 1); each lives in one f32 of the scratchpad.
 enum class Value : uint8_t {
   None,
@@ -20,6 +20,7 @@ enum class Value : uint8_t {
   B,
   C,
   D,
+  E,
   P0,
   P1,
   P2,
@@ -34,8 +35,9 @@ enum class Value : uint8_t {
   kNegThree,
   kSix,
   kByteOne,
+  kThreeGeluCubic,
 };
-inline bool is_tile(Value value) { return value >= Value::A && value <= Value::D; }
+inline bool is_tile(Value value) { return value >= Value::A && value <= Value::E; }
 inline bool is_parameter(Value value) { return value >= Value::P0 && value <= Value::P2; }
 inline bool is_scalar(Value value) { return value >= Value::P0; }
 // The f32 bit pattern of a constant (kByteOne is read as a byte: 1).

@@ -32,10 +32,11 @@ enum class ElementwiseOp {
   DivF32,
   MaxF32,
   MinF32,
-  ReluBackwardF32,     // grad where input > 0, else 0 (threshold_backward with threshold 0)
-  GeluBackwardF32,     // grad (cdf(x) + x pdf(x)), the exact gelu's derivative, from grad and x
-  SiluBackwardF32,     // grad s (1 + x (1 - s)), s = sigmoid(x)
-  SigmoidBackwardF32,  // grad (1 - y) y, from grad and sigmoid's output y
+  ReluBackwardF32,      // grad where input > 0, else 0 (threshold_backward with threshold 0)
+  GeluBackwardF32,      // grad (cdf(x) + x pdf(x)), the exact gelu's derivative, from grad and x
+  SiluBackwardF32,      // grad s (1 + x (1 - s)), s = sigmoid(x)
+  SigmoidBackwardF32,   // grad (1 - y) y, from grad and sigmoid's output y
+  GeluTanhBackwardF32,  // grad times the tanh-approximated gelu's derivative, from grad and x, in one kernel
   // two float32 inputs, a bool output (NaN compares false except for ne, as in IEEE and PyTorch)
   EqF32,
   NeF32,

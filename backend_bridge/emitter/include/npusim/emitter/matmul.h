@@ -15,6 +15,17 @@ namespace npusim::emitter {
 // inference, i8 operands accumulate exactly in i32 (wrapping) into an i32 C (output_type I32).
 // A batch of `batch` products in one launch (bmm): entry e's A, B and C start e * a_batch, b_batch, c_batch
 // elements on (a stride of 0 shares that operand).
+// What each block of C goes through between the accumulator and memory, fused into the GEMM kernel (addmm, linear
+// with a bias, baddbmm): C = alpha * (A @ B) + beta * bias, in f32, rounded once to C's type. bias[m][n] is at
+// bias + m*bias_row + n*bias_col + e*bias_batch elements for batch entry e, of C's type; zero strides broadcast it
+// (a row vector along m, a column along n, a scalar).
+struct MatmulEpilogue {
+  float alpha = 1.0f;
+  bool bias = false;
+  float beta = 1.0f;
+  int64_t bias_row = 0, bias_col = 0, bias_batch = 0;
+};
+
 struct MatmulSpec {
   int64_t m = 0, k = 0, n = 0;
   int64_t a_row = 0, a_col = 0;
@@ -23,9 +34,11 @@ struct MatmulSpec {
   isa::ElementType type = isa::ElementType::F32;
   std::optional<isa::ElementType> output_type;  // none: `type`
   int64_t batch = 1, a_batch = 0, b_batch = 0, c_batch = 0;
+  MatmulEpilogue epilogue;
 };
 
-// The argument block is the addresses of C, A, B. Throws Unsupported for strides beyond the immediate field.
+// The argument block is the addresses of C, A, B, and the bias's with an epilogue bias. Throws Unsupported for
+// strides beyond the immediate field. The kernel is named for what it fuses: matmul_f32, matmul_f32+bias, ...
 Kernel emit_matmul(const MatmulSpec& spec, const config::ChipConfig& config);
 
 }  // namespace npusim::emitter
