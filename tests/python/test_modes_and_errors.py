@@ -4,6 +4,8 @@ import json
 
 from conftest import run_python
 
+import npusim.isa
+
 COMPUTE = """
     import json, torch, npusim
     a = torch.linspace(-3, 3, 300).reshape(20, 15)
@@ -95,4 +97,9 @@ def test_dump_kernels_writes_assembly(tmp_path):
     assert process.returncode == 0, process.stderr
     dumped = list(tmp_path.glob("add_f32_*.s"))
     assert len(dumped) == 1
-    assert "vadd.f32" in dumped[0].read_text()
+    text = dumped[0].read_text()
+    assert text.startswith("; add_f32 (cores 1)\n; add_f32: sizes [16]") and "vadd.f32" in text
+    # The dump is the built program, disassembled: it assembles back to an image that disassembles to the same code.
+    image = npusim.isa.assemble(text)
+    instructions = [line for line in text.splitlines() if line.startswith("    ")]
+    assert [line for line in npusim.isa.disassemble(image).splitlines() if line.startswith("    ")] == instructions
