@@ -19,12 +19,19 @@ import npusim  # noqa: E402, F401
 
 
 def best_of(repeats, work):
+    """The best wall time of `work()`; launches are asynchronous, so the clock stops after the device has finished."""
     best = float("inf")
     for _ in range(repeats):
         started = time.perf_counter()
         work()
+        torch.npusim.synchronize()
         best = min(best, time.perf_counter() - started)
     return best
+
+
+def check(result, expected, name):
+    """A figure from a run that computed something else would be no figure at all."""
+    torch.testing.assert_close(result.cpu(), expected, rtol=1e-4, atol=1e-3, msg=f"{name}: wrong result")
 
 
 def main():
@@ -34,8 +41,9 @@ def main():
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
     da, db = a.to("npusim"), b.to("npusim")
     # The emulator first: torch's BLAS threads keep spinning for a while after a CPU matmul and would slow it.
-    emulated = best_of(3, lambda: torch.matmul(da, db))  # the first run also emits and assembles the kernel
+    emulated = best_of(3, lambda: torch.matmul(da, db))  # the first run also builds the kernel
     cpu = best_of(3, lambda: torch.matmul(a, b))
+    check(torch.matmul(da, db), torch.matmul(a, b), "GEMM")
     rows.append(("1024x1024x1024 fp32 GEMM", emulated, cpu, 3))
 
     n = 64 * 1024 * 1024
@@ -43,6 +51,7 @@ def main():
     dx, dy = x.to("npusim"), y.to("npusim")
     emulated = best_of(3, lambda: dx + dy)
     cpu = best_of(3, lambda: x + y)
+    check(dx + dy, x + y, "add")
     rows.append(("64 Mi-element fp32 add", emulated, cpu, 3))
 
     print(f"{'workload':<28}{'emulator s':>12}{'torch CPU s':>13}{'ratio':>9}{'goal':>7}")
