@@ -19,6 +19,13 @@ struct KernelBuilder::Ordering {
   std::vector<std::vector<EngineOrdering::State>> incoming;  // per label: states at branches to it
   std::vector<size_t> loop_log_position;                     // per bound label: the tracker's log position there
   int semaphore[kQueueEngines][kQueueEngines];               // per (from, to) pair, or -1 until first used
+  // The kernel's own semaphores count up from 0, the derived syncs' down from 15; they must not meet.
+  int semaphores_used() const {
+    int used = 0;
+    for (const auto& row : semaphore)
+      for (int id : row) used += id >= 0;
+    return used;
+  }
 };
 
 namespace {
@@ -44,8 +51,6 @@ isa::Opcode wait_on(Engine engine) {
   }
   return isa::Opcode::SemWaitDma;
 }
-
-bool is_branch(isa::Opcode opcode) { return isa::info(opcode).timing == isa::TimingClass::Branch; }
 
 uint8_t field_value(const isa::Instruction& instruction, Field field) {
   switch (field) {
@@ -195,10 +200,7 @@ void KernelBuilder::bind(R reg, const Tile& tile) {
 }
 
 int KernelBuilder::semaphore() {
-  int used_by_ordering = 0;
-  for (const auto& row : ordering_->semaphore)
-    for (int id : row) used_by_ordering += id >= 0;
-  if (next_semaphore_ + used_by_ordering >= kSemaphores) fail("needs more than 16 semaphores");
+  if (next_semaphore_ + ordering_->semaphores_used() >= kSemaphores) fail("needs more than 16 semaphores");
   return next_semaphore_++;
 }
 
@@ -293,11 +295,9 @@ void KernelBuilder::emit(isa::Opcode opcode, std::vector<Operand> operands) {
 std::array<isa::Instruction, 2> KernelBuilder::sync_pair(Engine from, Engine to) {
   int& id = ordering_->semaphore[static_cast<int>(from)][static_cast<int>(to)];
   if (id < 0) {
-    int used_by_ordering = 0;
-    for (const auto& row : ordering_->semaphore)
-      for (int other : row) used_by_ordering += other >= 0;
-    id = kSemaphores - 1 - used_by_ordering;
-    if (id < next_semaphore_) fail("needs more than 16 semaphores");
+    const int next = kSemaphores - 1 - ordering_->semaphores_used();
+    if (next < next_semaphore_) fail("needs more than 16 semaphores");
+    id = next;
   }
   // Both halves go straight into the program: they order queues, not tiles, so they are not tracked themselves.
   isa::Instruction post{post_on(from)}, wait{wait_on(to)};
