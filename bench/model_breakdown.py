@@ -112,8 +112,8 @@ def main():
         total = report.total_device_cycles
         config, fallbacks = os.environ["NPUSIM_CONFIG"], report.fallbacks or "none"
         print(
-            f"\n{name}: {report.seconds(total) * 1e3:.2f} ms of device time per training step on {config}, "
-            f"{len(report.records)} commands, CPU fallbacks: {fallbacks}"
+            f"\n{name}: {report.seconds(total) * 1e3:.2f} ms of device time per training step on {config} "
+            f"({total} cycles), {len(report.records)} commands, CPU fallbacks: {fallbacks}"
         )
         for kernel, figures in list(report.by_kernel().items())[:8]:
             print(f"  {kernel:<26}{figures['count']:>6} x {100 * figures['device_cycles'] / total:>6.1f}%")

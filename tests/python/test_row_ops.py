@@ -113,7 +113,8 @@ def test_layer_norm_statistics_and_gradients_match_cpu(device):
     for got, want in zip((out, mean, rstd), expected, strict=True):
         assert got.shape == want.shape
         torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
-    # The backward, from the saved statistics, composed of native kernels; over two normalised dimensions too.
+    # The backward, from the saved statistics: the input's gradient one row kernel (which also writes x̂ for the
+    # weight's gradient), the weight's and bias's gradients native column sums; over two normalised dimensions too.
     for shape, normalized in (((6, 16), [16]), ((3, 4, 5), [4, 5])):
         layer = torch.nn.LayerNorm(normalized)
         with torch.no_grad():
@@ -127,6 +128,7 @@ def test_layer_norm_statistics_and_gradients_match_cpu(device):
         with npusim.profile() as report:
             layer_device(x_device).square().sum().backward()
         assert report.fallbacks == {}
+        assert [r.name for r in report.kernels].count("layer_norm_backward_f32") == 1
         torch.testing.assert_close(x_device.grad.cpu(), x_cpu.grad, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(layer_device.weight.grad.cpu(), layer.weight.grad, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(layer_device.bias.grad.cpu(), layer.bias.grad, rtol=1e-4, atol=1e-4)

@@ -7,6 +7,8 @@
 //   log_softmax backward  s = rowsum(g); e = exp(y); e *= s (per row); g -= e
 //   layer_norm   m = rowsum(x) / cols; x -= m; v = rowsum(x * x) / cols; r = rsqrt(v + eps); x *= r (per row);
 //                x *= weight, x += bias (a repeating row); m and r are stored too
+//   layer_norm backward  x̂ = (x - m) r (per row; stored if asked); g = dy * weight; a = rowsum(g) / cols;
+//                b = rowsum(g x̂) / cols; dx = ((g - a) - x̂ b) r
 // The max subtraction keeps exp from overflowing, as PyTorch's CPU kernels do. The builder orders the DMA engine's
 // load of a tile, the vector engine's work on it and the store.
 #include "npusim/emitter/rows.h"
@@ -37,6 +39,7 @@ const char* name_of(RowOp op) {
     case RowOp::MinF32: return "row_min_f32";
     case RowOp::ArgMaxF32: return "row_argmax_f32";
     case RowOp::ArgMinF32: return "row_argmin_f32";
+    case RowOp::LayerNormBackwardF32: return "layer_norm_backward_f32";
   }
   return "?";
 }
@@ -48,9 +51,13 @@ class RowEmitter {
     // rows and two constants).
     const int64_t floats = static_cast<int64_t>(config.scratchpad_bytes()) / kFloat;
     const bool norm = spec.op == RowOp::LayerNormF32;
-    const int64_t tiles = backward() ? 3 : reduction() ? 1 : 2;
-    const int64_t fixed = norm ? 2 * spec.cols + 2 : spec.op == RowOp::SafeSoftmaxF32 ? 3 : 0;
-    tile_rows_ = std::min(spec.rows, (floats - fixed) / (tiles * spec.cols + (norm || arg() ? 2 : 1)));
+    const int64_t tiles = backward() || norm_backward() ? 3 : reduction() ? 1 : 2;
+    const int64_t fixed = norm                               ? 2 * spec.cols + 2
+                          : norm_backward()                  ? spec.cols + 1
+                          : spec.op == RowOp::SafeSoftmaxF32 ? 3
+                                                             : 0;
+    const int64_t per_row_values = norm_backward() ? 3 : norm || arg() ? 2 : 1;
+    tile_rows_ = std::min(spec.rows, (floats - fixed) / (tiles * spec.cols + per_row_values));
     if (tile_rows_ < 1)
       throw Unsupported(
           fmt::format("a row of {} floats does not fit the scratchpad with its working tiles", spec.cols));
@@ -69,9 +76,10 @@ class RowEmitter {
     cols_ = b_.reg("cols");
     b_.li(cols_, spec_.cols);
     if (spec_.op == RowOp::LayerNormF32) emit_norm_setup();
+    if (norm_backward()) emit_norm_backward_setup();
     if (spec_.op == RowOp::SafeSoftmaxF32) emit_safe_softmax_constants();
-    if (backward()) {
-      forward_ = b_.reg("forward output");
+    if (backward() || norm_backward()) {
+      forward_ = b_.reg(backward() ? "forward output" : "forward input");
       b_.Ld(forward_, kArgumentBlock, 16);
     }
     // Core c takes the tiles starting at rows c*rt, (c + n)*rt, ...
@@ -108,6 +116,7 @@ class RowEmitter {
     return spec_.op == RowOp::SumF32 || spec_.op == RowOp::MaxF32 || spec_.op == RowOp::MinF32 || arg();
   }
   bool arg() const { return spec_.op == RowOp::ArgMaxF32 || spec_.op == RowOp::ArgMinF32; }
+  bool norm_backward() const { return spec_.op == RowOp::LayerNormBackwardF32; }
 
   // One tile holds the working set: x, then e, the per-row values, then layer norm's 1/std, weight and bias rows and
   // constants, safe softmax's constants or the backward ops' forward output tile. Every step of a tile's pipeline
@@ -120,6 +129,7 @@ class RowEmitter {
     if (spec_.op == RowOp::LayerNormF32) bytes = after + (tile_rows_ + 2 * spec_.cols + 2) * kFloat;
     if (spec_.op == RowOp::SafeSoftmaxF32) bytes = after + 3 * kFloat;
     if (backward()) bytes = after + tile;
+    if (norm_backward()) bytes = after + tile + (2 * tile_rows_ + spec_.cols + 1) * kFloat;
     working_set_ = b_.tile(Space::Scratchpad, bytes, "working set");
     const auto point = [&](Reg& reg, const char* purpose, int64_t offset) {
       reg = b_.reg(purpose);
@@ -141,6 +151,13 @@ class RowEmitter {
       point(one_, "one", after + 2 * kFloat);
     }
     if (backward()) point(forward_tile_, "forward output tile", after);
+    if (norm_backward()) {
+      point(forward_tile_, "x, then x̂", after);
+      point(rstd_, "per-row 1/std", after + tile);
+      point(second_per_row_, "per-row rowsum(g x̂) / cols", after + tile + tile_rows_ * kFloat);
+      point(weight_, "weight row", after + tile + 2 * tile_rows_ * kFloat);
+      point(inv_cols_, "1/cols", after + tile + (2 * tile_rows_ + spec_.cols) * kFloat);
+    }
   }
 
   // dram = base + row * bytes_per_row.
@@ -164,6 +181,51 @@ class RowEmitter {
     if (spec_.weight) load_row(weight_, 16);
     if (spec_.bias) load_row(bias_, 24);
   }
+  // Layer norm's backward: the forward's means and 1/stds to read, x̂ to write if asked, 1/cols, the weight row.
+  void emit_norm_backward_setup() {
+    mean_out_ = b_.reg("means");
+    rstd_out_ = b_.reg("1/stds");
+    b_.Ld(mean_out_, kArgumentBlock, 32);
+    b_.Ld(rstd_out_, kArgumentBlock, 40);
+    if (spec_.store_normalized) {
+      normalized_out_ = b_.reg("x̂ out");
+      b_.Ld(normalized_out_, kArgumentBlock, 48);
+    }
+    Reg one = b_.reg("one");
+    b_.li(one, 1);
+    // 1/cols as a double rounded to float, as the composition's scalar multiply took it.
+    const auto inverse_cols = static_cast<float>(1.0 / static_cast<double>(spec_.cols));
+    b_.Vfill(ElementType::F32, inv_cols_, one, std::bit_cast<int32_t>(inverse_cols));
+    if (spec_.weight) load_row(weight_, 24);
+  }
+
+  // In the order of the composition this kernel replaced (x̂ first, then g, the two row means, dx), so that every
+  // rounding is the same.
+  void emit_norm_backward(R dram, int64_t per_row) {
+    const int64_t repeating_row = 2 + (spec_.cols << 2);
+    const ElementType f32 = ElementType::F32;
+    point_at(dram, mean_out_, kFloat);
+    b_.DmaLoad32(per_row_, dram, rows_in_tile_, 4);
+    point_at(dram, rstd_out_, kFloat);
+    b_.DmaLoad32(rstd_, dram, rows_in_tile_, 4);
+    b_.Vsub(f32, forward_tile_, forward_tile_, per_row_, elements_, per_row);
+    b_.Vmul(f32, forward_tile_, forward_tile_, rstd_, elements_, per_row);
+    if (spec_.store_normalized) {
+      point_at(dram, normalized_out_, spec_.cols * kFloat);
+      b_.DmaStore32(dram, forward_tile_, elements_, 4);
+    }
+    if (spec_.weight) b_.Vmul(f32, x_, x_, weight_, elements_, repeating_row);
+    b_.Vrsum(f32, per_row_, x_, rows_in_tile_, cols_);
+    b_.Vmul(f32, per_row_, per_row_, inv_cols_, rows_in_tile_, 1);
+    b_.Vmul(f32, e_, x_, forward_tile_, elements_);
+    b_.Vrsum(f32, second_per_row_, e_, rows_in_tile_, cols_);
+    b_.Vmul(f32, second_per_row_, second_per_row_, inv_cols_, rows_in_tile_, 1);
+    b_.Vsub(f32, x_, x_, per_row_, elements_, per_row);
+    b_.Vmul(f32, e_, forward_tile_, second_per_row_, elements_, per_row);
+    b_.Vsub(f32, x_, x_, e_, elements_);
+    b_.Vmul(f32, x_, x_, rstd_, elements_, per_row);
+  }
+
   void emit_safe_softmax_constants() {
     Reg count = b_.reg("one element");
     b_.li(count, 1);
@@ -212,7 +274,7 @@ class RowEmitter {
     Reg dram = b_.reg("DRAM address");
     point_at(dram, in_, spec_.cols * kFloat);
     b_.DmaLoad32(x_, dram, elements_, 4);
-    if (backward()) {
+    if (backward() || norm_backward()) {
       point_at(dram, forward_, spec_.cols * kFloat);
       b_.DmaLoad32(forward_tile_, dram, elements_, 4);
     }
@@ -248,6 +310,7 @@ class RowEmitter {
       case RowOp::ArgMaxF32:
       case RowOp::ArgMinF32: b_.emit(reduction_opcode(), {f32, per_row_, x_, rows_in_tile_, cols_}); break;
       case RowOp::LayerNormF32: emit_norm(per_row); break;
+      case RowOp::LayerNormBackwardF32: emit_norm_backward(dram, per_row); break;
       case RowOp::SoftmaxBackwardF32:
         b_.Vmul(f32, e_, x_, forward_tile_, elements_);
         b_.Vrsum(f32, per_row_, e_, rows_in_tile_, cols_);
@@ -286,9 +349,9 @@ class RowEmitter {
   KernelBuilder b_;  // before the registers, which it must outlive
   Tile working_set_;
   // Addresses in the working set.
-  Reg x_, e_, per_row_, rstd_, weight_, bias_, inv_cols_, eps_, neg_inf_, zero_, one_, forward_tile_;
+  Reg x_, e_, per_row_, second_per_row_, rstd_, weight_, bias_, inv_cols_, eps_, neg_inf_, zero_, one_, forward_tile_;
   // DRAM addresses and the tile loop's counters.
-  Reg out_, in_, forward_, mean_out_, rstd_out_, cols_, row_, rows_in_tile_, elements_;
+  Reg out_, in_, forward_, mean_out_, rstd_out_, normalized_out_, cols_, row_, rows_in_tile_, elements_;
 };
 
 }  // namespace

@@ -24,6 +24,10 @@ enum class RowOp {
   MinF32,
   ArgMaxF32,  // int64: the first index of the maximum, a NaN counting as the maximum (as PyTorch's CPU kernels)
   ArgMinF32,
+  // layer_norm's input gradient in one pass, from dy, x and the forward's per-row mean and 1/std (and the weight):
+  // x̂ = (x - mean) rstd, g = dy weight; dx = ((g - rowsum(g) / cols) - x̂ rowsum(g x̂) / cols) rstd, in the order the
+  // composition it replaces computed it. With `weight`, x̂ is stored too, for the weight's gradient.
+  LayerNormBackwardF32,
 };
 
 struct RowSpec {
@@ -32,11 +36,13 @@ struct RowSpec {
   // Layer normalisation only: y = (x - mean) / sqrt(var + eps) [* weight] [+ bias], var biased.
   bool weight = false, bias = false;
   float eps = 0.0f;
+  bool store_normalized = false;  // layer_norm's backward: x̂ to the argument block's seventh address
 };
 
 // The argument block is the output's and the input's addresses (for the backward ops: the gradient's, then the
 // forward output's); layer normalisation adds the weight's, the bias's (each 0 when absent), the means' and the
-// 1/std's. Throws Unsupported when a row does not fit the scratchpad.
+// 1/std's; layer_norm's backward is dx, dy, x, the weight (0 when absent), the means, the 1/stds and x̂. Throws
+// Unsupported when a row does not fit the scratchpad.
 Kernel emit_rows(const RowSpec& spec, const config::ChipConfig& config);
 
 }  // namespace npusim::emitter
