@@ -220,9 +220,10 @@ class ElementwiseKernel {
  private:
   int last_dim() const { return static_cast<int>(spec_.sizes.size()) - 1; }
   bool narrow(int operand) const { return narrow_type(spec_, operand) != ElementType::F32; }
-  // A tile per input (A, B, C), and up to E those the steps use besides.
+  // A tile per input (A, B, C), and up to E those the steps use besides; two at least but for a copy, so that an
+  // op's tiles (and its split among the cores) do not grow past what was measured best.
   int tile_count() const {
-    int tiles = operands_ - 1;
+    int tiles = spec_.op == ElementwiseOp::Copy ? 1 : std::max(2, operands_ - 1);
     for (const Step& step : steps_)
       for (Value value : {step.destination, step.first, step.second})
         if (elementwise_table::is_tile(value))
