@@ -1,5 +1,5 @@
-// Runs emitted kernels: emits a program once per (device, kernel specification), keeps it loaded on the device, and
-// writes its assembly to $NPUSIM_DUMP_KERNELS when that is set.
+// Runs built kernels: builds a program once per (device, kernel specification) — the cache's key is the spec itself —,
+// keeps it loaded on the device, and writes its disassembly to $NPUSIM_DUMP_KERNELS when that is set.
 #pragma once
 
 #include <cstdint>
