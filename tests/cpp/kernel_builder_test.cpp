@@ -84,6 +84,18 @@ TEST(KernelBuilder, OrdersEnginesByTheTilesTheyTouchWithoutHazards) {
   }
 }
 
+// Runs a kernel that stores four tiles of 64 int32 sevens to its argument, in timed mode: the sevens, no race.
+void expect_four_tiles_of_sevens_without_hazards(const config::ChipConfig& config, const emitter::Kernel& kernel) {
+  runtime::Device device(config, runtime::Mode::Timed);
+  const uint64_t out_buffer = device.allocate(1024);
+  const uint64_t arguments[] = {out_buffer};
+  device.launch(kernel.name, device.load_program(kernel.words), arguments, 1);
+  std::vector<int32_t> result(256);
+  device.copy_device_to_host(result.data(), out_buffer, 1024);
+  EXPECT_EQ(result, std::vector<int32_t>(256, 7));
+  EXPECT_EQ(device.take_records().back().stats.hazards, 0u);
+}
+
 // A loop whose body's first access conflicts with its last: the vector engine writes the tile the DMA engine stores
 // at the end of the previous iteration, so the back edge must order them.
 TEST(KernelBuilder, OrdersALoopsBackEdge) {
@@ -106,14 +118,7 @@ TEST(KernelBuilder, OrdersALoopsBackEdge) {
   const emitter::Kernel kernel = b.finish(1);
   EXPECT_EQ(count(kernel, isa::Opcode::SemPostVector), 1) << kernel.assembly();  // vector -> store
   EXPECT_EQ(count(kernel, isa::Opcode::SemPostDma), 1) << kernel.assembly();     // store -> next fill
-  runtime::Device device(config, runtime::Mode::Timed);
-  const uint64_t out_buffer = device.allocate(1024);
-  const uint64_t arguments[] = {out_buffer};
-  device.launch(kernel.name, device.load_program(kernel.words), arguments, 1);
-  std::vector<int32_t> result(256);
-  device.copy_device_to_host(result.data(), out_buffer, 1024);
-  EXPECT_EQ(result, std::vector<int32_t>(256, 7));
-  EXPECT_EQ(device.take_records().back().stats.hazards, 0u);
+  expect_four_tiles_of_sevens_without_hazards(config, kernel);
 }
 
 // The back edge's sync goes just before the body's exposed access, not before the branch: the vector engine's work on
@@ -147,14 +152,7 @@ TEST(KernelBuilder, PlacesABackEdgeSyncAtTheExposedAccess) {
   EXPECT_EQ(opcodes[first_fill + 1], isa::Opcode::SemPostDma) << kernel.assembly();
   EXPECT_EQ(opcodes[first_fill + 2], isa::Opcode::SemWaitVector) << kernel.assembly();
   EXPECT_EQ(opcodes[first_fill + 3], isa::Opcode::Vfill) << kernel.assembly();
-  runtime::Device device(config, runtime::Mode::Timed);
-  const uint64_t out_buffer = device.allocate(1024);
-  const uint64_t arguments[] = {out_buffer};
-  device.launch(kernel.name, device.load_program(kernel.words), arguments, 1);
-  std::vector<int32_t> result(256);
-  device.copy_device_to_host(result.data(), out_buffer, 1024);
-  EXPECT_EQ(result, std::vector<int32_t>(256, 7));
-  EXPECT_EQ(device.take_records().back().stats.hazards, 0u);
+  expect_four_tiles_of_sevens_without_hazards(config, kernel);
 }
 
 TEST(KernelBuilder, NamesTheKernelWhenRegistersRunOut) {

@@ -222,7 +222,10 @@ class AttentionEmitter {
 
   // Loads `rows` rows of block `block` of `tensor` (at `base`, head head_) as its chunks (half precision: into their
   // staging, for widen_rows).
-  void load_rows(R base, const ChunkedRows& tensor, R block, R rows) {
+  void load_rows(R base, const ChunkedRows& tensor, R block, R rows) { move_rows(true, base, tensor, block, rows); }
+
+  // Moves those rows between DRAM and the chunks (half precision: their staging tiles), either way.
+  void move_rows(bool load, R base, const ChunkedRows& tensor, R block, R rows) {
     Reg pointer = b_.reg("DRAM rows"), scratch = b_.reg("DRAM offset"), width = b_.reg("chunk width"),
         at = b_.reg("chunk tile");
     b_.li(scratch, tensor.length * tensor.dim * bytes_);
@@ -235,10 +238,15 @@ class AttentionEmitter {
       b_.Addi(scratch, pointer, static_cast<int64_t>(c) * tensor.chunk * bytes_);
       b_.li(width, tensor.width(c));
       b_.point(at, half_ ? tensor.staged[c] : tensor.tiles[c]);
-      if (half_)
-        b_.DmaLoad2d16(at, scratch, width, rows, tensor.dim * bytes_);
+      const int64_t stride = tensor.dim * bytes_;
+      if (load && half_)
+        b_.DmaLoad2d16(at, scratch, width, rows, stride);
+      else if (load)
+        b_.DmaLoad2d32(at, scratch, width, rows, stride);
+      else if (half_)
+        b_.DmaStore2d16(scratch, at, width, rows, stride);
       else
-        b_.DmaLoad2d32(at, scratch, width, rows, tensor.dim * bytes_);
+        b_.DmaStore2d32(scratch, at, width, rows, stride);
     }
   }
 
@@ -353,23 +361,9 @@ class AttentionEmitter {
         b_.Vcvt(s_.type, kF32, staged, o, n);
       }
     }
-    // Output rows: head head_, block q_block_, row length value_dim.
-    Reg pointer = b_.reg("DRAM rows"), scratch = b_.reg("DRAM offset"), width = b_.reg("chunk width");
-    b_.li(scratch, s_.q_len * s_.value_dim * bytes_);
-    b_.Mul(pointer, head_, scratch);
-    b_.li(scratch, block_ * s_.value_dim * bytes_);
-    b_.Mul(scratch, q_block_, scratch);
-    b_.Add(pointer, pointer, scratch);
-    b_.Add(pointer, pointer, output_);
-    for (size_t c = 0; c < o_.tiles.size(); ++c) {
-      b_.Addi(scratch, pointer, static_cast<int64_t>(c) * o_.chunk * bytes_);
-      b_.li(width, o_.width(c));
-      b_.point(o, half_ ? o_.staged[c] : o_.tiles[c]);
-      if (half_)
-        b_.DmaStore2d16(scratch, o, width, rows_, s_.value_dim * bytes_);
-      else
-        b_.DmaStore2d32(scratch, o, width, rows_, s_.value_dim * bytes_);
-    }
+    // Output rows: head head_, block q_block_, row length value_dim; then each row's log-sum-exp.
+    move_rows(false, output_, o_, q_block_, rows_);
+    Reg pointer = b_.reg("DRAM rows"), scratch = b_.reg("DRAM offset");
     b_.li(scratch, s_.q_len * kFloat);
     b_.Mul(pointer, head_, scratch);
     b_.li(scratch, block_ * kFloat);
