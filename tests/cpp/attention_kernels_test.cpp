@@ -39,20 +39,6 @@ void launch(runtime::Device& device, const emitter::Kernel& kernel, std::vector<
     EXPECT_EQ(record.stats.hazards, 0u) << kernel.name << ": " << record.first_hazard;
 }
 
-template <typename T>
-std::vector<std::byte> bytes_of(const std::vector<T>& values) {
-  std::vector<std::byte> bytes(values.size() * sizeof(T));
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  return bytes;
-}
-
-template <typename T>
-std::vector<T> values_of(const std::vector<std::byte>& bytes) {
-  std::vector<T> values(bytes.size() / sizeof(T));
-  std::memcpy(values.data(), bytes.data(), bytes.size());
-  return values;
-}
-
 // ---- transposing copies
 
 struct TransposeCase {

@@ -24,24 +24,10 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-template <typename T>
-Bytes bytes_of(const std::vector<T>& values) {
-  Bytes bytes(values.size() * sizeof(T));
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  return bytes;
-}
-
-template <typename T>
-std::vector<T> values_of(const Bytes& bytes) {
-  std::vector<T> values(bytes.size() / sizeof(T));
-  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
-  return values;
-}
-
 // Indices as int64 or int32 elements.
 Bytes index_bytes(const std::vector<int64_t>& indices, int element_bytes) {
-  if (element_bytes == 8) return bytes_of(indices);
-  return bytes_of(std::vector<int32_t>(indices.begin(), indices.end()));
+  if (element_bytes == 8) return bytes_of<uint8_t>(indices);
+  return bytes_of<uint8_t>(std::vector<int32_t>(indices.begin(), indices.end()));
 }
 
 uint64_t two_floats(float low, float high) {
@@ -129,13 +115,14 @@ TEST(OptimKernels, ScatterAddRowsAccumulatesRepeatedIndicesInOrder) {
     const std::vector<float> rows = pattern(spec.indices * spec.row_length, 0.25f, 0.125f);
     std::vector<int64_t> indices(spec.indices);
     for (int64_t i = 0; i < spec.indices; ++i) indices[i] = (i * 7) % spec.table_rows;  // each index repeats
-    const Bytes initial_table = bytes_of(table);
+    const Bytes initial_table = bytes_of<uint8_t>(table);
     for (int64_t i = 0; i < spec.indices; ++i)
       if (indices[i] != spec.skip_index)
         for (int64_t k = 0; k < spec.row_length; ++k)
           table[indices[i] * spec.row_length + k] += rows[i * spec.row_length + k];
     const Bytes index = index_bytes(indices, spec.index_bytes);
-    modes.expect(kernel, {initial_table, bytes_of(rows), index}, {}, {bytes_of(table), bytes_of(rows), index},
+    modes.expect(kernel, {initial_table, bytes_of<uint8_t>(rows), index}, {},
+                 {bytes_of<uint8_t>(table), bytes_of<uint8_t>(rows), index},
                  fmt::format("{} rows of {}", spec.indices, spec.row_length));
   }
 }
@@ -217,10 +204,11 @@ TEST(OptimKernels, IndexedElementsMoveLikeALoop) {
       std::vector<int64_t> index(2048);
       for (size_t k = 0; k < index.size(); ++k)
         index[k] = static_cast<int64_t>((k * 7) % spec.dim_size) - (spec.wrap_negative ? 3 : 0);
-      const Bytes initial_data = bytes_of(data), initial_values = bytes_of(values);
+      const Bytes initial_data = bytes_of<uint8_t>(data), initial_values = bytes_of<uint8_t>(values);
       const Bytes indices = index_bytes(index, spec.index_bytes);
       move_elements(spec, data, index, values);
-      modes.expect(kernel, {initial_data, indices, initial_values}, {}, {bytes_of(data), indices, bytes_of(values)},
+      modes.expect(kernel, {initial_data, indices, initial_values}, {},
+                   {bytes_of<uint8_t>(data), indices, bytes_of<uint8_t>(values)},
                    fmt::format("{} {}", kernel.name, long_columns ? "in chunks" : "with wrapping"));
     }
 }
@@ -285,8 +273,9 @@ TEST(OptimKernels, AdamStepMatchesAFloat32Loop) {
     const size_t n = 1000;
     std::vector<float> p = pattern(n, 0.001f, 0.01f), g = pattern(n, 0.002f, -0.05f), m = pattern(n, 0.003f, 0.0f),
                        v = pattern(n, 0.0001f, 0.001f), x = pattern(n, 0.0002f, 0.0f);
-    const std::vector<Bytes> buffers = {bytes_of(p), bytes_of(g), bytes_of(m),
-                                        bytes_of(v), bytes_of(x), bytes_of(std::vector<float>{step})};
+    const std::vector<Bytes> buffers = {bytes_of<uint8_t>(p), bytes_of<uint8_t>(g),
+                                        bytes_of<uint8_t>(m), bytes_of<uint8_t>(v),
+                                        bytes_of<uint8_t>(x), bytes_of<uint8_t>(std::vector<float>{step})};
     adam_reference(spec, h, step, p, g, m, v, x);
     const std::vector<uint64_t> words = {n,
                                          two_floats(h.lr, h.wd),
@@ -294,7 +283,9 @@ TEST(OptimKernels, AdamStepMatchesAFloat32Loop) {
                                          two_floats(h.eps, std::log(h.beta1)),
                                          two_floats(std::log(h.beta2), 1.0f - h.beta1),
                                          two_floats(1.0f - h.beta2, 1.0f)};
-    modes.expect(kernel, buffers, words, {bytes_of(p), buffers[1], bytes_of(m), bytes_of(v), bytes_of(x), buffers[5]},
+    modes.expect(kernel, buffers, words,
+                 {bytes_of<uint8_t>(p), buffers[1], bytes_of<uint8_t>(m), bytes_of<uint8_t>(v), bytes_of<uint8_t>(x),
+                  buffers[5]},
                  fmt::format("{} amsgrad {} maximize {}", kernel.name, spec.amsgrad, spec.maximize));
   }
 }
@@ -310,7 +301,7 @@ TEST(OptimKernels, SgdStepMatchesAFloat32Loop) {
     const emitter::Kernel kernel = emitter::emit_sgd(spec, config);
     const size_t n = 1000;
     std::vector<float> p = pattern(n, 0.01f, -0.3f), g = pattern(n, 0.02f, -0.6f), b = pattern(n, 0.03f, -0.9f);
-    const std::vector<Bytes> buffers = {bytes_of(p), bytes_of(g), bytes_of(b)};
+    const std::vector<Bytes> buffers = {bytes_of<uint8_t>(p), bytes_of<uint8_t>(g), bytes_of<uint8_t>(b)};
     for (size_t k = 0; k < n; ++k) {
       float grad = spec.maximize ? -g[k] : g[k];
       if (spec.weight_decay) grad = grad + p[k] * wd;
@@ -328,7 +319,7 @@ TEST(OptimKernels, SgdStepMatchesAFloat32Loop) {
       p[k] = p[k] - update;
     }
     modes.expect(kernel, buffers, {n, two_floats(lr, wd), two_floats(momentum, one_minus_dampening)},
-                 {bytes_of(p), buffers[1], bytes_of(b)},
+                 {bytes_of<uint8_t>(p), buffers[1], bytes_of<uint8_t>(b)},
                  fmt::format("momentum {} first step {} nesterov {} maximize {}", spec.momentum, spec.first_step,
                              spec.nesterov, spec.maximize));
   }

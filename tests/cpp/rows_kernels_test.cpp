@@ -23,19 +23,6 @@ namespace {
 
 using Bytes = std::vector<std::byte>;
 
-template <typename T>
-Bytes bytes_of(const std::vector<T>& values) {
-  Bytes bytes(values.size() * sizeof(T));
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  return bytes;
-}
-template <typename T>
-std::vector<T> values_of(const Bytes& bytes) {
-  std::vector<T> values(bytes.size() / sizeof(T));
-  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
-  return values;
-}
-
 // Three cores with 1024 floats of scratchpad each.
 config::ChipConfig small_chip() {
   config::ChipConfig config = test_config();

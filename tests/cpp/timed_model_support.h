@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,21 @@ inline config::ChipConfig test_config() {
   config.dram_channels = 1;
   config.interconnect_latency_cycles = 0;
   return config;
+}
+
+// A vector's elements as the bytes of a device buffer (of std::byte, or of uint8_t where a test does arithmetic on
+// them), and back.
+template <typename Byte = std::byte, typename T>
+std::vector<Byte> bytes_of(const std::vector<T>& values) {
+  std::vector<Byte> bytes(values.size() * sizeof(T));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+template <typename T, typename Byte>
+std::vector<T> values_of(const std::vector<Byte>& bytes) {
+  std::vector<T> values(bytes.size() / sizeof(T));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
+  return values;
 }
 
 // The record of a kernel (run_program's by default) among the copies around it.
