@@ -1,6 +1,7 @@
 // Native batch normalisation (nn.BatchNorm1d/2d/3d) forward and backward, training and eval, float32, composed from
 // native kernels: per-channel statistics are row sums over the batch and spatial dimensions, the normalisation and
-// the running-statistics updates are broadcast elementwise kernels. Other dtypes take the CPU fallback.
+// the running-statistics updates are broadcast elementwise kernels, the output's scale and shift one pass (mul_add),
+// the backward's x̂ one pass (sub_mul). Other dtypes take the CPU fallback (half precision widened to float32 first).
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
@@ -11,6 +12,7 @@
 #include <torch/library.h>
 
 #include "bridge.h"
+#include "kernel_launcher.h"
 
 namespace npusim::bridge {
 namespace {
@@ -24,6 +26,20 @@ at::Tensor per_channel(const at::Tensor& vector, const at::Tensor& x) {
   return vector.view(shape);
 }
 int64_t per_channel_count(const at::Tensor& x) { return x.numel() / x.size(1); }
+
+// out = a b + c (MulAddF32) or (a - b) c (SubMulF32) in one elementwise pass over float32 tensors of one device,
+// b and c broadcast to a's shape; `out` may be a itself. Each step rounds as the two launches it replaces did.
+at::Tensor fused_pass(emitter::ElementwiseOp op, const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                      at::Tensor out) {
+  if (!out.defined()) out = at::empty(a.sizes(), a.options());
+  const at::Tensor second = b.expand(a.sizes()), third = c.expand(a.sizes());
+  emitter::ElementwiseSpec spec{
+      op, 4, a.sizes().vec(), {out.strides().vec(), a.strides().vec(), second.strides().vec(), third.strides().vec()}};
+  const uint64_t addresses[] = {device_address(out), device_address(a), device_address(second), device_address(third)};
+  if (launched_natively([&] { launch_elementwise(a.device().index(), runtime_device(a), spec, addresses); }))
+    return out;
+  return op == emitter::ElementwiseOp::MulAddF32 ? out.copy_(a * b + c) : out.copy_((a - b) * c);
+}
 
 bool runs_natively(const at::Tensor& x, std::initializer_list<const at::Tensor*> optional) {
   if (x.scalar_type() != at::kFloat || x.dim() < 2 || x.numel() == 0) return false;
@@ -65,8 +81,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm(
     centered = input - per_channel(mean, input);
   }
   at::Tensor scale = weight.defined() ? invstd * weight : invstd;
-  at::Tensor output = centered.mul_(per_channel(scale, input));
-  if (bias.defined()) output.add_(per_channel(bias, input));
+  const at::Tensor output = bias.defined() ? fused_pass(emitter::ElementwiseOp::MulAddF32, centered,
+                                                        per_channel(scale, input), per_channel(bias, input), centered)
+                                           : centered.mul_(per_channel(scale, input));
   if (!training) return {output, at::empty({0}, input.options()), at::empty({0}, input.options())};
   return {output, mean, invstd};
 }
@@ -105,7 +122,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm_backward
   const bool sums = output_mask[1] || output_mask[2] || (training && output_mask[0]);
   at::Tensor normalized, grad_bias, grad_weight, grad_input;
   if (sums) {
-    normalized = (input - per_channel(mean, input)) * per_channel(invstd, input);
+    normalized = fused_pass(emitter::ElementwiseOp::SubMulF32, input, per_channel(mean, input),
+                            per_channel(invstd, input), at::Tensor());
     grad_bias = channel_sum(grad_output);
     grad_weight = channel_sum(grad_output * normalized);
   }

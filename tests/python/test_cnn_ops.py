@@ -110,6 +110,9 @@ def test_batch_norm_training_and_eval_run_natively_and_match_cpu(shape, affine, 
         module(x_device).backward(grad.to(device))
     reference(x_cpu).backward(grad)
     assert report.fallbacks == {}  # num_batches_tracked += 1 included: an int64 add kernel
+    # The output's scale and shift are one pass, and so is the backward's x̂.
+    kernels = [r.name for r in report.kernels]
+    assert ("mul_add_f32" in kernels) == affine and "sub_mul_f32" in kernels, kernels
     torch.testing.assert_close(x_device.grad.cpu(), x_cpu.grad, **TOLERANCE)
     for name, value in reference.state_dict().items():
         torch.testing.assert_close(module.state_dict()[name].cpu(), value, **TOLERANCE)

@@ -175,6 +175,8 @@ const std::vector<OpDefinition>& definitions() {
         {Vmul, F32, D, D, kHalf},
         {Vadd, F32, D, D, B},
         {Vmul, F32, A, A, D}}},
+      {MulAddF32, "mul_add_f32", 3, {{Vmul, F32, A, A, B}, {Vadd, F32, A, A, C}}},
+      {SubMulF32, "sub_mul_f32", 3, {{Vsub, F32, A, A, B}, {Vmul, F32, A, A, C}}},
       {NegF32, "neg_f32", 1, {{Vneg, F32, A, A}}},
       {AbsF32, "abs_f32", 1, {{Vabs, F32, A, A}}},
       {ExpF32, "exp_f32", 1, {{Vexp, F32, A, A}}},

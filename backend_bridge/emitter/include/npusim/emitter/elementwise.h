@@ -37,6 +37,9 @@ enum class ElementwiseOp {
   SiluBackwardF32,      // grad s (1 + x (1 - s)), s = sigmoid(x)
   SigmoidBackwardF32,   // grad (1 - y) y, from grad and sigmoid's output y
   GeluTanhBackwardF32,  // grad times the tanh-approximated gelu's derivative, from grad and x, in one kernel
+  // three float inputs, two steps in one pass (batch norm's): a b + c, and (a - b) c, each step rounded
+  MulAddF32,
+  SubMulF32,
   // two float32 inputs, a bool output (NaN compares false except for ne, as in IEEE and PyTorch)
   EqF32,
   NeF32,
