@@ -96,36 +96,10 @@ void expect_four_tiles_of_sevens_without_hazards(const config::ChipConfig& confi
   EXPECT_EQ(device.take_records().back().stats.hazards, 0u);
 }
 
-// A loop whose body's first access conflicts with its last: the vector engine writes the tile the DMA engine stores
-// at the end of the previous iteration, so the back edge must order them.
-TEST(KernelBuilder, OrdersALoopsBackEdge) {
-  config::ChipConfig config = test_config();
+// Four tiles of 64 int32 sevens filled by the vector engine and stored by the DMA engine, in a loop; with
+// `fill_another_tile_first`, each iteration first fills a tile of its own that nothing else touches.
+emitter::Kernel fill_and_store_loop(const config::ChipConfig& config, bool fill_another_tile_first) {
   KernelBuilder b("fill_and_store", config);
-  const emitter::Tile data = b.tile(Space::Scratchpad, 256, "data");
-  Reg out = b.reg("out"), buffer = b.reg("buffer"), n = b.reg("n"), left = b.reg("left");
-  b.Ld(out, emitter::kArgumentBlock, 0);
-  b.point(buffer, data);
-  b.li(n, 64);
-  b.li(left, 4);
-  const emitter::Label loop = b.label();
-  b.bind(loop);
-  b.Vfill(ElementType::I32, buffer, n, 7);
-  b.DmaStore32(out, buffer, n, 4);
-  b.add_constant(out, 256);
-  b.Addi(left, left, -1);
-  b.Bne(left, emitter::kZero, loop);
-  b.Halt();
-  const emitter::Kernel kernel = b.finish(1);
-  EXPECT_EQ(count(kernel, isa::Opcode::SemPostVector), 1) << kernel.assembly();  // vector -> store
-  EXPECT_EQ(count(kernel, isa::Opcode::SemPostDma), 1) << kernel.assembly();     // store -> next fill
-  expect_four_tiles_of_sevens_without_hazards(config, kernel);
-}
-
-// The back edge's sync goes just before the body's exposed access, not before the branch: the vector engine's work on
-// another tile at the top of the body does not wait for the previous iteration's store.
-TEST(KernelBuilder, PlacesABackEdgeSyncAtTheExposedAccess) {
-  config::ChipConfig config = test_config();
-  KernelBuilder b("late_conflict", config);
   const emitter::Tile other = b.tile(Space::Scratchpad, 256, "other"), data = b.tile(Space::Scratchpad, 256, "data");
   Reg out = b.reg("out"), scratch = b.reg("scratch"), buffer = b.reg("buffer"), n = b.reg("n"), left = b.reg("left");
   b.Ld(out, emitter::kArgumentBlock, 0);
@@ -135,14 +109,31 @@ TEST(KernelBuilder, PlacesABackEdgeSyncAtTheExposedAccess) {
   b.li(left, 4);
   const emitter::Label loop = b.label();
   b.bind(loop);
-  b.Vfill(ElementType::I32, scratch, n, 1);
+  if (fill_another_tile_first) b.Vfill(ElementType::I32, scratch, n, 1);
   b.Vfill(ElementType::I32, buffer, n, 7);
   b.DmaStore32(out, buffer, n, 4);
   b.add_constant(out, 256);
   b.Addi(left, left, -1);
   b.Bne(left, emitter::kZero, loop);
   b.Halt();
-  const emitter::Kernel kernel = b.finish(1);
+  return b.finish(1);
+}
+
+// A loop whose body's first access conflicts with its last: the vector engine writes the tile the DMA engine stores
+// at the end of the previous iteration, so the back edge must order them.
+TEST(KernelBuilder, OrdersALoopsBackEdge) {
+  config::ChipConfig config = test_config();
+  const emitter::Kernel kernel = fill_and_store_loop(config, false);
+  EXPECT_EQ(count(kernel, isa::Opcode::SemPostVector), 1) << kernel.assembly();  // vector -> store
+  EXPECT_EQ(count(kernel, isa::Opcode::SemPostDma), 1) << kernel.assembly();     // store -> next fill
+  expect_four_tiles_of_sevens_without_hazards(config, kernel);
+}
+
+// The back edge's sync goes just before the body's exposed access, not before the branch: the vector engine's work on
+// another tile at the top of the body does not wait for the previous iteration's store.
+TEST(KernelBuilder, PlacesABackEdgeSyncAtTheExposedAccess) {
+  config::ChipConfig config = test_config();
+  const emitter::Kernel kernel = fill_and_store_loop(config, true);
   std::vector<isa::Opcode> opcodes;
   for (uint64_t word : kernel.words) opcodes.push_back(isa::decode(word).opcode);
   const auto at = [&](isa::Opcode opcode) {
