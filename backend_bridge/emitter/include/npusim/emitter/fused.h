@@ -1,0 +1,106 @@
+// Emits one kernel for a fused group of pointwise operations, optionally with reductions: the kernels torch.compile's
+// Inductor backend generates (docs/compile.md). The kernel is a small dataflow program over an iteration space:
+// loads of strided views of the argument tensors, vector operations, reductions over the innermost dimensions, and
+// stores. Every value lives in a scratchpad tile; a tile is a block of rows of the iteration space (a row is every
+// reduced element of one point of the outer space, one element when nothing is reduced), so a reduction finds its
+// whole row in one tile and its result broadcasts back over the row.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "npusim/config/chip_config.h"
+#include "npusim/emitter/kernel_builder.h"
+#include "npusim/isa/isa.h"
+
+namespace npusim::emitter {
+
+enum class FusedOpcode : uint8_t {
+  Load,      // the view `access` of spec.loads; the value has the load's type
+  Constant,  // `constant`, of `type`, the same at every point
+  // one operand (a): float types, except Neg and Abs (any numeric type) and Not (bool)
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Tanh,
+  Sigmoid,
+  Erf,
+  Sqrt,
+  Rsqrt,
+  Reciprocal,
+  Sin,
+  Cos,
+  Log1p,
+  Expm1,
+  Floor,
+  Ceil,
+  Round,  // halves to even
+  Trunc,
+  Not,      // of a bool
+  Convert,  // a converted to `type` (float to integer truncates, as C and PyTorch do)
+  // two operands (a, b) of the same type, the result of that type
+  Add,
+  Sub,
+  Mul,
+  Div,      // float division; integers truncate
+  Maximum,  // NaN if either is NaN
+  Minimum,
+  And,  // bools (and integers, bitwise)
+  Or,
+  Xor,
+  // two operands (a, b) of the same type, a bool result
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  Where,  // a (bool) ? b : c, b and c of `type`
+  // over the reduced dimensions of a (a row): a per-row value of a's type
+  ReduceSum,
+  ReduceMax,  // NaN if the row has one
+  ReduceMin,
+  Store,  // a, to the view `access` of spec.stores (converted to the store's type when they differ)
+};
+
+// A strided view of an argument tensor over the iteration space: element (i0, i1, ...) of the space is element
+// offset + sum(ik * strides[k]) of the tensor (in elements; stride 0 broadcasts). One stride per dimension of
+// FusedSpec::sizes; a load whose strides over the reduced dimensions are all 0 is a per-row value.
+struct FusedAccess {
+  int argument = 0;  // index into the argument block: the tensor's address is entry `argument`
+  isa::ElementType type = isa::ElementType::F32;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+};
+
+struct FusedNode {
+  FusedOpcode op = FusedOpcode::Constant;
+  isa::ElementType type = isa::ElementType::F32;  // the result's (Store: the value's)
+  int a = -1, b = -1, c = -1;                     // operands: indices of earlier nodes
+  int access = -1;                                // Load and Store: index into loads / stores
+  double constant = 0;                            // Constant: its value (integers exactly up to 2^53)
+};
+
+struct FusedSpec {
+  std::string name;            // the kernel's name in reports, e.g. "fused_add_exp_sum"
+  std::vector<int64_t> sizes;  // the iteration space: the outer (pointwise) dimensions, then the reduced ones
+  int reduced_dims = 0;        // how many of the last dimensions of `sizes` are reduced
+  int arguments = 0;           // entries of the argument block (tensor addresses)
+  std::vector<FusedAccess> loads, stores;
+  std::vector<FusedNode> nodes;  // in program order; a node reads only earlier nodes
+};
+
+// A value's shape: it varies along the reduced dimensions (a full row), or not (one value per row: a reduction's
+// result, a per-row load, a constant, or an operation of those only). Stores of per-row values write one element per
+// row (their strides over the reduced dimensions must be 0).
+bool is_per_row(const FusedSpec& spec, int node);
+
+// Checks the spec (operand indices, types, strides, a store of a full row into per-row strides) and throws
+// std::invalid_argument naming the node; throws Unsupported for what the emitter cannot express (a row larger than
+// the scratchpad allows, an operation on a type the vector engine lacks), so that the caller can run the group
+// another way.
+Kernel emit_fused(const FusedSpec& spec, const config::ChipConfig& config);
+
+}  // namespace npusim::emitter
