@@ -8,13 +8,17 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/sum.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "bridge.h"
 #include "kernel_launcher.h"
@@ -66,6 +70,22 @@ int64_t npusim_fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, 
 
 namespace {
 
+// A result laid out as the query is (its dimensions in the query's memory order), as PyTorch's meta function for
+// the fused attention allocates it: a compiled graph checks the strides it was traced with.
+at::Tensor empty_like_query(const at::Tensor& query, at::IntArrayRef shape) {
+  if (query.sizes() == shape) return at::empty_like(query);
+  std::vector<int64_t> order(query.dim());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return query.stride(a) > query.stride(b); });
+  std::vector<int64_t> strides(query.dim());
+  int64_t stride = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = stride;
+    stride *= shape[*it];
+  }
+  return at::empty_strided(shape, strides, query.options());
+}
+
 using FusedAttention = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
                                   at::Tensor, at::Tensor>;
 
@@ -81,15 +101,17 @@ FusedAttention npusim_fused_attention(const at::Tensor& query, const at::Tensor&
               query.sizes(), ", ", key.sizes(), ", ", value.sizes(), " of ", query.scalar_type());
   at::DimVector out_shape(query.sizes().begin(), query.sizes().end());
   out_shape.back() = value.size(-1);
-  at::Tensor out = at::empty(out_shape, query.options());
+  const at::Tensor result = empty_like_query(query, out_shape);
+  at::Tensor out = result.is_contiguous() ? result : at::empty(out_shape, query.options());
   at::Tensor logsumexp =
       at::empty(at::IntArrayRef(out_shape).slice(0, out_shape.size() - 1), query.options().dtype(at::kFloat));
   const at::Tensor q = query.contiguous(), k = key.contiguous(), v = value.contiguous();
   const uint64_t addresses[] = {device_address(out), device_address(logsumexp), device_address(q), device_address(k),
                                 device_address(v)};
   launch_attention(query.device().index(), runtime_device(query), *spec, addresses);
+  if (!result.is_same(out)) result.copy_(out);
   const at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
-  return {out,
+  return {result,
           logsumexp,
           none,
           none,
@@ -125,8 +147,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npusim_fused_attentio
   const at::Tensor grad_scores = probabilities.mul(grad_probabilities.sub_(row_dot));
   const at::Tensor grad_query = at::matmul(grad_scores, key).mul_(factor);
   const at::Tensor grad_key = at::matmul(grad_scores.transpose(-2, -1), query).mul_(factor);
-  const at::ScalarType type = query_.scalar_type();
-  return {grad_query.to(type), grad_key.to(type), grad_value.to(type), at::Tensor()};
+  // Laid out like the inputs, as the meta function (empty_like) promises.
+  const auto like = [](const at::Tensor& input, const at::Tensor& gradient) {
+    return at::empty_like(input).copy_(gradient);
+  };
+  return {like(query_, grad_query), like(key_, grad_key), like(value_, grad_value), at::Tensor()};
 }
 
 }  // namespace

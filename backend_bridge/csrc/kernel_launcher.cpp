@@ -148,6 +148,12 @@ void launch_random(int device_index, runtime::Device& device, const emitter::Ran
       device, device_index, spec, [&] { return emitter::emit_random(spec, device.config()); }, operand_addresses);
 }
 
+void launch_fused(int device_index, runtime::Device& device, const emitter::FusedSpec& spec,
+                  std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, device_index, spec, [&] { return emitter::emit_fused(spec, device.config()); }, operand_addresses);
+}
+
 void launch_rows(int device_index, runtime::Device& device, const emitter::RowSpec& spec,
                  std::span<const uint64_t> operand_addresses) {
   launch_cached(

@@ -9,6 +9,7 @@
 #include "npusim/emitter/attention.h"
 #include "npusim/emitter/cumsum.h"
 #include "npusim/emitter/elementwise.h"
+#include "npusim/emitter/fused.h"
 #include "npusim/emitter/gather.h"
 #include "npusim/emitter/indexed_elements.h"
 #include "npusim/emitter/matmul.h"
@@ -50,6 +51,9 @@ void launch_cumsum(int device_index, runtime::Device& device, const emitter::Cum
                    std::span<const uint64_t> operand_addresses);
 void launch_random(int device_index, runtime::Device& device, const emitter::RandomSpec& spec,
                    std::span<const uint64_t> operand_addresses);
+// One of torch.compile's kernels (npusim/inductor): the argument block is its tensors' addresses.
+void launch_fused(int device_index, runtime::Device& device, const emitter::FusedSpec& spec,
+                  std::span<const uint64_t> operand_addresses);
 void launch_rows(int device_index, runtime::Device& device, const emitter::RowSpec& spec,
                  std::span<const uint64_t> operand_addresses);
 

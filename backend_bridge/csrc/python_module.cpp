@@ -9,6 +9,9 @@
 #include "npusim/runtime/session.h"
 
 namespace npusim::bridge {
+
+void register_compiled_kernels(pybind11::module& m);  // compiled_kernels.cpp
+
 namespace {
 
 namespace py = pybind11;
@@ -203,6 +206,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("presets", &presets, py::arg("config_dirs"));
   m.def("fallback_counts", &fallback_counts);
   m.def("reset_fallback_counts", &reset_fallback_counts);
+  register_compiled_kernels(m);
 }
 
 }  // namespace npusim::bridge

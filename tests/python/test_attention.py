@@ -110,3 +110,22 @@ def test_other_attention_takes_the_native_math_path(case, device, no_fallback):
     assert "attention_f32" not in [kernel.name for kernel in report.kernels]
     expected = F.scaled_dot_product_attention(q, k, v, **kwargs)
     torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_attention_lays_results_out_as_the_meta_functions_say():
+    """A compiled graph checks each result's strides against the meta function's: the output takes the query's
+    layout, each gradient its input's."""
+    q, k, v = (torch.randn(2, 6, 4, 8).transpose(1, 2) for _ in range(3))  # [B, H, L, D] views of [B, L, H, D]
+    op = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
+    device_inputs = [t.to("npusim").transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v)]
+    meta_inputs = [t.to("meta").transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v)]
+    out = op(*device_inputs)
+    expected = op(*meta_inputs)
+    assert out[0].stride() == expected[0].stride()
+    torch.testing.assert_close(out[0].cpu(), torch.nn.functional.scaled_dot_product_attention(q, k, v))
+    grad = torch.randn(out[0].shape).to("npusim")
+    backward = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward
+    arguments = (out[0], out[1], out[2], out[3], out[4], out[5], 0.0, False, out[6], out[7])
+    grads = backward(grad, *device_inputs, None, [True, True, True, False], *arguments)
+    for gradient, given in zip(grads[:3], device_inputs, strict=True):
+        assert gradient.stride() == given.stride()

@@ -234,3 +234,16 @@ class device:
     def __exit__(self, *exc):
         set_device(self.previous)
         return False
+
+
+def __getattr__(name):
+    """torch.compile's code generator for the device, which Inductor asks this module for the first time it compiles
+    for npusim (torch._inductor.codegen.common.init_backend_registration): importing it registers the Inductor
+    backend then rather than at ``import torch``. There is no C++ wrapper code generator: Inductor's
+    ``cpp_wrapper`` mode is not supported on npusim."""
+    if name in ("Scheduling", "PythonWrapperCodegen"):
+        from . import inductor
+
+        inductor.register()
+        return {"Scheduling": inductor.NpusimScheduling, "PythonWrapperCodegen": inductor.NpusimWrapperCodegen}[name]
+    raise AttributeError(f"module 'torch.npusim' has no attribute {name!r}")

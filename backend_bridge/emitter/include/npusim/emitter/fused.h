@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,7 +63,8 @@ enum class FusedOpcode : uint8_t {
   ReduceSum,
   ReduceMax,  // NaN if the row has one
   ReduceMin,
-  Store,  // a, to the view `access` of spec.stores (converted to the store's type when they differ)
+  Store,    // a, to the view `access` of spec.stores (converted to the store's type when they differ)
+  Product,  // the kernel's matrix product (FusedSpec::matmul) at each point, rounded from f32 to `type`
 };
 
 // A strided view of an argument tensor over the iteration space: element (i0, i1, ...) of the space is element
@@ -83,6 +85,20 @@ struct FusedNode {
   double constant = 0;                            // Constant: its value (integers exactly up to 2^53)
 };
 
+// A GEMM template's product: C[e][i][j] = sum over l of A[e][i][l] B[e][l][j], accumulated in f32, for batch entry e
+// < batch, i < m, j < n. A and B are views of arguments a_argument and b_argument (element offsets and strides),
+// of `type` (f32, f16 or bf16). The iteration space is then (batch,) m, n with nothing reduced, and the nodes are
+// the product's epilogue: a Product node reads C, loads read the other operands (bias, residual) over the same
+// space, and the stores write the results. The kernel computes each block of C on the matrix engine and runs the
+// epilogue on the block before storing it, so C itself reaches memory only if a Store writes it.
+struct FusedMatmul {
+  int a_argument = 0, b_argument = 0;
+  isa::ElementType type = isa::ElementType::F32;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int64_t a_offset = 0, a_batch = 0, a_row = 0, a_col = 0;
+  int64_t b_offset = 0, b_batch = 0, b_row = 0, b_col = 0;
+};
+
 struct FusedSpec {
   std::string name;            // the kernel's name in reports, e.g. "fused_add_exp_sum"
   std::vector<int64_t> sizes;  // the iteration space: the outer (pointwise) dimensions, then the reduced ones
@@ -90,6 +106,7 @@ struct FusedSpec {
   int arguments = 0;           // entries of the argument block (tensor addresses)
   std::vector<FusedAccess> loads, stores;
   std::vector<FusedNode> nodes;  // in program order; a node reads only earlier nodes
+  std::optional<FusedMatmul> matmul;
 };
 
 // A value's shape: it varies along the reduced dimensions (a full row), or not (one value per row: a reduction's

@@ -1,0 +1,144 @@
+// npusim._C's face for torch.compile (npusim/inductor): a compiled kernel's program arrives as plain Python data,
+// becomes an emitter::FusedSpec once per program and size, and each launch builds (once, through the kernel cache)
+// and runs the fused kernel on the tensors' device.
+#include <torch/extension.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <utility>
+
+#include "bridge.h"
+#include "kernel_launcher.h"
+#include "npusim/emitter/fused.h"
+
+namespace npusim::bridge {
+namespace {
+
+namespace py = pybind11;
+using emitter::FusedOpcode;
+
+// The names Python writes (npusim/inductor/lowering.py), one per opcode.
+constexpr auto kOpcodeNames = std::to_array<std::pair<std::string_view, FusedOpcode>>({
+    {"Load", FusedOpcode::Load},
+    {"Constant", FusedOpcode::Constant},
+    {"Neg", FusedOpcode::Neg},
+    {"Abs", FusedOpcode::Abs},
+    {"Exp", FusedOpcode::Exp},
+    {"Log", FusedOpcode::Log},
+    {"Tanh", FusedOpcode::Tanh},
+    {"Sigmoid", FusedOpcode::Sigmoid},
+    {"Erf", FusedOpcode::Erf},
+    {"Sqrt", FusedOpcode::Sqrt},
+    {"Rsqrt", FusedOpcode::Rsqrt},
+    {"Reciprocal", FusedOpcode::Reciprocal},
+    {"Sin", FusedOpcode::Sin},
+    {"Cos", FusedOpcode::Cos},
+    {"Log1p", FusedOpcode::Log1p},
+    {"Expm1", FusedOpcode::Expm1},
+    {"Floor", FusedOpcode::Floor},
+    {"Ceil", FusedOpcode::Ceil},
+    {"Round", FusedOpcode::Round},
+    {"Trunc", FusedOpcode::Trunc},
+    {"Not", FusedOpcode::Not},
+    {"Convert", FusedOpcode::Convert},
+    {"Add", FusedOpcode::Add},
+    {"Sub", FusedOpcode::Sub},
+    {"Mul", FusedOpcode::Mul},
+    {"Div", FusedOpcode::Div},
+    {"Maximum", FusedOpcode::Maximum},
+    {"Minimum", FusedOpcode::Minimum},
+    {"And", FusedOpcode::And},
+    {"Or", FusedOpcode::Or},
+    {"Xor", FusedOpcode::Xor},
+    {"Eq", FusedOpcode::Eq},
+    {"Ne", FusedOpcode::Ne},
+    {"Lt", FusedOpcode::Lt},
+    {"Le", FusedOpcode::Le},
+    {"Gt", FusedOpcode::Gt},
+    {"Ge", FusedOpcode::Ge},
+    {"Where", FusedOpcode::Where},
+    {"ReduceSum", FusedOpcode::ReduceSum},
+    {"ReduceMax", FusedOpcode::ReduceMax},
+    {"ReduceMin", FusedOpcode::ReduceMin},
+    {"Store", FusedOpcode::Store},
+    {"Product", FusedOpcode::Product},
+});
+
+FusedOpcode opcode_named(const std::string& name) {
+  for (const auto& [known, opcode] : kOpcodeNames)
+    if (known == name) return opcode;
+  throw std::invalid_argument(fmt::format("fused kernel: unknown operation {}", name));
+}
+
+isa::ElementType type_named(const std::string& name) {
+  const auto type = isa::find_element_type(name);
+  if (!type) throw std::invalid_argument(fmt::format("fused kernel: unknown element type {}", name));
+  return *type;
+}
+
+// (argument, type, offset, strides)
+emitter::FusedAccess access_from(const py::tuple& t) {
+  return {t[0].cast<int>(), type_named(t[1].cast<std::string>()), t[2].cast<int64_t>(),
+          t[3].cast<std::vector<int64_t>>()};
+}
+
+// (a_argument, b_argument, type, batch, m, n, k, a_offset, a_batch, a_row, a_col, b_offset, b_batch, b_row, b_col)
+emitter::FusedMatmul matmul_from(const py::tuple& t) {
+  emitter::FusedMatmul matmul;
+  matmul.a_argument = t[0].cast<int>();
+  matmul.b_argument = t[1].cast<int>();
+  matmul.type = type_named(t[2].cast<std::string>());
+  int64_t* fields[] = {&matmul.batch,    &matmul.m,     &matmul.n,        &matmul.k,       &matmul.a_offset,
+                       &matmul.a_batch,  &matmul.a_row, &matmul.a_col,    &matmul.b_offset, &matmul.b_batch,
+                       &matmul.b_row,    &matmul.b_col};
+  for (size_t i = 0; i < std::size(fields); ++i) *fields[i] = t[3 + i].cast<int64_t>();
+  return matmul;
+}
+
+// (name, sizes, reduced_dims, arguments, loads, stores, nodes, matmul or None); a node is (op, type, a, b, c,
+// access, constant).
+emitter::FusedSpec spec_from(const py::tuple& t) {
+  emitter::FusedSpec spec;
+  spec.name = t[0].cast<std::string>();
+  spec.sizes = t[1].cast<std::vector<int64_t>>();
+  spec.reduced_dims = t[2].cast<int>();
+  spec.arguments = t[3].cast<int>();
+  for (const auto& load : t[4].cast<py::list>()) spec.loads.push_back(access_from(load.cast<py::tuple>()));
+  for (const auto& store : t[5].cast<py::list>()) spec.stores.push_back(access_from(store.cast<py::tuple>()));
+  for (const auto& item : t[6].cast<py::list>()) {
+    const auto node = item.cast<py::tuple>();
+    spec.nodes.push_back({opcode_named(node[0].cast<std::string>()), type_named(node[1].cast<std::string>()),
+                          node[2].cast<int>(), node[3].cast<int>(), node[4].cast<int>(), node[5].cast<int>(),
+                          node[6].cast<double>()});
+  }
+  if (!t[7].is_none()) spec.matmul = matmul_from(t[7].cast<py::tuple>());
+  return spec;
+}
+
+// Launches the fused kernel on the tensors (the argument block, in order; all on one device). False when the
+// emitter cannot express the program: the caller runs it another way.
+bool launch(const emitter::FusedSpec& spec, const std::vector<at::Tensor>& tensors) {
+  TORCH_CHECK(static_cast<int>(tensors.size()) == spec.arguments, "compiled kernel ", spec.name, " takes ",
+              spec.arguments, " tensors, ", tensors.size(), " given");
+  TORCH_CHECK(!tensors.empty(), "compiled kernel ", spec.name, " has no tensor arguments");
+  const c10::Device device = tensors.front().device();
+  std::vector<uint64_t> addresses;
+  for (const at::Tensor& tensor : tensors) {
+    TORCH_CHECK(tensor.device() == device, "compiled kernel ", spec.name, ": tensors on ", device, " and ",
+                tensor.device());
+    addresses.push_back(tensor.numel() == 0 ? 0 : device_address(tensor));
+  }
+  return launched_natively([&] { launch_fused(device.index(), runtime_device(device.index()), spec, addresses); });
+}
+
+}  // namespace
+
+void register_compiled_kernels(py::module& m) {
+  py::class_<emitter::FusedSpec>(m, "FusedSpec")
+      .def(py::init(&spec_from), py::arg("description"))
+      .def_readonly("name", &emitter::FusedSpec::name);
+  m.def("launch_fused", &launch, py::arg("spec"), py::arg("tensors"));
+}
+
+}  // namespace npusim::bridge

@@ -1,0 +1,200 @@
+"""Lowers a compiled kernel's Program to the fused-kernel emitter's spec (backend_bridge/emitter/.../fused.h).
+
+The emitter takes strided loads and stores, the vector engine's operations on f32/f16/bf16/i32/i64/bool values and
+sum/max/min reductions over whole rows. A program with anything else (an index that gathers, a masked load, an index
+used as data, a random draw, another reduction, a dtype the chip lacks) is not lowered: :func:`lower` says why, and
+the runtime interprets it instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from .program import Program
+
+_TYPES = {
+    torch.float32: "f32",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int32: "i32",
+    torch.int64: "i64",
+    torch.bool: "bool",
+    torch.int8: "i8",
+    torch.uint8: "u8",
+}
+
+_UNARY = {
+    "neg": "Neg",
+    "abs": "Abs",
+    "exp": "Exp",
+    "log": "Log",
+    "tanh": "Tanh",
+    "sigmoid": "Sigmoid",
+    "erf": "Erf",
+    "sqrt": "Sqrt",
+    "rsqrt": "Rsqrt",
+    "reciprocal": "Reciprocal",
+    "sin": "Sin",
+    "cos": "Cos",
+    "log1p": "Log1p",
+    "expm1": "Expm1",
+    "floor": "Floor",
+    "ceil": "Ceil",
+    "round": "Round",
+    "trunc": "Trunc",
+    "logical_not": "Not",
+}
+_BINARY = {
+    "add": "Add",
+    "sub": "Sub",
+    "mul": "Mul",
+    "maximum": "Maximum",
+    "minimum": "Minimum",
+    "eq": "Eq",
+    "ne": "Ne",
+    "lt": "Lt",
+    "le": "Le",
+    "gt": "Gt",
+    "ge": "Ge",
+    "logical_and": "And",
+    "logical_or": "Or",
+    "logical_xor": "Xor",
+    "bitwise_and": "And",
+    "bitwise_or": "Or",
+    "bitwise_xor": "Xor",
+}
+_REDUCTIONS = {"sum": "ReduceSum", "max": "ReduceMax", "min": "ReduceMin"}
+
+
+class NotLowered(Exception):
+    """Why a program is not one fused kernel."""
+
+
+def lower(program: Program):
+    """The spec description npusim._C.FusedSpec takes, or raises NotLowered."""
+    loads, stores, nodes = [], [], []
+    ids = {}  # program node -> spec node
+    matmul = None
+    space = _product_space(program)
+
+    def type_of(dtype):
+        if dtype not in _TYPES:
+            raise NotLowered(f"dtype {dtype}")
+        return _TYPES[dtype]
+
+    def access(node):
+        found = program.access(node)
+        if found is None or node.attr("indirect"):
+            raise NotLowered(f"index {node.attr('index')!r} is not a strided view")
+        if space is not None:
+            found = _coarsen(program, found, space)
+        if node.attr("buffer") not in program.arguments:
+            raise NotLowered(f"buffer {node.attr('buffer')}")
+        return (program.arguments.index(node.attr("buffer")), type_of(node.dtype), found.offset, list(found.strides))
+
+    def emit(op, dtype, operands=(), access_index=-1, constant=0.0):
+        a, b, c = (list(operands) + [-1, -1, -1])[:3]
+        nodes.append((op, type_of(dtype), a, b, c, access_index, float(constant)))
+        return len(nodes) - 1
+
+    for number, node in enumerate(program.nodes):
+        operands = [ids[i] for i in node.inputs]
+        if None in operands and node.op != "product":
+            raise NotLowered("the product used other than through Product")
+        if node.op == "load":
+            if node.attr("masked"):
+                raise NotLowered("masked load")
+            loads.append(access(node))
+            ids[number] = emit("Load", node.dtype, access_index=len(loads) - 1)
+        elif node.op == "store":
+            if node.attr("mode") is not None:
+                raise NotLowered(f"store mode {node.attr('mode')}")
+            stores.append(access(node))
+            value = program.nodes[node.inputs[0]]
+            emit("Store", value.dtype, operands[:1], access_index=len(stores) - 1)
+        elif node.op == "constant":
+            value = node.attr("value")
+            if isinstance(value, float) and value != value:
+                raise NotLowered("NaN constant")
+            ids[number] = emit("Constant", node.dtype, constant=value)
+        elif node.op == "to_dtype":
+            ids[number] = emit("Convert", node.dtype, operands)
+        elif node.op == "truediv" or node.op == "div":
+            if not node.dtype.is_floating_point:
+                raise NotLowered("integer true division")
+            ids[number] = emit("Div", node.dtype, _same_type(program, node, operands, emit))
+        elif node.op in _UNARY:
+            ids[number] = emit(_UNARY[node.op], node.dtype, operands)
+        elif node.op in _BINARY:
+            ids[number] = emit(_BINARY[node.op], node.dtype, _same_type(program, node, operands, emit))
+        elif node.op == "where":
+            condition, a, b = operands
+            a, b = _same_type(program, node, [a, b], emit, inputs=node.inputs[1:])
+            ids[number] = emit("Where", node.dtype, [condition, a, b])
+        elif node.op == "matmul":
+            if matmul is not None:
+                raise NotLowered("two products in one kernel")
+            if node.attr("a") not in program.arguments or node.attr("b") not in program.arguments:
+                raise NotLowered("a product of a buffer the kernel does not take")
+            matmul = (
+                program.arguments.index(node.attr("a")),
+                program.arguments.index(node.attr("b")),
+                type_of(node.dtype),
+                *node.attr("sizes"),
+                *node.attr("views"),
+            )
+            ids[number] = None  # read through Product nodes
+        elif node.op == "product":
+            found = program.access(node)
+            if found is None or not program.is_identity(found):
+                raise NotLowered("the product read in another order than its own")
+            ids[number] = emit("Product", node.dtype)
+        elif node.op == "reduction" and node.attr("kind") in _REDUCTIONS:
+            ids[number] = emit(_REDUCTIONS[node.attr("kind")], node.dtype, operands)
+        else:
+            kind = node.attr("kind")
+            raise NotLowered(f"operation {node.op}{f' {kind}' if kind else ''}")
+    sizes = [d.size for d in program.space] if space is None else space
+    return (program.name, sizes, program.reduced_dims, len(program.arguments), loads, stores, nodes, matmul)
+
+
+def _product_space(program):
+    """A GEMM template's space, (batch,) m, n; None for a program without a product."""
+    product = next((n for n in program.nodes if n.op == "matmul"), None)
+    if product is None:
+        return None
+    if program.reduction_tree is not None:
+        raise NotLowered("a product and a reduction in one kernel")
+    batch, m, n, _ = product.attr("sizes")
+    return [batch, m, n] if batch != 1 else [m, n]
+
+
+def _coarsen(program, access, sizes):
+    """An access over the space's dimensions as one over the product's (batch,) m, n, which they refine."""
+    strides, position = [], 0
+    dims = list(zip(program.space, access.strides, strict=True))
+    for size in sizes:
+        group, extent = [], 1
+        while extent < size and position < len(dims):
+            group.append(dims[position])
+            extent *= dims[position][0].size
+            position += 1
+        if extent != size:
+            raise NotLowered("the space does not split into the product's rows and columns")
+        for (outer, outer_stride), (inner, inner_stride) in itertools.pairwise(group):
+            if outer.size > 1 and inner.size > 1 and outer_stride != inner_stride * inner.size:
+                raise NotLowered("an epilogue operand that is not a strided view of the product's blocks")
+        strides.append(group[-1][1] if group else 0)
+    return type(access)(access.offset, tuple(strides))
+
+
+def _same_type(program, node, operands, emit, inputs=None):
+    """Operands converted to the node's operand type (PyTorch promotes mixed operands; the vector engine does not)."""
+    inputs = node.inputs if inputs is None else inputs
+    dtypes = [program.nodes[i].dtype for i in inputs]
+    target = dtypes[0]
+    for dtype in dtypes[1:]:
+        target = torch.promote_types(target, dtype)
+    return [o if d == target else emit("Convert", target, [o]) for o, d in zip(operands, dtypes, strict=True)]

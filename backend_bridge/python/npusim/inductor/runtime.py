@@ -1,0 +1,73 @@
+"""Compiled kernels at run time: what the generated wrapper calls.
+
+``load_kernel`` turns a kernel's source (kernel.py writes it) into a :class:`CompiledKernel`. A call builds the
+program for the call's sizes (once per size), lowers it to one fused npusim kernel built by the kernel builder and
+cached by its spec, and launches it; a program the emitter cannot express runs through the interpreter, op by op on
+the device. ``NPUSIM_COMPILE_INTERPRET=1`` interprets every kernel (to check the fused kernels against it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+
+from .. import _C
+from . import interpreter
+from .lowering import NotLowered, lower
+from .program import build
+
+log = logging.getLogger(__name__)
+
+# How each compiled kernel ran, by name: "fused" (one kernel) or "interpreted: <why>". Tests and reports read it.
+ROUTES: dict[str, str] = {}
+
+
+class CompiledKernel:
+    def __init__(self, name, fused_name, source):
+        namespace = {"torch": torch}
+        exec(compile(source, f"<npusim compiled kernel {name}>", "exec"), namespace)
+        self.name = name
+        self.fused_name = fused_name
+        self.source = source
+        self.function = namespace["program"]
+        self.arguments = namespace["ARGUMENTS"]
+        self._prepared = {}  # sizes -> (program, FusedSpec or None)
+
+    def __repr__(self):
+        return f"CompiledKernel({self.name})"
+
+    def _prepare(self, sizes):
+        program = build(self.fused_name, self.function, self.arguments, sizes)
+        spec = None
+        if os.environ.get("NPUSIM_COMPILE_INTERPRET") == "1":
+            ROUTES[self.name] = "interpreted: NPUSIM_COMPILE_INTERPRET=1"
+        else:
+            try:
+                spec = _C.FusedSpec(lower(program))
+            except NotLowered as why:
+                ROUTES[self.name] = f"interpreted: {why}"
+                log.info("npusim: compiled kernel %s runs op by op: %s", self.name, why)
+        self._prepared[sizes] = (program, spec)
+        return program, spec
+
+    def __call__(self, *args):
+        tensors, sizes = args[: len(self.arguments)], tuple(int(s) for s in args[len(self.arguments) :])
+        program, spec = self._prepared.get(sizes) or self._prepare(sizes)
+        device = tensors[0].device
+        _C.set_op(self.name, device.index or 0)
+        try:
+            if spec is not None:
+                if _C.launch_fused(spec, list(tensors)):
+                    ROUTES[self.name] = "fused"
+                    return
+                ROUTES[self.name] = "interpreted: the kernel builder cannot express it"
+                self._prepared[sizes] = (program, None)
+            interpreter.run(program, tensors, device)
+        finally:
+            _C.set_op("", device.index or 0)
+
+
+def load_kernel(name, fused_name, source):
+    return CompiledKernel(name, fused_name, source)

@@ -1,0 +1,182 @@
+"""torch.compile on npusim: Inductor's fused node groups run as single npusim kernels, equal to eager and the CPU."""
+
+import copy
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import run_python
+from torch._inductor.utils import run_and_get_code
+
+import npusim
+from npusim.inductor.runtime import ROUTES
+
+
+@pytest.fixture(autouse=True)
+def fresh_compile(monkeypatch):
+    """Every test compiles anew (no graph reused from another test) and with CPU fallback forbidden."""
+    monkeypatch.setenv("NPUSIM_FALLBACK", "error")
+    torch._dynamo.reset()
+    ROUTES.clear()
+    yield
+    torch._dynamo.reset()
+
+
+def compiled(function, *args, **options):
+    """Runs torch.compile(function) on the npusim copies of args: (result, generated kernels' names)."""
+    result, code = run_and_get_code(torch.compile(function, **options), *[a.to("npusim") for a in args])
+    kernels = [line.split(" = ")[0] for source in code for line in source.splitlines() if "npusim_load_kernel(" in line]
+    return result, [k for k in kernels if k.startswith("npusim_")]
+
+
+def assert_close(actual, expected, **tolerance):
+    torch.testing.assert_close(actual.cpu(), expected, **tolerance)
+
+
+def test_pointwise_chain_is_one_fused_kernel():
+    def f(x, bias):
+        return torch.relu(x * 2 + bias).exp() - 1
+
+    x, bias = torch.randn(33, 70), torch.randn(70)
+    result, kernels = compiled(f, x, bias)
+    assert_close(result, f(x, bias))
+    assert len(kernels) == 1 and kernels[0].startswith("npusim_poi_fused_add_exp_mul_relu_sub")
+    assert ROUTES[kernels[0]] == "fused"
+
+
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_softmax_is_one_fused_kernel(dim):
+    x = torch.randn(37, 300)
+    result, kernels = compiled(lambda t: torch.softmax(t, dim), x)
+    assert_close(result, torch.softmax(x, dim))
+    assert len(kernels) == 1 and ROUTES[kernels[0]] == "fused"
+
+
+def test_layer_norm_forward_is_one_fused_kernel():
+    x, weight, bias = torch.randn(20, 96), torch.randn(96), torch.randn(96)
+
+    def f(t, w, b):
+        return F.layer_norm(t, (96,), w, b)
+
+    result, kernels = compiled(f, x, weight, bias)
+    assert_close(result, f(x, weight, bias), atol=1e-5, rtol=1e-5)
+    assert len(kernels) == 1 and ROUTES[kernels[0]] == "fused"
+
+
+def test_rms_norm_and_sum_over_the_outer_dimension():
+    x = torch.randn(64, 48)
+
+    def f(t):
+        rms = t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return rms, t.sum(0)
+
+    (rms, column_sums), kernels = compiled(f, x)
+    expected_rms, expected_sums = f(x)
+    assert_close(rms, expected_rms, atol=1e-5, rtol=1e-5)
+    assert_close(column_sums, expected_sums, atol=1e-4, rtol=1e-5)
+    assert all(ROUTES[k] == "fused" for k in kernels)
+
+
+def test_half_precision_loads_and_stores():
+    x = torch.randn(17, 40).to(torch.bfloat16)
+    y = torch.randn(17, 40).to(torch.float16)
+
+    def f(a, b):
+        return (a.float() * b.float()).sigmoid().to(torch.bfloat16)
+
+    result, kernels = compiled(f, x, y)
+    assert result.dtype == torch.bfloat16
+    assert_close(result, f(x, y))
+    assert ROUTES[kernels[0]] == "fused"
+
+
+def test_gathers_and_masked_loads_run_op_by_op_on_the_device():
+    """Embedding lookups (an index read from memory) and cat (masked loads) are not strided views: the kernel runs
+    through the interpreter, every op still on npusim."""
+    weight, index = torch.randn(10, 6), torch.tensor([[1, 9], [0, 4]])
+    a, b = torch.randn(3, 4), torch.randn(3, 5)
+
+    def f(w, i, x, y):
+        return F.embedding(i, w) * 2, torch.cat([x, y], 1) + 1
+
+    (looked_up, joined), kernels = compiled(f, weight, index, a, b)
+    expected_looked_up, expected_joined = f(weight, index, a, b)
+    assert_close(looked_up, expected_looked_up)
+    assert_close(joined, expected_joined)
+    assert all(ROUTES[k].startswith("interpreted") for k in kernels)
+
+
+def test_compiled_kernels_match_the_interpreter(monkeypatch):
+    """The same program, fused and op by op, gives the same numbers."""
+    x = torch.randn(40, 130)
+
+    def f(t):
+        return F.gelu(t) * torch.log_softmax(t, -1) + t.amax(-1, keepdim=True)
+
+    fused, _ = compiled(f, x)
+    monkeypatch.setenv("NPUSIM_COMPILE_INTERPRET", "1")
+    torch._dynamo.reset()
+    interpreted, _ = compiled(f, x)
+    assert_close(fused, interpreted.cpu(), atol=2e-6, rtol=2e-6)
+    assert_close(fused, f(x), atol=1e-5, rtol=1e-5)
+
+
+def test_mlp_training_steps_compiled_equal_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Dropout(0.0), torch.nn.Linear(32, 4)
+    )
+    eager, compiled_model = copy.deepcopy(model).to("npusim"), copy.deepcopy(model).to("npusim")
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (eager, compiled_model)]
+    step = torch.compile(lambda m, x, y: F.cross_entropy(m(x), y))
+    for _ in range(3):
+        x, y = torch.randn(8, 16).to("npusim"), torch.randint(0, 4, (8,)).to("npusim")
+        for net, optimizer, loss in ((eager, optimizers[0], F.cross_entropy), (compiled_model, optimizers[1], None)):
+            optimizer.zero_grad()
+            value = step(net, x, y) if loss is None else loss(net(x), y)
+            value.backward()
+            optimizer.step()
+    for a, b in zip(eager.parameters(), compiled_model.parameters(), strict=True):
+        assert_close(b, a.detach().cpu(), atol=1e-5, rtol=1e-5)
+    assert ROUTES and all(route == "fused" for route in ROUTES.values()), ROUTES
+
+
+def test_dynamic_shapes_two_sequence_lengths():
+    def f(t):
+        return torch.softmax(t * 0.5, -1)
+
+    function = torch.compile(f, dynamic=True)
+    for length in (24, 40):
+        x = torch.randn(3, length, length)
+        assert_close(function(x.to("npusim")), f(x))
+    assert ROUTES and all(route == "fused" for route in ROUTES.values())
+
+
+def test_compiled_kernels_in_the_profile_under_their_fused_names():
+    x = torch.randn(64, 64)
+    function = torch.compile(lambda t: torch.tanh(t) * t + 1)
+    function(x.to("npusim"))  # compile outside the profile
+    with npusim.profile() as report:
+        function(x.to("npusim"))
+    names = [record.op for record in report.records]
+    assert any(name.startswith("npusim_poi_fused_add_mul_tanh") for name in names), names
+
+
+def test_fx_graph_cache_hit_in_a_second_process(tmp_path):
+    code = """
+        import json, torch, npusim
+        from torch._dynamo.utils import counters
+        x = torch.randn(16, 32)
+        y = torch.compile(lambda t: torch.softmax(t, -1) * 3)(x.to("npusim"))
+        torch.testing.assert_close(y.cpu(), torch.softmax(x, -1) * 3)
+        print(json.dumps(dict(counters["inductor"])))
+    """
+    environment = {"TORCHINDUCTOR_CACHE_DIR": tmp_path, "TORCHINDUCTOR_FX_GRAPH_CACHE": 1}
+    first, second = run_python(code, **environment), run_python(code, **environment)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert second.returncode == 0, second.stderr[-3000:]
+    first_counts = json.loads(first.stdout.strip().splitlines()[-1])
+    second_counts = json.loads(second.stdout.strip().splitlines()[-1])
+    assert first_counts.get("fxgraph_cache_miss") == 1
+    assert second_counts.get("fxgraph_cache_hit") == 1
