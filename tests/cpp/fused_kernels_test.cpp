@@ -471,6 +471,8 @@ TEST(FusedKernels, SumOverTheOuterDimensionOfAMatrix) {
   const int64_t n = 45, c = 19;
   SpecBuilder s("fused_sum_dim0", {c, n}, 1, 2);
   s.store(s.op(Op::ReduceSum, F32, s.load(0, F32, {1, c})), 1, F32, {1, 0});
+  // The rows are strided but the chunk of columns is contiguous: each tile loads runs of columns and transposes them.
+  EXPECT_NE(emitter::emit_fused(s.spec, small_chip()).assembly().find("vtr.f32"), std::string::npos);
   const Bytes g = random_buffer(F32, n * c, 14);
   const auto result = run_and_compare(s.spec, small_chip(), {g, Bytes(c * 4)}, {F32, F32});
   for (int64_t j = 0; j < c; ++j) {
@@ -541,6 +543,19 @@ TEST(FusedKernels, APerRowValueStoredAlongTheRowIsBroadcast) {
   run_and_compare(s.spec, small_chip(),
                   {random_buffer(F32, rows * cols, 19), Bytes(rows * cols * 4), Bytes(rows * cols * 4)},
                   {F32, F32, F32});
+}
+
+TEST(FusedKernels, PerRowValuesAreLoadsConstantAlongTheRowReductionsAndWhatUsesOnlyThose) {
+  SpecBuilder s("fused_shapes", {8, 4}, 1, 3);
+  const int x = s.load(0, F32, {4, 1}), mean = s.load(1, F32, {1, 0}), max = s.op(Op::ReduceMax, F32, x);
+  const int shifted = s.op(Op::Sub, F32, max, mean), scaled = s.op(Op::Mul, F32, x, shifted);
+  s.store(scaled, 2, F32, {4, 1});
+  EXPECT_FALSE(emitter::is_per_row(s.spec, x));
+  EXPECT_TRUE(emitter::is_per_row(s.spec, mean));
+  EXPECT_TRUE(emitter::is_per_row(s.spec, max));
+  EXPECT_TRUE(emitter::is_per_row(s.spec, shifted));
+  EXPECT_FALSE(emitter::is_per_row(s.spec, scaled));
+  EXPECT_THROW(emitter::is_per_row(s.spec, 9), std::invalid_argument);
 }
 
 // ---- what the emitter refuses

@@ -26,6 +26,7 @@
 #include <stdexcept>
 
 #include "fused_layout.h"
+#include "fused_spec.h"
 
 namespace npusim::emitter {
 namespace {
@@ -33,35 +34,16 @@ namespace {
 using isa::ElementType;
 using isa::Opcode;
 using Op = FusedOpcode;
+using fused::is_arithmetic;
+using fused::is_compare;
+using fused::is_reduction;
+using fused::is_unary;
 using fused::Layout;
+using fused::op_name;
+using fused::operand_count;
 
 constexpr int kPointerRegisters = 6;  // arguments whose addresses stay in registers; the others are loaded per use
 constexpr int64_t kScalarBytes = 8;   // a slot of the scalar tile holds any element type
-
-constexpr std::array<std::string_view, static_cast<int>(Op::Store) + 1> kOpNames = {
-    "Load",    "Constant", "Neg",        "Abs",       "Exp",       "Log",   "Tanh",  "Sigmoid", "Erf",
-    "Sqrt",    "Rsqrt",    "Reciprocal", "Sin",       "Cos",       "Log1p", "Expm1", "Floor",   "Ceil",
-    "Round",   "Trunc",    "Not",        "Convert",   "Add",       "Sub",   "Mul",   "Div",     "Maximum",
-    "Minimum", "And",      "Or",         "Xor",       "Eq",        "Ne",    "Lt",    "Le",      "Gt",
-    "Ge",      "Where",    "ReduceSum",  "ReduceMax", "ReduceMin", "Store"};
-
-std::string_view op_name(Op op) {
-  const auto index = static_cast<size_t>(op);
-  return index < kOpNames.size() ? kOpNames[index] : "?";
-}
-bool between(Op op, Op first, Op last) {
-  return static_cast<int>(op) >= static_cast<int>(first) && static_cast<int>(op) <= static_cast<int>(last);
-}
-bool is_unary(Op op) { return between(op, Op::Neg, Op::Convert); }
-bool is_arithmetic(Op op) { return between(op, Op::Add, Op::Xor); }
-bool is_compare(Op op) { return between(op, Op::Eq, Op::Ge); }
-bool is_reduction(Op op) { return between(op, Op::ReduceSum, Op::ReduceMin); }
-int operand_count(Op op) {
-  if (op == Op::Load || op == Op::Constant) return 0;
-  if (op == Op::Where) return 3;
-  return is_arithmetic(op) || is_compare(op) ? 2 : 1;
-}
-bool valid_type(ElementType type) { return static_cast<int>(type) < isa::kElementTypeCount; }
 
 Opcode vector_opcode(Op op) {
   switch (op) {
@@ -142,118 +124,6 @@ int64_t additive_identity(ElementType type) {
   }
 }
 
-// Per-node value shapes as fused.h defines them, for nodes 0 .. count-1 (whose operands are already checked).
-std::vector<char> per_row_flags(const FusedSpec& spec, size_t count) {
-  std::vector<char> per_row(count);
-  const size_t outer = spec.sizes.size() - static_cast<size_t>(spec.reduced_dims);
-  for (size_t i = 0; i < count; ++i) {
-    const FusedNode& node = spec.nodes[i];
-    if (node.op == Op::Load) {
-      const auto& strides = spec.loads[node.access].strides;
-      per_row[i] = std::all_of(strides.begin() + static_cast<ptrdiff_t>(outer), strides.end(),
-                               [](int64_t stride) { return stride == 0; });
-    } else if (node.op == Op::Constant || is_reduction(node.op)) {
-      per_row[i] = true;
-    } else {
-      const int operands[] = {node.a, node.b, node.c};
-      per_row[i] = true;
-      for (int k = 0; k < operand_count(node.op); ++k) per_row[i] = per_row[i] && per_row[operands[k]];
-    }
-  }
-  return per_row;
-}
-
-// Throws std::invalid_argument for the first problem of the spec, naming the kernel and the node.
-void validate(const FusedSpec& spec) {
-  const auto error = [&](const std::string& what) {
-    return std::invalid_argument(fmt::format("fused kernel {}: {}", spec.name, what));
-  };
-  if (spec.reduced_dims < 0 || spec.reduced_dims > static_cast<int>(spec.sizes.size()))
-    throw error(fmt::format("{} reduced dimensions of {}", spec.reduced_dims, spec.sizes.size()));
-  for (int64_t size : spec.sizes)
-    if (size < 0) throw error(fmt::format("negative size in [{}]", fmt::join(spec.sizes, ", ")));
-  if (spec.arguments < 0) throw error(fmt::format("{} arguments", spec.arguments));
-  const auto check_access = [&](const FusedAccess& access, const char* kind, size_t k) {
-    if (access.strides.size() != spec.sizes.size())
-      throw error(
-          fmt::format("{} {} has {} strides for {} dimensions", kind, k, access.strides.size(), spec.sizes.size()));
-    if (access.argument < 0 || access.argument >= spec.arguments)
-      throw error(fmt::format("{} {} uses argument {} of {}", kind, k, access.argument, spec.arguments));
-    if (!valid_type(access.type)) throw error(fmt::format("{} {} has no element type", kind, k));
-  };
-  for (size_t k = 0; k < spec.loads.size(); ++k) check_access(spec.loads[k], "load", k);
-  for (size_t k = 0; k < spec.stores.size(); ++k) check_access(spec.stores[k], "store", k);
-
-  const size_t outer = spec.sizes.size() - static_cast<size_t>(spec.reduced_dims);
-  for (size_t i = 0; i < spec.nodes.size(); ++i) {
-    const FusedNode& node = spec.nodes[i];
-    if (static_cast<int>(node.op) > static_cast<int>(Op::Store))
-      throw error(fmt::format("node {} has opcode {}, not a FusedOpcode", i, static_cast<int>(node.op)));
-    const auto node_error = [&](const std::string& what) {
-      return error(fmt::format("node {} ({}): {}", i, op_name(node.op), what));
-    };
-    if (!valid_type(node.type)) throw node_error("no element type");
-    const int operands[] = {node.a, node.b, node.c};
-    for (int k = 0; k < operand_count(node.op); ++k) {
-      if (operands[k] < 0 || operands[k] >= static_cast<int>(i))
-        throw node_error(fmt::format("operand {} is node {}, not an earlier node", "abc"[k], operands[k]));
-      if (spec.nodes[operands[k]].op == Op::Store)
-        throw node_error(fmt::format("operand {} is node {}, a store, which has no value", "abc"[k], operands[k]));
-    }
-    const auto type_of = [&](int operand) { return spec.nodes[operand].type; };
-    const auto expect = [&](ElementType actual, ElementType expected, const char* what) {
-      if (actual != expected)
-        throw node_error(fmt::format("{} is {}, not {}", what, isa::type_name(actual), isa::type_name(expected)));
-    };
-    switch (node.op) {
-      case Op::Load:
-        if (node.access < 0 || node.access >= static_cast<int>(spec.loads.size()))
-          throw node_error(fmt::format("access {} of {} loads", node.access, spec.loads.size()));
-        expect(node.type, spec.loads[node.access].type, "its type");
-        break;
-      case Op::Constant:
-        if (!isa::is_float(node.type) && node.type != ElementType::Bool &&
-            (!std::isfinite(node.constant) || std::trunc(node.constant) != node.constant ||
-             std::fabs(node.constant) >= 0x1p63))
-          throw node_error(fmt::format("{} is not a {} value", node.constant, isa::type_name(node.type)));
-        break;
-      case Op::Not:
-        expect(node.type, ElementType::Bool, "its type");
-        expect(type_of(node.a), ElementType::Bool, "operand a");
-        break;
-      case Op::Convert: break;
-      case Op::Where:
-        expect(type_of(node.a), ElementType::Bool, "the condition");
-        expect(type_of(node.b), node.type, "operand b");
-        expect(type_of(node.c), node.type, "operand c");
-        break;
-      case Op::Store: {
-        if (node.access < 0 || node.access >= static_cast<int>(spec.stores.size()))
-          throw node_error(fmt::format("access {} of {} stores", node.access, spec.stores.size()));
-        expect(type_of(node.a), node.type, "operand a");
-        if (per_row_flags(spec, i)[node.a]) break;
-        // A full row into a view that repeats one element along a reduced dimension: which element lands is
-        // undefined.
-        const auto& strides = spec.stores[node.access].strides;
-        for (size_t d = outer; d < spec.sizes.size(); ++d)
-          if (spec.sizes[d] > 1 && strides[d] == 0)
-            throw node_error(
-                fmt::format("stores a full row (node {}) into store {}, whose stride over reduced "
-                            "dimension {} is 0",
-                            node.a, node.access, d));
-        break;
-      }
-      default:
-        if (is_compare(node.op)) {
-          expect(node.type, ElementType::Bool, "its type");
-          expect(type_of(node.b), type_of(node.a), "operand b");
-        } else {
-          for (int k = 0; k < operand_count(node.op); ++k) expect(type_of(operands[k]), node.type, "an operand");
-        }
-    }
-  }
-}
-
 // A value's place: a slot of the plan, or a slot of the scalar tile.
 struct Ref {
   enum class Kind : uint8_t { None, Slot, Scalar } kind = Kind::None;
@@ -284,7 +154,7 @@ class FusedEmitter {
       : spec_(spec),
         config_(config),
         layout_(fused::collapse(spec)),
-        per_row_(per_row_flags(spec, spec.nodes.size())),
+        per_row_(fused::per_row_flags(spec)),
         b_(std::move(name), config) {
     for (const FusedAccess& access : spec.loads) accesses_.push_back(&access);
     for (const FusedAccess& access : spec.stores) accesses_.push_back(&access);
@@ -728,7 +598,8 @@ class FusedEmitter {
   }
 
   // One access of the tile. The tile's dimensions, innermost first: the reduced ones (full rows only), the block,
-  // then the chunk; neighbours contiguous in this access merge, and what remains is a 1-D, 2-D or 4-D move.
+  // then the chunk; neighbours contiguous in this access merge, and what remains is a 1-D, 2-D or 4-D move (or a 2-D
+  // load of the transposed tile and a vtr, when only the chunk is contiguous).
   void emit_dma(const Step& s) {
     const FusedAccess& access = *accesses_[s.access];
     const bool load = s.access < static_cast<int>(spec_.loads.size());
@@ -790,6 +661,13 @@ class FusedEmitter {
       } else {
         b_.emit(stores[size], {address_, spad, count, immediate(dims[0].stride)});
       }
+    } else if (load && dims.size() == 2 && dims[1].stride == bytes && dims[0].stride != 0) {
+      // Contiguous along the chunk, strided within a row (a transposed operand, a sum over an outer dimension): runs
+      // of the chunk's elements, one per element of the row, then transposed in place into rows.
+      static constexpr Opcode loads[] = {DmaLoad2d8, DmaLoad2d16, DmaLoad2d32, DmaLoad2d64};
+      b_.li(count_, dims[0].count);
+      b_.emit(loads[size], {spad, address_, chunk_rows_, count_, immediate(dims[0].stride)});
+      b_.Vtr(access.type, spad, spad, count_, chunk_rows_);
     } else if (dims.size() == 2 && dims[0].stride == bytes) {
       static constexpr Opcode loads[] = {DmaLoad2d8, DmaLoad2d16, DmaLoad2d32, DmaLoad2d64};
       static constexpr Opcode stores[] = {DmaStore2d8, DmaStore2d16, DmaStore2d32, DmaStore2d64};
@@ -848,15 +726,8 @@ class FusedEmitter {
 
 }  // namespace
 
-bool is_per_row(const FusedSpec& spec, int node) {
-  if (node < 0 || node >= static_cast<int>(spec.nodes.size()))
-    throw std::invalid_argument(fmt::format("fused kernel {}: no node {} of {}", spec.name, node, spec.nodes.size()));
-  validate(spec);
-  return per_row_flags(spec, spec.nodes.size())[node];
-}
-
 Kernel emit_fused(const FusedSpec& spec, const config::ChipConfig& config) {
-  validate(spec);
+  fused::validate(spec);
   const std::string name = spec.name.empty() ? "fused" : spec.name;
   const bool empty = std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end();
   const bool stores =
