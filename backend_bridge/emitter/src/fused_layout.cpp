@@ -1,0 +1,65 @@
+// Collapsing a fused kernel's iteration space (fused_layout.h).
+#include "fused_layout.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+
+namespace npusim::emitter::fused {
+
+bool Layout::varies_along_rows(int access) const {
+  const std::vector<int64_t>& strides = reduced_strides[access];
+  return std::any_of(strides.begin(), strides.end(), [](int64_t stride) { return stride != 0; });
+}
+
+Layout collapse(const FusedSpec& spec) {
+  std::vector<const FusedAccess*> accesses;
+  for (const FusedAccess& access : spec.loads) accesses.push_back(&access);
+  for (const FusedAccess& access : spec.stores) accesses.push_back(&access);
+  const size_t outer_dims = spec.sizes.size() - static_cast<size_t>(spec.reduced_dims);
+
+  Layout layout;
+  layout.outer_strides.assign(accesses.size(), {});
+  layout.reduced_strides.assign(accesses.size(), {});
+  // Appends dimension `dim` to `sizes`, merged into the last one when every access steps over it contiguously.
+  const auto append = [&](std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>>& strides, size_t dim) {
+    const int64_t size = spec.sizes[dim];
+    if (size == 1) return;
+    const auto bytes = [&](size_t k) {
+      return accesses[k]->strides[dim] * static_cast<int64_t>(isa::element_bytes(accesses[k]->type));
+    };
+    bool mergeable = !sizes.empty();
+    for (size_t k = 0; k < accesses.size() && mergeable; ++k) mergeable = strides[k].back() == bytes(k) * size;
+    if (mergeable) sizes.back() *= size;
+    if (!mergeable) sizes.push_back(size);
+    for (size_t k = 0; k < accesses.size(); ++k) {
+      if (mergeable) strides[k].back() = bytes(k);
+      if (!mergeable) strides[k].push_back(bytes(k));
+    }
+  };
+
+  std::vector<size_t> order(outer_dims);
+  std::iota(order.begin(), order.end(), 0);
+  if (!spec.stores.empty()) {
+    const std::vector<int64_t>& strides = spec.stores[0].strides;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return std::abs(strides[x]) > std::abs(strides[y]); });
+  }
+  for (size_t dim : order) append(layout.outer, layout.outer_strides, dim);
+  for (size_t dim = outer_dims; dim < spec.sizes.size(); ++dim) append(layout.reduced, layout.reduced_strides, dim);
+  if (layout.outer.empty()) {  // one row
+    layout.outer.push_back(1);
+    for (std::vector<int64_t>& strides : layout.outer_strides) strides.push_back(0);
+  }
+  if (layout.reduced.size() > kMaxReducedDims)
+    throw Unsupported(
+        fmt::format("fused kernel {}: {} reduced dimensions [{}] remain after collapsing; a tile moves {}", spec.name,
+                    layout.reduced.size(), fmt::join(layout.reduced, ", "), kMaxReducedDims));
+  for (int64_t size : layout.reduced) layout.row_length *= size;
+  return layout;
+}
+
+}  // namespace npusim::emitter::fused

@@ -1,0 +1,170 @@
+// Checking a fused kernel's spec, and the shapes of its values (fused_spec.h).
+#include "fused_spec.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <stdexcept>
+
+namespace npusim::emitter::fused {
+namespace {
+
+using isa::ElementType;
+using Op = FusedOpcode;
+
+constexpr std::array<std::string_view, static_cast<int>(Op::Store) + 1> kOpNames = {
+    "Load",    "Constant", "Neg",        "Abs",       "Exp",       "Log",   "Tanh",  "Sigmoid", "Erf",
+    "Sqrt",    "Rsqrt",    "Reciprocal", "Sin",       "Cos",       "Log1p", "Expm1", "Floor",   "Ceil",
+    "Round",   "Trunc",    "Not",        "Convert",   "Add",       "Sub",   "Mul",   "Div",     "Maximum",
+    "Minimum", "And",      "Or",         "Xor",       "Eq",        "Ne",    "Lt",    "Le",      "Gt",
+    "Ge",      "Where",    "ReduceSum",  "ReduceMax", "ReduceMin", "Store"};
+
+bool between(Op op, Op first, Op last) {
+  return static_cast<int>(op) >= static_cast<int>(first) && static_cast<int>(op) <= static_cast<int>(last);
+}
+bool valid_type(ElementType type) { return static_cast<int>(type) < isa::kElementTypeCount; }
+
+}  // namespace
+
+std::string_view op_name(Op op) {
+  const auto index = static_cast<size_t>(op);
+  return index < kOpNames.size() ? kOpNames[index] : "?";
+}
+bool is_unary(Op op) { return between(op, Op::Neg, Op::Convert); }
+bool is_arithmetic(Op op) { return between(op, Op::Add, Op::Xor); }
+bool is_compare(Op op) { return between(op, Op::Eq, Op::Ge); }
+bool is_reduction(Op op) { return between(op, Op::ReduceSum, Op::ReduceMin); }
+int operand_count(Op op) {
+  if (op == Op::Load || op == Op::Constant) return 0;
+  if (op == Op::Where) return 3;
+  return is_arithmetic(op) || is_compare(op) ? 2 : 1;
+}
+
+bool node_per_row(const FusedSpec& spec, size_t i, const std::vector<char>& per_row) {
+  const FusedNode& node = spec.nodes[i];
+  if (node.op == Op::Load) {
+    const auto& strides = spec.loads[node.access].strides;
+    return std::all_of(strides.end() - spec.reduced_dims, strides.end(), [](int64_t stride) { return stride == 0; });
+  }
+  if (node.op == Op::Constant || is_reduction(node.op)) return true;
+  const int operands[] = {node.a, node.b, node.c};
+  for (int k = 0; k < operand_count(node.op); ++k)
+    if (!per_row[operands[k]]) return false;
+  return true;
+}
+
+std::vector<char> per_row_flags(const FusedSpec& spec) {
+  std::vector<char> per_row;
+  for (size_t i = 0; i < spec.nodes.size(); ++i) per_row.push_back(node_per_row(spec, i, per_row));
+  return per_row;
+}
+
+void validate(const FusedSpec& spec) {
+  const auto error = [&](const std::string& what) {
+    return std::invalid_argument(fmt::format("fused kernel {}: {}", spec.name, what));
+  };
+  if (spec.reduced_dims < 0 || spec.reduced_dims > static_cast<int>(spec.sizes.size()))
+    throw error(fmt::format("{} reduced dimensions of {}", spec.reduced_dims, spec.sizes.size()));
+  for (int64_t size : spec.sizes)
+    if (size < 0) throw error(fmt::format("negative size in [{}]", fmt::join(spec.sizes, ", ")));
+  if (spec.arguments < 0) throw error(fmt::format("{} arguments", spec.arguments));
+  const auto check_access = [&](const FusedAccess& access, const char* kind, size_t k) {
+    if (access.strides.size() != spec.sizes.size())
+      throw error(
+          fmt::format("{} {} has {} strides for {} dimensions", kind, k, access.strides.size(), spec.sizes.size()));
+    if (access.argument < 0 || access.argument >= spec.arguments)
+      throw error(fmt::format("{} {} uses argument {} of {}", kind, k, access.argument, spec.arguments));
+    if (!valid_type(access.type)) throw error(fmt::format("{} {} has no element type", kind, k));
+  };
+  for (size_t k = 0; k < spec.loads.size(); ++k) check_access(spec.loads[k], "load", k);
+  for (size_t k = 0; k < spec.stores.size(); ++k) check_access(spec.stores[k], "store", k);
+
+  const size_t outer = spec.sizes.size() - static_cast<size_t>(spec.reduced_dims);
+  std::vector<char> per_row;
+  for (size_t i = 0; i < spec.nodes.size(); ++i) {
+    const FusedNode& node = spec.nodes[i];
+    if (static_cast<int>(node.op) > static_cast<int>(Op::Store))
+      throw error(fmt::format("node {} has opcode {}, not a FusedOpcode", i, static_cast<int>(node.op)));
+    const auto node_error = [&](const std::string& what) {
+      return error(fmt::format("node {} ({}): {}", i, op_name(node.op), what));
+    };
+    if (!valid_type(node.type)) throw node_error("no element type");
+    const int operands[] = {node.a, node.b, node.c};
+    for (int k = 0; k < operand_count(node.op); ++k) {
+      if (operands[k] < 0 || operands[k] >= static_cast<int>(i))
+        throw node_error(fmt::format("operand {} is node {}, not an earlier node", "abc"[k], operands[k]));
+      if (spec.nodes[operands[k]].op == Op::Store)
+        throw node_error(fmt::format("operand {} is node {}, a store, which has no value", "abc"[k], operands[k]));
+    }
+    const auto type_of = [&](int operand) { return spec.nodes[operand].type; };
+    const auto expect = [&](ElementType actual, ElementType expected, const char* what) {
+      if (actual != expected)
+        throw node_error(fmt::format("{} is {}, not {}", what, isa::type_name(actual), isa::type_name(expected)));
+    };
+    switch (node.op) {
+      case Op::Load:
+        if (node.access < 0 || node.access >= static_cast<int>(spec.loads.size()))
+          throw node_error(fmt::format("access {} of {} loads", node.access, spec.loads.size()));
+        expect(node.type, spec.loads[node.access].type, "its type");
+        break;
+      case Op::Constant:
+        if (!isa::is_float(node.type) && node.type != ElementType::Bool &&
+            (!std::isfinite(node.constant) || std::trunc(node.constant) != node.constant ||
+             std::fabs(node.constant) >= 0x1p63))
+          throw node_error(fmt::format("{} is not a {} value", node.constant, isa::type_name(node.type)));
+        break;
+      case Op::Not:
+        expect(node.type, ElementType::Bool, "its type");
+        expect(type_of(node.a), ElementType::Bool, "operand a");
+        break;
+      case Op::Convert: break;
+      case Op::Where:
+        expect(type_of(node.a), ElementType::Bool, "the condition");
+        expect(type_of(node.b), node.type, "operand b");
+        expect(type_of(node.c), node.type, "operand c");
+        break;
+      case Op::Store: {
+        if (node.access < 0 || node.access >= static_cast<int>(spec.stores.size()))
+          throw node_error(fmt::format("access {} of {} stores", node.access, spec.stores.size()));
+        expect(type_of(node.a), node.type, "operand a");
+        if (per_row[node.a]) break;
+        // A full row into a view that repeats one element along a reduced dimension: which element lands is
+        // undefined.
+        const auto& strides = spec.stores[node.access].strides;
+        for (size_t d = outer; d < spec.sizes.size(); ++d)
+          if (spec.sizes[d] > 1 && strides[d] == 0)
+            throw node_error(
+                fmt::format("stores a full row (node {}) into store {}, whose stride over reduced "
+                            "dimension {} is 0",
+                            node.a, node.access, d));
+        break;
+      }
+      default:
+        if (is_compare(node.op)) {
+          expect(node.type, ElementType::Bool, "its type");
+          expect(type_of(node.b), type_of(node.a), "operand b");
+        } else {
+          for (int k = 0; k < operand_count(node.op); ++k) expect(type_of(operands[k]), node.type, "an operand");
+        }
+    }
+    per_row.push_back(node_per_row(spec, i, per_row));
+  }
+}
+
+}  // namespace npusim::emitter::fused
+
+namespace npusim::emitter {
+
+bool is_per_row(const FusedSpec& spec, int node) {
+  if (node < 0 || node >= static_cast<int>(spec.nodes.size()))
+    throw std::invalid_argument(fmt::format("fused kernel {}: no node {} of {}", spec.name, node, spec.nodes.size()));
+  FusedSpec prefix = spec;  // only the nodes up to this one need to be well formed
+  prefix.nodes.resize(static_cast<size_t>(node) + 1);
+  fused::validate(prefix);
+  return fused::per_row_flags(prefix)[node];
+}
+
+}  // namespace npusim::emitter
