@@ -3,8 +3,6 @@
 // and runs the fused kernel on the tensors' device.
 #include <torch/extension.h>
 
-#include <fmt/format.h>
-
 #include <array>
 #include <utility>
 
@@ -68,12 +66,12 @@ constexpr auto kOpcodeNames = std::to_array<std::pair<std::string_view, FusedOpc
 FusedOpcode opcode_named(const std::string& name) {
   for (const auto& [known, opcode] : kOpcodeNames)
     if (known == name) return opcode;
-  throw std::invalid_argument(fmt::format("fused kernel: unknown operation {}", name));
+  throw std::invalid_argument(c10::str("fused kernel: unknown operation ", name));
 }
 
 isa::ElementType type_named(const std::string& name) {
   const auto type = isa::find_element_type(name);
-  if (!type) throw std::invalid_argument(fmt::format("fused kernel: unknown element type {}", name));
+  if (!type) throw std::invalid_argument(c10::str("fused kernel: unknown element type ", name));
   return *type;
 }
 

@@ -11,6 +11,7 @@
 namespace npusim::bridge {
 
 void register_compiled_kernels(pybind11::module& m);  // compiled_kernels.cpp
+void register_operator_names(pybind11::module& m);    // operator_names.cpp
 
 namespace {
 
@@ -207,6 +208,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("fallback_counts", &fallback_counts);
   m.def("reset_fallback_counts", &reset_fallback_counts);
   register_compiled_kernels(m);
+  register_operator_names(m);
 }
 
 }  // namespace npusim::bridge

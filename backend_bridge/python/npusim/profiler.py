@@ -7,7 +7,6 @@ The statistics of each kernel are declared once in C++ (``emulator/include/npusi
 import json
 from dataclasses import asdict, dataclass, field
 
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _C
 
@@ -382,18 +381,6 @@ class Report:
             json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, file)
 
 
-class _OperatorNames(TorchDispatchMode):
-    """Stamps each device command with the aten operator that issued it: the outermost one the dispatcher ran (a
-    mode is off while its own operator runs, so the operators an implementation calls inside do not re-enter)."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        _on_every_device(_C.set_op, func.name())
-        try:
-            return func(*args, **(kwargs or {}))
-        finally:
-            _on_every_device(_C.set_op, "")
-
-
 class _ModuleScopes:
     """Stamps each device command with the path of the nn.Module that was running when it was issued."""
 
@@ -433,7 +420,6 @@ def _on_every_device(setter, value):
 
 _open_profiles = []  # innermost last
 _module_scopes = None
-_operator_names = None
 
 
 def _collect():
@@ -484,15 +470,13 @@ class profile:
 
     @staticmethod
     def _update_device():
-        global _module_scopes, _operator_names
+        global _module_scopes
         _on_every_device(_C.set_recording, bool(_open_profiles))
         _on_every_device(_C.set_tracing, any(p.trace for p in _open_profiles))
         if _open_profiles and _module_scopes is None:
             _module_scopes = _ModuleScopes()
-            _operator_names = _OperatorNames()
-            _operator_names.__enter__()
+            _C.set_operator_naming(True)
         elif not _open_profiles and _module_scopes is not None:
             _module_scopes.remove()
             _module_scopes = None
-            _operator_names.__exit__(None, None, None)
-            _operator_names = None
+            _C.set_operator_naming(False)

@@ -154,7 +154,7 @@ class Interpreter:
         return self._variables[name]
 
     def index_tensor(self, node, first_indirect):
-        names = {name: self.variable(name) for name in self.program.ranges}
+        names = {**self.program.sizes, **{name: self.variable(name) for name in self.program.ranges}}
         # min and max through compare-and-select, which npusim has for int64 (an index's type)
         smaller = self._elementwise(lambda a, b: torch.where(a < b, a, b))
         larger = self._elementwise(lambda a, b: torch.where(a > b, a, b))

@@ -73,8 +73,10 @@ class NotLowered(Exception):
 
 
 def lower(program: Program):
-    """The spec description npusim._C.FusedSpec takes, or raises NotLowered."""
+    """The spec description npusim._C.FusedSpec takes and the index tables the kernel reads besides the program's
+    arguments (see :func:`_index_load`), or raises NotLowered."""
     loads, stores, nodes = [], [], []
+    tables = {}  # dtype -> elements: ascending integers 0, 1, 2, ... the launch appends to the arguments
     ids = {}  # program node -> spec node
     matmul = None
     space = _product_space(program)
@@ -153,11 +155,37 @@ def lower(program: Program):
             ids[number] = emit("Product", node.dtype)
         elif node.op == "reduction" and node.attr("kind") in _REDUCTIONS:
             ids[number] = emit(_REDUCTIONS[node.attr("kind")], node.dtype, operands)
+        elif node.op == "reduction" and node.attr("kind") == "any":
+            (value,) = operands
+            if program.nodes[node.inputs[0]].dtype != torch.bool:
+                value = emit("Ne", torch.bool, [value, emit("Constant", program.nodes[node.inputs[0]].dtype)])
+            ids[number] = emit("ReduceMax", torch.bool, [value])
+        elif node.op == "index" and not node.attr("indirect"):
+            found, extent = _index_load(program, node, space)
+            tables[node.dtype] = max(tables.get(node.dtype, 0), extent)
+            table = len(program.arguments) + list(tables).index(node.dtype)
+            loads.append((table, type_of(node.dtype), found.offset, list(found.strides)))
+            ids[number] = emit("Load", node.dtype, access_index=len(loads) - 1)
         else:
             kind = node.attr("kind")
             raise NotLowered(f"operation {node.op}{f' {kind}' if kind else ''}")
     sizes = [d.size for d in program.space] if space is None else space
-    return (program.name, sizes, program.reduced_dims, len(program.arguments), loads, stores, nodes, matmul)
+    arguments = len(program.arguments) + len(tables)
+    description = (program.name, sizes, program.reduced_dims, arguments, loads, stores, nodes, matmul)
+    return description, list(tables.items())
+
+
+def _index_load(program, node, space):
+    """An index used as data (arange, a position compared with a target or a causal bound), when it is affine in
+    the space and never negative: a load from a table whose element i is i, at the index as a strided view. The
+    vector engine has no iota; the table is one eager arange, shared by every kernel."""
+    found = program.access(node)
+    if found is None:
+        raise NotLowered(f"index {node.attr('index')!r} as data is not affine")
+    if found.offset < 0 or any(s < 0 for s in found.strides):
+        raise NotLowered(f"index {node.attr('index')!r} as data may be negative")
+    extent = found.offset + sum(s * (d.size - 1) for s, d in zip(found.strides, program.space, strict=True)) + 1
+    return (found if space is None else _coarsen(program, found, space)), extent
 
 
 def _product_space(program):

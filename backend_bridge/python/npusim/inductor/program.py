@@ -15,6 +15,7 @@ the variables is a strided view: an offset and one stride per dimension.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import itertools
 import math
 from functools import cached_property
@@ -81,6 +82,7 @@ class Program:
         self.trees: dict[str, int] = {}  # prefix -> numel, the pointwise tree first
         self.ranges: dict[str, tuple[str, int, int]] = {}  # variable -> (tree, divisor, length)
         self.nodes: list[Node] = []
+        self.sizes: dict[str, int] = {}  # the size arguments (dynamic shapes' ks0, ...) by name, as launched
 
     def __repr__(self):
         lines = [f"program {self.name}: trees {self.trees}"]
@@ -136,8 +138,9 @@ class Program:
 
 def _analyse_index(program, index):
     symbols = {name: sympy.Symbol(name, integer=True, nonnegative=True) for name in program.ranges}
+    sizes = {name: sympy.Integer(value) for name, value in program.sizes.items()}
     try:
-        expr = sympy.expand(sympy.sympify(index, locals=symbols))
+        expr = sympy.expand(sympy.sympify(index, locals={**sizes, **symbols}))
     except (sympy.SympifyError, SyntaxError, TypeError):
         return None
     if not expr.free_symbols <= set(symbols.values()):
@@ -260,8 +263,9 @@ class ProgramBuilder:
 def build(name, function, arguments, sizes):
     """Runs a kernel's program function for these sizes."""
     builder = ProgramBuilder(name, arguments)
-    function(builder, *sizes)
     program = builder.program
+    program.sizes = dict(zip(list(inspect.signature(function).parameters)[1:], sizes, strict=True))
+    function(builder, *sizes)
     reduces = any(node.op == "reduction" for node in program.nodes)
     for tree in [t for t in program.trees if t.startswith("r") and program.trees[t] == 1 and not reduces]:
         del program.trees[tree]  # a pointwise kernel's reduced range of one element

@@ -40,26 +40,29 @@ class CompiledKernel:
 
     def _prepare(self, sizes):
         program = build(self.fused_name, self.function, self.arguments, sizes)
-        spec = None
+        fused = None
         if os.environ.get("NPUSIM_COMPILE_INTERPRET") == "1":
             ROUTES[self.name] = "interpreted: NPUSIM_COMPILE_INTERPRET=1"
         else:
             try:
-                spec = _C.FusedSpec(lower(program))
+                description, tables = lower(program)
+                fused = (_C.FusedSpec(description), tables)
             except NotLowered as why:
                 ROUTES[self.name] = f"interpreted: {why}"
                 log.info("npusim: compiled kernel %s runs op by op: %s", self.name, why)
-        self._prepared[sizes] = (program, spec)
-        return program, spec
+        self._prepared[sizes] = (program, fused)
+        return program, fused
 
     def __call__(self, *args):
         tensors, sizes = args[: len(self.arguments)], tuple(int(s) for s in args[len(self.arguments) :])
-        program, spec = self._prepared.get(sizes) or self._prepare(sizes)
+        program, fused = self._prepared.get(sizes) or self._prepare(sizes)
         device = tensors[0].device
         _C.set_op(self.name, device.index or 0)
         try:
-            if spec is not None:
-                if _C.launch_fused(spec, list(tensors)):
+            if fused is not None:
+                spec, tables = fused
+                arguments = list(tensors) + [_index_table(device, dtype, length) for dtype, length in tables]
+                if _C.launch_fused(spec, arguments):
                     ROUTES[self.name] = "fused"
                     return
                 ROUTES[self.name] = "interpreted: the kernel builder cannot express it"
@@ -67,6 +70,18 @@ class CompiledKernel:
             interpreter.run(program, tensors, device)
         finally:
             _C.set_op("", device.index or 0)
+
+
+_tables = {}  # (device, dtype) -> 0, 1, 2, ... on the device
+
+
+def _index_table(device, dtype, length):
+    """At least `length` ascending integers of `dtype` on the device, for kernels that use an index as data."""
+    table = _tables.get((device, dtype))
+    if table is None or table.numel() < length:
+        table = torch.arange(max(length, 1024), dtype=dtype, device=device)
+        _tables[(device, dtype)] = table
+    return table
 
 
 def load_kernel(name, fused_name, source):
