@@ -87,9 +87,9 @@ emitter::FusedMatmul matmul_from(const py::tuple& t) {
   matmul.a_argument = t[0].cast<int>();
   matmul.b_argument = t[1].cast<int>();
   matmul.type = type_named(t[2].cast<std::string>());
-  int64_t* fields[] = {&matmul.batch,    &matmul.m,     &matmul.n,        &matmul.k,       &matmul.a_offset,
-                       &matmul.a_batch,  &matmul.a_row, &matmul.a_col,    &matmul.b_offset, &matmul.b_batch,
-                       &matmul.b_row,    &matmul.b_col};
+  int64_t* fields[] = {&matmul.batch,    &matmul.m,       &matmul.n,     &matmul.k,
+                       &matmul.a_offset, &matmul.a_batch, &matmul.a_row, &matmul.a_col,
+                       &matmul.b_offset, &matmul.b_batch, &matmul.b_row, &matmul.b_col};
   for (size_t i = 0; i < std::size(fields); ++i) *fields[i] = t[3 + i].cast<int64_t>();
   return matmul;
 }

@@ -4,10 +4,13 @@
 // under a dispatch mode).
 #include <torch/extension.h>
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 
 #include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_map>
 
 #include "npusim/runtime/session.h"
 
@@ -24,18 +27,37 @@ void stamp(const std::string& op) {
 }
 
 // As PyTorch prints an overload: aten::sub.Tensor, aten::relu.
-std::string overload_name(const at::RecordFunction& function) {
+std::string overload_name(const c10::OperatorName& op) {
+  return op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
+}
+
+// Operators that decompose into others before reaching a backend (CompositeImplicitAutograd: linear, matmul, to)
+// are not named: their parts are, as the dispatcher sees them after autograd (docs/reports.md).
+// Records that are not operators (autograd's evaluate_function scopes, user ranges) are skipped likewise.
+bool skipped(const at::RecordFunction& function) {
   const auto op = function.operator_name();
-  if (!op) return function.name();
-  return op->overload_name.empty() ? op->name : op->name + "." + op->overload_name;
+  if (!op) return true;
+  static std::mutex cache_mutex;
+  static std::unordered_map<std::string, bool> cache;
+  const std::string key = op->name + "." + op->overload_name;
+  std::lock_guard lock(cache_mutex);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    const auto handle = c10::Dispatcher::singleton().findOp(*op);
+    const bool composite = handle && handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+    it = cache.emplace(key, composite).first;
+  }
+  return it->second;
 }
 
 std::unique_ptr<at::ObserverContext> enter(const at::RecordFunction& function) {
-  if (depth++ == 0) stamp(overload_name(function));
+  if (skipped(function)) return nullptr;
+  if (depth++ == 0) stamp(overload_name(*function.operator_name()));
   return nullptr;
 }
 
-void leave(const at::RecordFunction&, at::ObserverContext*) {
+void leave(const at::RecordFunction& function, at::ObserverContext*) {
+  if (skipped(function)) return;
   if (--depth == 0) stamp("");
 }
 
@@ -54,8 +76,6 @@ void set_operator_naming(bool enabled) {
 
 }  // namespace
 
-void register_operator_names(py::module& m) {
-  m.def("set_operator_naming", &set_operator_naming, py::arg("enabled"));
-}
+void register_operator_names(py::module& m) { m.def("set_operator_naming", &set_operator_naming, py::arg("enabled")); }
 
 }  // namespace npusim::bridge

@@ -727,8 +727,8 @@ class FusedEmitter {
 }  // namespace
 
 Kernel emit_fused(const FusedSpec& spec, const config::ChipConfig& config) {
-  if (spec.matmul || std::any_of(spec.nodes.begin(), spec.nodes.end(),
-                                 [](const FusedNode& node) { return node.op == Op::Product; }))
+  if (spec.matmul ||
+      std::any_of(spec.nodes.begin(), spec.nodes.end(), [](const FusedNode& node) { return node.op == Op::Product; }))
     throw Unsupported(fmt::format("fused kernel {}: a matrix product's epilogue is not emitted yet", spec.name));
   fused::validate(spec);
   const std::string name = spec.name.empty() ? "fused" : spec.name;
