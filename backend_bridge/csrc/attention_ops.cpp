@@ -110,16 +110,17 @@ FusedAttention npusim_fused_attention(const at::Tensor& query, const at::Tensor&
                                 device_address(v)};
   launch_attention(query.device().index(), runtime_device(query), *spec, addresses);
   if (!result.is_same(out)) result.copy_(out);
-  const at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
+  // As the meta function: no cumulative sequence lengths or debug mask, and 0-dimensional seed and offset.
+  const at::Tensor seed = at::empty({}, query.options().dtype(at::kLong));
   return {result,
           logsumexp,
-          none,
-          none,
+          at::Tensor(),
+          at::Tensor(),
           c10::SymInt(spec->q_len),
           c10::SymInt(spec->k_len),
-          none,
-          none,
-          at::empty({0}, query.options())};
+          seed,
+          at::empty({}, query.options().dtype(at::kLong)),
+          at::Tensor()};
 }
 
 // With P = softmax(S), S = scale Q K^T (causal: -inf right of the diagonal), dO the output's gradient:

@@ -122,6 +122,10 @@ def test_fused_attention_lays_results_out_as_the_meta_functions_say():
     out = op(*device_inputs)
     expected = op(*meta_inputs)
     assert out[0].stride() == expected[0].stride()
+    for given, promised in zip(out, expected, strict=True):  # None where the meta function gives None
+        assert (given is None) == (promised is None)
+        if isinstance(given, torch.Tensor):
+            assert given.shape == promised.shape and given.dtype == promised.dtype
     torch.testing.assert_close(out[0].cpu(), torch.nn.functional.scaled_dot_product_attention(q, k, v))
     grad = torch.randn(out[0].shape).to("npusim")
     backward = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward

@@ -146,7 +146,9 @@ def test_mlp_training_steps_compiled_equal_eager():
             optimizer.step()
     for a, b in zip(eager.parameters(), compiled_model.parameters(), strict=True):
         assert_close(b, a.detach().cpu(), atol=1e-5, rtol=1e-5)
-    assert ROUTES and all(route == "fused" for route in ROUTES.values()), {k: v for k, v in ROUTES.items() if v != "fused"}
+    assert ROUTES and all(route == "fused" for route in ROUTES.values()), {
+        k: v for k, v in ROUTES.items() if v != "fused"
+    }
 
 
 def test_dynamic_shapes_two_sequence_lengths():

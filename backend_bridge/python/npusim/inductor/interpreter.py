@@ -23,6 +23,17 @@ def _floordiv(a, b):
     return torch.div(a, b, rounding_mode="floor")
 
 
+def _extremum(function, pick):
+    """maximum/minimum: PyTorch's for floats (NaN propagates), compare-and-select for integers (npusim's kernels)."""
+
+    def apply(a, b):
+        if a.is_floating_point() or b.is_floating_point():
+            return function(a, b)
+        return torch.where(pick(a, b), a, b)
+
+    return apply
+
+
 def _truncdiv(a, b):
     return torch.div(a, b, rounding_mode="trunc")
 
@@ -40,8 +51,8 @@ _OPS = {
     "remainder": torch.remainder,
     "fmod": torch.fmod,
     "pow": torch.pow,
-    "maximum": torch.maximum,
-    "minimum": torch.minimum,
+    "maximum": _extremum(torch.maximum, torch.gt),
+    "minimum": _extremum(torch.minimum, torch.lt),
     "atan2": torch.atan2,
     "copysign": torch.copysign,
     "nextafter": torch.nextafter,

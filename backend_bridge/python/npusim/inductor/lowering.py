@@ -76,7 +76,7 @@ def lower(program: Program):
     """The spec description npusim._C.FusedSpec takes and the index tables the kernel reads besides the program's
     arguments (see :func:`_index_load`), or raises NotLowered."""
     loads, stores, nodes = [], [], []
-    tables = {}  # dtype -> elements: ascending integers 0, 1, 2, ... the launch appends to the arguments
+    tables = {}  # int64 or float32 -> elements: 0, 1, 2, ... the launch appends to the arguments
     ids = {}  # program node -> spec node
     matmul = None
     space = _product_space(program)
@@ -162,10 +162,13 @@ def lower(program: Program):
             ids[number] = emit("ReduceMax", torch.bool, [value])
         elif node.op == "index" and not node.attr("indirect"):
             found, extent = _index_load(program, node, space)
-            tables[node.dtype] = max(tables.get(node.dtype, 0), extent)
-            table = len(program.arguments) + list(tables).index(node.dtype)
-            loads.append((table, type_of(node.dtype), found.offset, list(found.strides)))
-            ids[number] = emit("Load", node.dtype, access_index=len(loads) - 1)
+            table_type = torch.float32 if node.dtype.is_floating_point else torch.int64  # npusim's native aranges
+            tables[table_type] = max(tables.get(table_type, 0), extent)
+            table = len(program.arguments) + list(tables).index(table_type)
+            loads.append((table, type_of(table_type), found.offset, list(found.strides)))
+            ids[number] = emit("Load", table_type, access_index=len(loads) - 1)
+            if node.dtype != table_type:
+                ids[number] = emit("Convert", node.dtype, [ids[number]])
         else:
             kind = node.attr("kind")
             raise NotLowered(f"operation {node.op}{f' {kind}' if kind else ''}")

@@ -271,7 +271,64 @@ def build(name, function, arguments, sizes):
         del program.trees[tree]  # a pointwise kernel's reduced range of one element
     for tree, numel in list(program.trees.items()):  # the flat indices are variables too
         program.ranges.setdefault(f"{tree}index", (tree, 1, numel))
+    _derived_variables(program)
     return program
+
+
+def _derived_variables(program):
+    """Rewrites ``v // d``, ``v % l`` and ``(v // d) % l`` of a range variable v, where they select whole digits of
+    it, as range variables of their own (the heads of a reshaped tensor, a position modulo the sequence length), so
+    that the index is affine again. An index that keeps a division or modulo stays as Inductor printed it."""
+    names = {name: sympy.Symbol(name, integer=True, nonnegative=True) for name in program.ranges}
+    sizes = {name: sympy.Integer(value) for name, value in program.sizes.items()}
+    derived = {}  # (tree, divisor, length) -> symbol
+
+    def variable(tree, divisor, length):
+        key = (tree, divisor, length)
+        if key not in derived:
+            name = f"__digit{len(derived)}"
+            derived[key] = sympy.Symbol(name, integer=True, nonnegative=True)
+            program.ranges[name] = key
+        return derived[key]
+
+    def digit(expr):
+        """(v // d) % l of a variable v, as (v, d, l); None for another expression."""
+        divisor, modulus = 1, None
+        if isinstance(expr, sympy.Mod) and expr.args[1].is_Integer:
+            expr, modulus = expr.args[0], int(expr.args[1])
+        if isinstance(expr, sympy.floor) and expr.args[0].is_Mul:
+            quotient = expr.args[0]
+            symbols = [a for a in quotient.args if a.is_Symbol]
+            rationals = [a for a in quotient.args if a.is_Rational]
+            if len(symbols) == 1 and len(rationals) == 1 and rationals[0].p == 1:
+                expr, divisor = symbols[0], int(rationals[0].q)
+        if not expr.is_Symbol or expr.name not in program.ranges or (divisor == 1 and modulus is None):
+            return None
+        tree, base, length = program.ranges[expr.name]
+        length = min(length, -(-program.trees[tree] // base))
+        count = -(-length // divisor) if modulus is None else modulus
+        if length % divisor or (modulus is not None and (length // divisor) % modulus):
+            return None
+        return variable(tree, base * divisor, count)
+
+    rewritten = []
+    for node in program.nodes:
+        index = node.attr("index")
+        if index is None or ("//" not in index and "%" not in index):
+            rewritten.append(node)
+            continue
+        try:
+            expr = sympy.sympify(index, locals={**sizes, **names})
+        except (sympy.SympifyError, SyntaxError, TypeError):
+            rewritten.append(node)
+            continue
+        replaced = expr.replace(lambda e: isinstance(e, (sympy.Mod, sympy.floor)) and digit(e) is not None, digit)
+        if replaced.has(sympy.Mod, sympy.floor):
+            rewritten.append(node)
+            continue
+        attrs = tuple((k, str(replaced) if k == "index" else v) for k, v in node.attrs)
+        rewritten.append(dataclasses.replace(node, attrs=attrs))
+    program.nodes = rewritten
 
 
 def numel(program):
