@@ -7,7 +7,6 @@ The statistics of each kernel are declared once in C++ (``emulator/include/npusi
 import json
 from dataclasses import asdict, dataclass, field
 
-
 from . import _C
 
 SCHEMA_VERSION = 1
