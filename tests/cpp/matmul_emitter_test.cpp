@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "npusim/emitter/matmul.h"
@@ -134,6 +135,66 @@ TEST(EmittedMatmulInBFloat16, AccumulatesInFloat32AndRoundsOnce) {
         c[m * s.c_row + n * s.c_col] = to_bfloat16(accumulator);
       }
     EXPECT_EQ(actual, c) << kernel.assembly();
+  }
+}
+
+// The epilogue of addmm, linear and baddbmm on three cores with ragged blocks: each output is alpha * (its fused
+// multiply-add sum in k order) + beta * bias, in f32, rounded once to C's type; bf16 with a row-vector bias (linear's)
+// on transposed weights, f32 with a bias matrix per batch entry (baddbmm's).
+TEST(EmittedMatmulEpilogue, ScalesAddsTheBiasInFloat32AndRoundsOnce) {
+  config::ChipConfig config = small_config();
+  config.chip_cores = 3;
+  emitter::MatmulSpec linear{9, 19, 23, 19, 1, 1, 19, 23, 1, isa::ElementType::BF16};
+  linear.epilogue = {.alpha = 0.5f, .bias = true, .beta = 2.0f, .bias_row = 0, .bias_col = 1};
+  emitter::MatmulSpec baddbmm{13,           9, 11,     9,      1,      11, 1, 11, 1, isa::ElementType::F32,
+                              std::nullopt, 3, 13 * 9, 9 * 11, 13 * 11};
+  baddbmm.epilogue = {.alpha = 1.0f, .bias = true, .beta = 1.0f, .bias_row = 11, .bias_col = 1, .bias_batch = 13 * 11};
+  for (const emitter::MatmulSpec& s : {linear, baddbmm}) {
+    const bool bf16 = s.type == isa::ElementType::BF16;
+    const size_t bytes = bf16 ? 2 : 4, span = 1 << 12;
+    // Values as the device holds them (bf16 ones rounded), and their bits.
+    const auto stored = [&](float value) { return bf16 ? from_bfloat16(to_bfloat16(value)) : value; };
+    const auto bits = [&](const std::vector<float>& values) {
+      std::vector<uint8_t> out(values.size() * bytes);
+      for (size_t k = 0; k < values.size(); ++k) {
+        if (bf16) {
+          const uint16_t b = to_bfloat16(values[k]);
+          std::memcpy(&out[k * 2], &b, 2);
+        } else {
+          std::memcpy(&out[k * 4], &values[k], 4);
+        }
+      }
+      return out;
+    };
+    std::mt19937 random(13);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    std::vector<float> a(span), b(span), bias(span), c(span, 0.0f);
+    for (auto* values : {&a, &b, &bias})
+      for (auto& x : *values) x = stored(value(random));
+    runtime::Device device(config, runtime::Mode::Functional);
+    std::vector<uint64_t> arguments;
+    for (const auto* values : {&c, &a, &b, &bias}) {
+      const std::vector<uint8_t> data = bits(*values);
+      arguments.push_back(device.allocate(data.size()));
+      device.copy_host_to_device(arguments.back(), data.data(), data.size());
+    }
+    const emitter::Kernel kernel = emitter::emit_matmul(s, config);
+    EXPECT_EQ(kernel.name, bf16 ? "matmul_bf16+scale+scaled_bias" : "matmul_f32+bias");
+    device.launch(kernel.name, device.load_program(kernel.words), arguments, (uint64_t{1} << config.chip_cores) - 1);
+    std::vector<uint8_t> actual(span * bytes);
+    device.copy_device_to_host(actual.data(), arguments[0], actual.size());
+    for (int64_t e = 0; e < s.batch; ++e)
+      for (int64_t m = 0; m < s.m; ++m)
+        for (int64_t n = 0; n < s.n; ++n) {
+          float accumulator = 0.0f;
+          for (int64_t k = 0; k < s.k; ++k)
+            accumulator = std::fma(a[e * s.a_batch + m * s.a_row + k * s.a_col],
+                                   b[e * s.b_batch + k * s.b_row + n * s.b_col], accumulator);
+          const float bias_value = bias[e * s.epilogue.bias_batch + m * s.epilogue.bias_row + n * s.epilogue.bias_col];
+          const float scaled = accumulator * s.epilogue.alpha, scaled_bias = bias_value * s.epilogue.beta;
+          c[e * s.c_batch + m * s.c_row + n * s.c_col] = scaled + scaled_bias;
+        }
+    EXPECT_EQ(actual, bits(c)) << kernel.assembly();
   }
 }
 

@@ -15,17 +15,39 @@ namespace {
 using isa::ElementType;
 using Op = FusedOpcode;
 
-constexpr std::array<std::string_view, static_cast<int>(Op::Store) + 1> kOpNames = {
-    "Load",    "Constant", "Neg",        "Abs",       "Exp",       "Log",   "Tanh",  "Sigmoid", "Erf",
-    "Sqrt",    "Rsqrt",    "Reciprocal", "Sin",       "Cos",       "Log1p", "Expm1", "Floor",   "Ceil",
-    "Round",   "Trunc",    "Not",        "Convert",   "Add",       "Sub",   "Mul",   "Div",     "Maximum",
-    "Minimum", "And",      "Or",         "Xor",       "Eq",        "Ne",    "Lt",    "Le",      "Gt",
-    "Ge",      "Where",    "ReduceSum",  "ReduceMax", "ReduceMin", "Store"};
+constexpr std::array<std::string_view, static_cast<int>(Op::Product) + 1> kOpNames = {
+    "Load",    "Constant", "Neg",        "Abs",       "Exp",       "Log",   "Tanh",   "Sigmoid", "Erf",
+    "Sqrt",    "Rsqrt",    "Reciprocal", "Sin",       "Cos",       "Log1p", "Expm1",  "Floor",   "Ceil",
+    "Round",   "Trunc",    "Not",        "Convert",   "Add",       "Sub",   "Mul",    "Div",     "Maximum",
+    "Minimum", "And",      "Or",         "Xor",       "Eq",        "Ne",    "Lt",     "Le",      "Gt",
+    "Ge",      "Where",    "ReduceSum",  "ReduceMax", "ReduceMin", "Store", "Product"};
 
 bool between(Op op, Op first, Op last) {
   return static_cast<int>(op) >= static_cast<int>(first) && static_cast<int>(op) <= static_cast<int>(last);
 }
 bool valid_type(ElementType type) { return static_cast<int>(type) < isa::kElementTypeCount; }
+
+// A GEMM template's product: its operands, and the iteration space (batch,) m, n it makes, with nothing reduced.
+void validate_matmul(const FusedSpec& spec) {
+  const FusedMatmul& product = *spec.matmul;
+  const auto error = [&](const std::string& what) {
+    return std::invalid_argument(fmt::format("fused kernel {}: matmul: {}", spec.name, what));
+  };
+  if (product.batch < 0 || product.m < 0 || product.n < 0 || product.k < 0)
+    throw error(fmt::format("negative size {} x [{} x {}] @ [{} x {}]", product.batch, product.m, product.k, product.k,
+                            product.n));
+  std::vector<int64_t> sizes = {product.m, product.n};
+  if (product.batch != 1) sizes.insert(sizes.begin(), product.batch);
+  if (spec.sizes != sizes || spec.reduced_dims != 0)
+    throw error(fmt::format("the space is [{}] with {} reduced, not [{}] with none", fmt::join(spec.sizes, ", "),
+                            spec.reduced_dims, fmt::join(sizes, ", ")));
+  for (int argument : {product.a_argument, product.b_argument})
+    if (argument < 0 || argument >= spec.arguments)
+      throw error(fmt::format("an operand is argument {} of {}", argument, spec.arguments));
+  if (!valid_type(product.type) || !isa::is_float(product.type))
+    throw error(fmt::format("operands of {}, not f32, f16 or bf16",
+                            valid_type(product.type) ? isa::type_name(product.type) : "no type"));
+}
 
 }  // namespace
 
@@ -38,7 +60,7 @@ bool is_arithmetic(Op op) { return between(op, Op::Add, Op::Xor); }
 bool is_compare(Op op) { return between(op, Op::Eq, Op::Ge); }
 bool is_reduction(Op op) { return between(op, Op::ReduceSum, Op::ReduceMin); }
 int operand_count(Op op) {
-  if (op == Op::Load || op == Op::Constant) return 0;
+  if (op == Op::Load || op == Op::Constant || op == Op::Product) return 0;
   if (op == Op::Where) return 3;
   return is_arithmetic(op) || is_compare(op) ? 2 : 1;
 }
@@ -49,7 +71,7 @@ bool node_per_row(const FusedSpec& spec, size_t i, const std::vector<char>& per_
     const auto& strides = spec.loads[node.access].strides;
     return std::all_of(strides.end() - spec.reduced_dims, strides.end(), [](int64_t stride) { return stride == 0; });
   }
-  if (node.op == Op::Constant || is_reduction(node.op)) return true;
+  if (node.op == Op::Constant || node.op == Op::Product || is_reduction(node.op)) return true;
   const int operands[] = {node.a, node.b, node.c};
   for (int k = 0; k < operand_count(node.op); ++k)
     if (!per_row[operands[k]]) return false;
@@ -81,12 +103,13 @@ void validate(const FusedSpec& spec) {
   };
   for (size_t k = 0; k < spec.loads.size(); ++k) check_access(spec.loads[k], "load", k);
   for (size_t k = 0; k < spec.stores.size(); ++k) check_access(spec.stores[k], "store", k);
+  if (spec.matmul) validate_matmul(spec);
 
   const size_t outer = spec.sizes.size() - static_cast<size_t>(spec.reduced_dims);
   std::vector<char> per_row;
   for (size_t i = 0; i < spec.nodes.size(); ++i) {
     const FusedNode& node = spec.nodes[i];
-    if (static_cast<int>(node.op) > static_cast<int>(Op::Store))
+    if (static_cast<int>(node.op) > static_cast<int>(Op::Product))
       throw error(fmt::format("node {} has opcode {}, not a FusedOpcode", i, static_cast<int>(node.op)));
     const auto node_error = [&](const std::string& what) {
       return error(fmt::format("node {} ({}): {}", i, op_name(node.op), what));
@@ -121,6 +144,10 @@ void validate(const FusedSpec& spec) {
         expect(type_of(node.a), ElementType::Bool, "operand a");
         break;
       case Op::Convert: break;
+      case Op::Product:
+        if (!spec.matmul) throw node_error("the spec has no matrix product");
+        if (!isa::is_float(node.type)) throw node_error(fmt::format("a product of {}", isa::type_name(node.type)));
+        break;
       case Op::Where:
         expect(type_of(node.a), ElementType::Bool, "the condition");
         expect(type_of(node.b), node.type, "operand b");

@@ -1,47 +1,20 @@
-// The matmul kernel (a GEMM loop with an epilogue), output-stationary in the accumulator. C is cut into blocks of
-// mt x nb that the accumulator holds whole; the cores take blocks in turn. For one block, each K step loads an mt x kt
-// block of A and a kt x nb block of B (kt = the systolic array's rows) into one of two scratchpad slots, so the DMA
-// engine fills the next slot while the matrix engine works on this one; the matrix engine then runs the array over
-// the nb / cols weight sub-tiles of B, each multiplying the same A block into its own part of the accumulator. Blocks
-// are as square as the accumulator allows, which keeps DRAM traffic low and puts many MACs behind each instruction.
-// The finished block is stored from the accumulator to a staging tile, goes through the epilogue there (scale, bias,
-// one rounding) on the vector engine, and is stored to C.
-//
-// Scratchpad and accumulator layouts, sub-tile major so that each sub-tile is one contiguous tile:
-//   A block [mt][kt]; B block [nb / cols][kt][cols] (or [nb][kt] when B is transposed, for mx.ldwt);
-//   C block [nb / cols][mt][cols] in the accumulator and the staging tiles (the bias block too).
-// A ragged last sub-tile (nb not a multiple of cols) follows the full ones with its own width.
-// A batch of products numbers the blocks of all its entries in turn, so they share the cores and the pipeline.
-//
-// The scalar unit issues in program order, and a product's sub-tiles fill the matrix queue: so each step's loads are
-// issued one step ahead, before the current step's products (a load cursor of its own runs through this core's
-// blocks and K steps), or the DMA engine would idle behind a full matrix queue. The two K-step slots are chosen by a
-// register, so they are an unordered tile ordered by two semaphores of the kernel's own (slot loaded: DMA → matrix;
-// slot free: matrix → DMA); the builder orders everything else (accumulator, staging, bias) by the tiles touched.
+// The matmul kernels (matmul.h): the GEMM loop (gemm_loop.h) with the epilogue of addmm, linear and baddbmm, C =
+// alpha * (A @ B) + beta * bias on the vector engine in f32, rounded once to C's type. Without a scale or a bias the
+// matrix engine rounds the block as it stores it to the staging tile, which then goes straight to C.
 #include "npusim/emitter/matmul.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <optional>
+
+#include "gemm_loop.h"
 
 namespace npusim::emitter {
 namespace {
 
-constexpr int64_t kAccumulatorBytes = 4;  // f32 accumulators (i32 for i8 operands)
 using isa::ElementType;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-isa::Opcode dma_4d(bool load, int64_t bytes) {
-  using enum isa::Opcode;
-  static constexpr isa::Opcode loads[] = {DmaLoad4d8, DmaLoad4d16, DmaLoad4d32, DmaLoad4d64};
-  static constexpr isa::Opcode stores[] = {DmaStore4d8, DmaStore4d16, DmaStore4d32, DmaStore4d64};
-  const int size = std::countr_zero(static_cast<uint64_t>(bytes));
-  return load ? loads[size] : stores[size];
-}
 
 std::string kernel_name(const MatmulSpec& spec) {
   std::string name = fmt::format("matmul_{}", isa::type_name(spec.type));
@@ -50,426 +23,132 @@ std::string kernel_name(const MatmulSpec& spec) {
   return name;
 }
 
-class MatmulKernel {
+// The argument block is C, A, B and the bias.
+gemm::Operands operands(const MatmulSpec& spec) {
+  gemm::Operands o;
+  o.type = spec.type;
+  o.batch = spec.batch;
+  o.m = spec.m;
+  o.n = spec.n;
+  o.k = spec.k;
+  o.a_argument = 1;
+  o.b_argument = 2;
+  o.a_row = spec.a_row;
+  o.a_col = spec.a_col;
+  o.a_batch = spec.a_batch;
+  o.b_row = spec.b_row;
+  o.b_col = spec.b_col;
+  o.b_batch = spec.b_batch;
+  return o;
+}
+
+class ScaleAndBias : public gemm::Epilogue {
  public:
-  MatmulKernel(const MatmulSpec& spec, const config::ChipConfig& config)
+  ScaleAndBias(const MatmulSpec& spec, const config::ChipConfig& config)
       : spec_(spec),
-        bytes_(static_cast<int64_t>(isa::element_bytes(spec.type))),
         out_type_(spec.output_type.value_or(spec.type)),
         out_bytes_(static_cast<int64_t>(isa::element_bytes(out_type_))),
-        epilogue_(spec.epilogue.alpha != 1.0f || spec.epilogue.bias),
-        b_(kernel_name(spec), config) {
-    tile_k_ = config.core_systolic_rows;
-    sub_cols_ = config.core_systolic_cols;
-    // Whole tiles are 64-byte aligned: keep that much per tile out of the budget (slots, staging, bias, scalars).
-    const int64_t spad = static_cast<int64_t>(config.scratchpad_bytes()) - 64 * 6;
-    const int64_t acc = static_cast<int64_t>(config.accumulator_bytes()) / kAccumulatorBytes;
-    const int64_t sub_tiles = ceil_div(spec.n, sub_cols_);
-    // nb as many sub-tiles as make the block about square (or as wide as the accumulator allows for short A), with
-    // the two B slots within half the scratchpad; then mt as tall as the accumulator and scratchpad allow.
-    const int64_t side = std::min(spec.m, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(acc))));
-    int64_t block_sub_tiles = std::clamp<int64_t>(acc / (side * sub_cols_), 1, sub_tiles);
-    block_sub_tiles = std::min(block_sub_tiles, std::max<int64_t>(1, spad / (4 * tile_k_ * sub_cols_ * bytes_)));
-    // Two A slots of mt x kt and two B slots of kt x nb operand elements, and the staging of mt x nb outputs.
-    const int64_t staged = staged_bytes_per_output();
-    const auto tallest = [&](int64_t nb) {
-      return std::min({spec.m, acc / nb, (spad - 2 * tile_k_ * nb * bytes_) / (2 * tile_k_ * bytes_ + nb * staged)});
-    };
-    block_n_ = block_sub_tiles * sub_cols_;
-    block_m_ = tallest(block_n_);
-    // Enough blocks for every core: narrower first, then shorter.
-    const auto blocks = [&] { return spec.batch * ceil_div(spec.m, block_m_) * ceil_div(spec.n, block_n_); };
-    while (blocks() < config.chip_cores && (block_sub_tiles > 1 || block_m_ > 1)) {
-      if (block_sub_tiles > 1) {
-        block_sub_tiles = (block_sub_tiles + 1) / 2;
-        block_n_ = block_sub_tiles * sub_cols_;
-        block_m_ = tallest(block_n_);
-      } else {
-        block_m_ = (block_m_ + 1) / 2;
-      }
-    }
-    if (block_m_ < 1) throw Unsupported("the scratchpad or accumulator cannot hold one row of a matmul block");
-    for (int64_t stride : {spec.a_row, spec.a_col, spec.b_row, spec.b_col, spec.c_row, spec.c_col,
-                           spec.epilogue.bias_row, spec.epilogue.bias_col})
-      if (stride * std::max(bytes_, out_bytes_) * sub_cols_ > INT32_MAX || stride < 0)
+        computes_(spec.epilogue.alpha != 1.0f || spec.epilogue.bias) {
+    const int64_t bytes = std::max<int64_t>(out_bytes_, isa::element_bytes(spec.type));
+    for (int64_t stride : {spec.c_row, spec.c_col, spec.epilogue.bias_row, spec.epilogue.bias_col})
+      if (!gemm::Loop::stride_fits(stride, bytes, config))
         throw Unsupported(fmt::format("matmul stride {} does not fit a DMA immediate", stride));
-    // B is read along whichever of its dimensions is contiguous; mx.ldwt takes the transposed layout.
-    b_transposed_ = spec.b_row < spec.b_col;
   }
 
-  Kernel build() {
-    b_.describe(fmt::format("{} x [{} x {}] @ [{} x {}], blocks m {} n {}, k steps {}, sub-tiles {} wide{}",
-                            spec_.batch, spec_.m, spec_.k, spec_.k, spec_.n, block_m_, block_n_, tile_k_, sub_cols_,
-                            b_transposed_ ? ", B transposed" : ""));
-    allocate_tiles();
-    c_ = b_.reg("C");
-    a_ = b_.reg("A");
-    bm_ = b_.reg("B");
-    b_.Ld(c_, kArgumentBlock, 0);
-    b_.Ld(a_, kArgumentBlock, 8);
-    b_.Ld(bm_, kArgumentBlock, 16);
-    if (spec_.epilogue.bias) {
-      bias_ = b_.reg("bias");
-      b_.Ld(bias_, kArgumentBlock, 24);
-    }
-    one_ = b_.reg("one");
-    sub_tile_cols_ = b_.reg("sub-tile columns");
-    slot_ = b_.reg("K-step slot");
-    load_slot_ = b_.reg("slot loaded next");
-    b_.point(slot_, slots_);
-    b_.point(load_slot_, slots_);
-    b_.li(one_, 1);
-    b_.li(sub_tile_cols_, sub_cols_);
-    b_.DmaDim(3, one_, kZero);  // tiles here have at most three dimensions
-    loaded_ = b_.semaphore();
-    free_ = b_.semaphore();
-    b_.SemPostMatrix(free_);
-    b_.SemPostMatrix(free_);
-    if (!scalars_.empty()) fill_scalars();
-
-    block_ = b_.reg("block");
-    core_stride_ = b_.reg("core stride");
-    load_block_ = b_.reg("block loaded next");
-    load_k0_ = b_.reg("K step loaded next");
-    const Label next = b_.label(), done = b_.label();
-    b_.Csrr(block_, isa::Csr::CoreId);
-    b_.Csrr(core_stride_, isa::Csr::CoreCount);
-    b_.move(load_block_, block_);
-    b_.li(load_k0_, 0);
-    emit_load_next_step();
-    {
-      Reg blocks = b_.reg("blocks");
-      b_.li(blocks, this->blocks());
-      b_.Bgeu(block_, blocks, done);
-    }
-    b_.bind(next);
-    {
-      Reg k0 = b_.reg("K step"), kt = b_.reg("K step size"), mt = b_.reg("block rows"), nb = b_.reg("block columns");
-      locate_block(block_, mt, nb);  // for the block's size
-      const Label k_step = b_.label();
-      b_.li(k0, 0);
-      b_.bind(k_step);
-      clamp(kt, tile_k_, spec_.k, k0);
-      emit_load_next_step();
-      emit_multiply_sub_tiles(k0, kt, mt, nb);
-      b_.add_constant(k0, tile_k_);
-      Reg total = b_.reg("K");
-      b_.li(total, spec_.k);
-      b_.Bltu(k0, total, k_step);
-    }
-    emit_store_block();
-    b_.Add(block_, block_, core_stride_);
-    {
-      Reg blocks = b_.reg("blocks");
-      b_.li(blocks, this->blocks());
-      b_.Bltu(block_, blocks, next);
-    }
-    b_.bind(done);
-    b_.Halt();
-    return b_.finish(b_.config().chip_cores);  // the block shares come from csrr ncores
-  }
-
- private:
-  int64_t blocks_n() const { return ceil_div(spec_.n, block_n_); }
-  int64_t entry_blocks() const { return ceil_div(spec_.m, block_m_) * blocks_n(); }
-  int64_t blocks() const { return spec_.batch * entry_blocks(); }
-  int64_t slot_bytes() const { return (block_m_ + block_n_) * tile_k_ * bytes_; }
-  bool narrow_out() const { return out_type_ == ElementType::F16 || out_type_ == ElementType::BF16; }
-  // Scratchpad bytes per output element of a block: its staging, and with an epilogue the f32 result, the bias
-  // (widened, and as loaded when narrow) and the rounded result.
-  int64_t staged_bytes_per_output() const {
-    if (!epilogue_) return out_bytes_;
-    int64_t bytes = 4 + (narrow_out() ? out_bytes_ : 0);
+  ElementType staged_type() const override { return computes_ ? ElementType::F32 : out_type_; }
+  // With a computation, the rounded result (when narrow), and the bias widened (and as loaded when narrow).
+  int64_t bytes_per_output() const override {
+    if (!computes_) return 0;
+    int64_t bytes = narrow_out() ? out_bytes_ : 0;
     if (spec_.epilogue.bias) bytes += 4 + (narrow_out() ? out_bytes_ : 0);
     return bytes;
   }
+  int64_t fixed_bytes() const override { return 0; }  // the scalars fit the loop's alignment margin
 
-  void allocate_tiles() {
-    const int64_t outputs = block_m_ * block_n_;
-    slots_ = b_.tile(Space::Scratchpad, 2 * slot_bytes(), "K-step slots", /*ordered=*/false);
-    accumulator_ = b_.tile(Space::Accumulator, outputs * kAccumulatorBytes, "C block");
-    staging_ = b_.tile(Space::Scratchpad, outputs * (epilogue_ ? 4 : out_bytes_), "C staging");
-    if (epilogue_ && narrow_out()) rounded_ = b_.tile(Space::Scratchpad, outputs * out_bytes_, "C rounded");
+  void prepare(gemm::Loop& loop) override {
+    KernelBuilder& b = loop.builder();
+    const int64_t outputs = loop.block_outputs();
+    if (computes_ && narrow_out()) rounded_ = b.tile(Space::Scratchpad, outputs * out_bytes_, "C rounded");
     if (spec_.epilogue.bias) {
-      bias_block_ = b_.tile(Space::Scratchpad, outputs * 4, "bias block");
-      if (narrow_out()) bias_loaded_ = b_.tile(Space::Scratchpad, outputs * out_bytes_, "bias as loaded");
+      bias_block_ = b.tile(Space::Scratchpad, outputs * 4, "bias block");
+      if (narrow_out()) bias_loaded_ = b.tile(Space::Scratchpad, outputs * out_bytes_, "bias as loaded");
     }
     if (spec_.epilogue.alpha != 1.0f) scalars_.push_back(spec_.epilogue.alpha);
     if (spec_.epilogue.bias && spec_.epilogue.beta != 1.0f) scalars_.push_back(spec_.epilogue.beta);
     if (!scalars_.empty())
-      scalar_tile_ = b_.tile(Space::Scratchpad, 4 * static_cast<int64_t>(scalars_.size()), "alpha, beta");
-  }
-
-  void fill_scalars() {
-    Reg address = b_.reg("scalar");
-    for (size_t k = 0; k < scalars_.size(); ++k) {
-      b_.point(address, *scalar_tile_, 4 * static_cast<int64_t>(k));
-      b_.Vfill(ElementType::F32, address, one_, std::bit_cast<int32_t>(scalars_[k]));
-    }
-  }
-
-  // Where a block lies: its first row and column, and its width in full sub-tiles and ragged columns.
-  struct BlockPosition {
-    Reg m0, n0, full_sub_tiles, ragged_columns;
-  };
-
-  // For the block numbered in `block` (within its batch entry: b = block % entry_blocks): m0 = (b / blocks_n) *
-  // block_m and n0 = (b % blocks_n) * block_n, its sizes `mt` and `nb` clamped at the edges, and nb in full sub-tiles
-  // and ragged columns.
-  BlockPosition locate_block(R block, R mt, R nb) {
-    BlockPosition p{b_.reg("block row"), b_.reg("block column"), b_.reg("full sub-tiles"), b_.reg("ragged columns")};
-    Reg scratch = b_.reg("scratch");
-    R within_entry = block;
-    if (spec_.batch > 1) {
-      b_.li(scratch, entry_blocks());
-      b_.Remu(p.m0, block, scratch);
-      within_entry = p.m0;
-    }
-    b_.li(scratch, blocks_n());
-    b_.Remu(p.n0, within_entry, scratch);
-    b_.Divu(p.m0, within_entry, scratch);
-    b_.mul_constant(p.m0, block_m_);
-    b_.mul_constant(p.n0, block_n_);
-    clamp(mt, block_m_, spec_.m, p.m0);
-    clamp(nb, block_n_, spec_.n, p.n0);
-    b_.Divu(p.full_sub_tiles, nb, sub_tile_cols_);
-    b_.Mul(scratch, p.full_sub_tiles, sub_tile_cols_);
-    b_.Sub(p.ragged_columns, nb, scratch);
-    return p;
-  }
-
-  // size = min(tile, total - position), for a constant total or (clamp_to) one in a register.
-  void clamp(R size, int64_t tile, int64_t total, R position) {
-    Reg total_register = b_.reg("total");
-    b_.li(total_register, total);
-    clamp_to(size, tile, total_register, position);
-  }
-  void clamp_to(R size, int64_t tile, R total, R position) {
-    const Label sized = b_.label();
-    Reg left = b_.reg("left");
-    b_.Sub(left, total, position);
-    b_.li(size, tile);
-    b_.Bgeu(left, size, sized);
-    b_.move(size, left);
-    b_.bind(sized);
-  }
-
-  // dram = base + row * row_stride + column * column_stride, plus the batch entry of `block` times batch_stride
-  // (strides in elements of `bytes`).
-  void point_at(R dram, R base, R row, int64_t row_stride, R column, int64_t column_stride, int64_t bytes, R block,
-                int64_t batch_stride) {
-    Reg scratch = b_.reg("scratch");
-    b_.li(scratch, row_stride * bytes);
-    b_.Mul(scratch, scratch, row);
-    b_.Add(dram, base, scratch);
-    b_.li(scratch, column_stride * bytes);
-    b_.Mul(scratch, scratch, column);
-    b_.Add(dram, dram, scratch);
-    if (spec_.batch == 1 || batch_stride == 0) return;
-    Reg entry = b_.reg("batch entry");
-    b_.li(scratch, entry_blocks());
-    b_.Divu(entry, block, scratch);
-    b_.li(scratch, batch_stride * bytes);
-    b_.Mul(entry, entry, scratch);
-    b_.Add(dram, dram, entry);
-  }
-
-  // One 3-D DMA between DRAM at `dram` and the packed scratchpad tile at `spad`: `inner` elements element_stride
-  // apart, in `rows` rows row_stride apart, in `planes` planes plane_stride apart (strides in elements of `bytes`).
-  void move(bool load, R spad, R dram, R inner, int64_t element_stride, R rows, int64_t row_stride, R planes,
-            int64_t plane_stride, int64_t bytes) {
-    Reg stride = b_.reg("dma stride");
-    b_.li(stride, row_stride * bytes);
-    b_.DmaDim(1, rows, stride);
-    b_.li(stride, plane_stride * bytes);
-    b_.DmaDim(2, planes, stride);
-    if (load)
-      b_.emit(dma_4d(true, bytes), {spad, dram, inner, element_stride * bytes});
-    else
-      b_.emit(dma_4d(false, bytes), {dram, spad, inner, element_stride * bytes});
-  }
-
-  // The sub-tile-major tile of `rows` x nb between DRAM at `dram` (rows row_stride apart, columns column_stride
-  // apart) and the scratchpad tile `tile` from `spad`: the full sub-tiles as one DMA, the ragged one as another. May
-  // move `dram` on.
-  void move_sub_tiles(bool load, R spad, const Tile& tile, R dram, const BlockPosition& p, R rows, int64_t row_stride,
-                      int64_t column_stride, int64_t bytes) {
-    const Label full_done = b_.label(), ragged_done = b_.label();
-    b_.Beq(p.full_sub_tiles, kZero, full_done);
-    move(load, spad, dram, sub_tile_cols_, column_stride, rows, row_stride, p.full_sub_tiles, sub_cols_ * column_stride,
-         bytes);
-    b_.bind(full_done);
-    b_.Beq(p.ragged_columns, kZero, ragged_done);
-    {
-      // The ragged sub-tile starts full * cols columns in (`dram` moves there): full * cols * rows elements into the
-      // scratchpad tile.
-      Reg ragged_spad = b_.reg("ragged sub-tile"), scratch = b_.reg("scratch");
-      b_.Mul(ragged_spad, p.full_sub_tiles, sub_tile_cols_);
-      b_.li(scratch, column_stride * bytes);
-      b_.Mul(scratch, scratch, ragged_spad);
-      b_.Add(dram, dram, scratch);
-      b_.Mul(ragged_spad, ragged_spad, rows);
-      b_.Slli(ragged_spad, ragged_spad, std::countr_zero(static_cast<uint64_t>(bytes)));
-      b_.Add(ragged_spad, spad, ragged_spad);
-      b_.bind(ragged_spad, tile);
-      move(load, ragged_spad, dram, p.ragged_columns, column_stride, rows, row_stride, one_, 0, bytes);
-    }
-    b_.bind(ragged_done);
-  }
-
-  // If the load cursor is on a block of this core's, the DMA engine fills the free slot with that K step's A block
-  // and B block; the cursor then moves to the next K step, or to this core's next block.
-  void emit_load_next_step() {
-    const Label none = b_.label();
-    {
-      Reg blocks = b_.reg("blocks");
-      b_.li(blocks, this->blocks());
-      b_.Bgeu(load_block_, blocks, none);
-    }
-    {
-      Reg mt = b_.reg("loaded block rows"), nb = b_.reg("loaded block columns"), kt = b_.reg("loaded K step size");
-      BlockPosition p = locate_block(load_block_, mt, nb);
-      clamp(kt, tile_k_, spec_.k, load_k0_);
-      b_.SemWaitDma(free_);
-      Reg dram = b_.reg("DRAM");
-      point_at(dram, a_, p.m0, spec_.a_row, load_k0_, spec_.a_col, bytes_, load_block_, spec_.a_batch);
-      p.m0 = Reg();  // B needs the block's columns only: one register more for its ragged sub-tile
-      b_.bind(load_slot_, slots_);
-      move(true, load_slot_, dram, kt, spec_.a_col, mt, spec_.a_row, one_, 0, bytes_);
-      Reg b_block = b_.reg("B block");
-      b_.li(b_block, block_m_ * tile_k_ * bytes_);
-      b_.Add(b_block, load_slot_, b_block);
-      b_.bind(b_block, slots_);
-      point_at(dram, bm_, load_k0_, spec_.b_row, p.n0, spec_.b_col, bytes_, load_block_, spec_.b_batch);
-      if (b_transposed_)
-        move(true, b_block, dram, kt, spec_.b_row, nb, spec_.b_col, one_, 0, bytes_);
-      else
-        move_sub_tiles(true, b_block, slots_, dram, p, kt, spec_.b_row, spec_.b_col, bytes_);
-      b_.SemPostDma(loaded_);
-    }
-    toggle_slot(load_slot_);
-    b_.add_constant(load_k0_, tile_k_);
-    Reg k = b_.reg("K");
-    b_.li(k, spec_.k);
-    b_.Bltu(load_k0_, k, none);
-    b_.li(load_k0_, 0);
-    b_.Add(load_block_, load_block_, core_stride_);
-    b_.bind(none);
-  }
-
-  // Flips a slot register between the two slots.
-  void toggle_slot(R slot) {
-    Reg flip = b_.reg("slot flip");
-    b_.li(flip, slots_.address ^ (slots_.address + slot_bytes()));
-    b_.Xor(slot, slot, flip);
-    b_.bind(slot, slots_);
-  }
-
-  // The matrix engine runs each weight sub-tile of the B block against the A block, into the sub-tile's part of the
-  // accumulator (overwriting at the first K step, accumulating after), then frees the slot.
-  void emit_multiply_sub_tiles(R k0, R kt, R mt, R nb) {
-    b_.SemWaitMatrix(loaded_);
-    Reg block_b = b_.reg("B block"), column = b_.reg("column"), columns = b_.reg("columns");
-    Reg weights = b_.reg("weights"), acc = b_.reg("accumulator");
-    b_.li(block_b, block_m_ * tile_k_ * bytes_);
-    b_.Add(block_b, slot_, block_b);
-    const Label sub_tile = b_.label(), accumulate = b_.label(), multiplied = b_.label();
-    b_.li(column, 0);
-    b_.bind(sub_tile);
-    clamp_to(columns, sub_cols_, nb, column);
-    b_.Mul(weights, column, kt);
-    b_.Slli(weights, weights, std::countr_zero(static_cast<uint64_t>(bytes_)));
-    b_.Add(weights, weights, block_b);
-    b_.bind(weights, slots_);
-    if (b_transposed_)
-      b_.MatrixLoadWeightsTransposed(spec_.type, weights, kt, columns);
-    else
-      b_.MatrixLoadWeights(spec_.type, weights, kt, columns);
-    b_.Mul(acc, column, mt);
-    b_.Slli(acc, acc, std::countr_zero(static_cast<uint64_t>(kAccumulatorBytes)));
-    b_.add_constant(acc, accumulator_.address);
-    b_.bind(acc, accumulator_);
-    b_.bind(slot_, slots_);
-    b_.Bne(k0, kZero, accumulate);
-    b_.MatrixMultiply(spec_.type, acc, slot_, mt, 0);
-    b_.Jal(kZero, multiplied);
-    b_.bind(accumulate);
-    b_.MatrixMultiply(spec_.type, acc, slot_, mt, 1);
-    b_.bind(multiplied);
-    b_.Add(column, column, sub_tile_cols_);
-    b_.Bltu(column, nb, sub_tile);
-    b_.SemPostMatrix(free_);
-    toggle_slot(slot_);
-  }
-
-  // The accumulator goes to the staging tile (rounded there when there is no epilogue), through the epilogue, and to
-  // C.
-  void emit_store_block() {
-    Reg mt = b_.reg("block rows"), nb = b_.reg("block columns");
-    const BlockPosition p = locate_block(block_, mt, nb);  // the load cursor moved on the block registers
-    Reg outputs = b_.reg("outputs"), staging = b_.reg("staging"), acc = b_.reg("accumulator");
-    b_.Mul(outputs, mt, nb);
-    b_.point(staging, staging_);
-    b_.point(acc, accumulator_);
-    b_.MatrixStore(epilogue_ ? ElementType::F32 : out_type_, staging, acc, outputs);
-    Reg dram = b_.reg("DRAM");
+      scalar_tile_ = b.tile(Space::Scratchpad, 4 * static_cast<int64_t>(scalars_.size()), "alpha, beta");
+    c_ = b.reg("C");
+    b.Ld(c_, kArgumentBlock, 0);
     if (spec_.epilogue.bias) {
-      Reg loaded = b_.reg("bias tile");
-      const Tile& tile = narrow_out() ? *bias_loaded_ : *bias_block_;
-      b_.point(loaded, tile);
-      point_at(dram, bias_, p.m0, spec_.epilogue.bias_row, p.n0, spec_.epilogue.bias_col, out_bytes_, block_,
-               spec_.epilogue.bias_batch);
-      move_sub_tiles(true, loaded, tile, dram, p, mt, spec_.epilogue.bias_row, spec_.epilogue.bias_col, out_bytes_);
+      bias_ = b.reg("bias");
+      b.Ld(bias_, kArgumentBlock, 24);
     }
-    R result = staging;
-    if (epilogue_) result = emit_epilogue(staging, outputs);
-    point_at(dram, c_, p.m0, spec_.c_row, p.n0, spec_.c_col, out_bytes_, block_, spec_.c_batch);
-    move_sub_tiles(false, result, narrow_out() && epilogue_ ? *rounded_ : staging_, dram, p, mt, spec_.c_row,
-                   spec_.c_col, out_bytes_);
+    Reg address = b.reg("scalar");
+    for (size_t k = 0; k < scalars_.size(); ++k) {
+      b.point(address, *scalar_tile_, 4 * static_cast<int64_t>(k));
+      b.Vfill(ElementType::F32, address, loop.one(), std::bit_cast<int32_t>(scalars_[k]));
+    }
   }
 
-  // C = alpha * staging + beta * bias on the vector engine, in f32, then rounded once; returns the tile to store.
-  R emit_epilogue(R staging, R outputs) {
-    Reg scalar = b_.reg("scalar"), bias = b_.reg("bias block");
+  // The bias block is loaded, the block computed on (when there is something to compute) and stored to C.
+  void finish_block(gemm::Loop& loop, const gemm::Block& block) override {
+    KernelBuilder& b = loop.builder();
+    Reg dram = b.reg("DRAM");
+    if (spec_.epilogue.bias) {
+      Reg loaded = b.reg("bias tile");
+      const Tile& tile = narrow_out() ? *bias_loaded_ : *bias_block_;
+      b.point(loaded, tile);
+      loop.point_at(dram, bias_, block, spec_.epilogue.bias_row, spec_.epilogue.bias_col, spec_.epilogue.bias_batch,
+                    out_bytes_);
+      loop.move_block(true, loaded, tile, dram, block, spec_.epilogue.bias_row, spec_.epilogue.bias_col, out_bytes_);
+    }
+    Reg result = b.reg("C block");
+    b.point(result, loop.staging());
+    if (computes_) compute(b, result, block.outputs);
+    loop.point_at(dram, c_, block, spec_.c_row, spec_.c_col, spec_.c_batch, out_bytes_);
+    loop.move_block(false, result, computes_ && narrow_out() ? *rounded_ : loop.staging(), dram, block, spec_.c_row,
+                    spec_.c_col, out_bytes_);
+  }
+
+ private:
+  bool narrow_out() const { return out_type_ == ElementType::F16 || out_type_ == ElementType::BF16; }
+
+  // staging = alpha * staging + beta * bias on the vector engine, in f32, then rounded once (into `result`, pointed
+  // at the rounded tile when C is narrow).
+  void compute(KernelBuilder& b, Reg& result, R outputs) {
+    Reg scalar = b.reg("scalar"), bias = b.reg("bias block");
     size_t next_scalar = 0;
     if (spec_.epilogue.alpha != 1.0f) {
-      b_.point(scalar, *scalar_tile_, 4 * static_cast<int64_t>(next_scalar++));
-      b_.Vmul(ElementType::F32, staging, staging, scalar, outputs, 1);
+      b.point(scalar, *scalar_tile_, 4 * static_cast<int64_t>(next_scalar++));
+      b.Vmul(ElementType::F32, result, result, scalar, outputs, 1);
     }
     if (spec_.epilogue.bias) {
-      b_.point(bias, *bias_block_);
+      b.point(bias, *bias_block_);
       if (narrow_out()) {
-        Reg loaded = b_.reg("bias as loaded");
-        b_.point(loaded, *bias_loaded_);
-        b_.Vcvt(ElementType::F32, out_type_, bias, loaded, outputs);
+        Reg loaded = b.reg("bias as loaded");
+        b.point(loaded, *bias_loaded_);
+        b.Vcvt(ElementType::F32, out_type_, bias, loaded, outputs);
       }
       if (spec_.epilogue.beta != 1.0f) {
-        b_.point(scalar, *scalar_tile_, 4 * static_cast<int64_t>(next_scalar++));
-        b_.Vmul(ElementType::F32, bias, bias, scalar, outputs, 1);
+        b.point(scalar, *scalar_tile_, 4 * static_cast<int64_t>(next_scalar++));
+        b.Vmul(ElementType::F32, bias, bias, scalar, outputs, 1);
       }
-      b_.Vadd(ElementType::F32, staging, staging, bias, outputs);
+      b.Vadd(ElementType::F32, result, result, bias, outputs);
     }
-    if (!narrow_out()) return staging;
-    rounded_register_ = b_.reg("C rounded");
-    b_.point(*rounded_register_, *rounded_);
-    b_.Vcvt(out_type_, ElementType::F32, *rounded_register_, staging, outputs);
-    return *rounded_register_;
+    if (!narrow_out()) return;
+    Reg rounded = b.reg("C rounded");
+    b.point(rounded, *rounded_);
+    b.Vcvt(out_type_, ElementType::F32, rounded, result, outputs);
+    result = std::move(rounded);
   }
 
   MatmulSpec spec_;
-  int64_t bytes_;  // per element of A and B
   ElementType out_type_;
   int64_t out_bytes_;
-  bool epilogue_;
-  int64_t tile_k_ = 0, sub_cols_ = 0, block_m_ = 0, block_n_ = 0;
-  bool b_transposed_ = false;
-  KernelBuilder b_;
-  Tile slots_, accumulator_, staging_;
+  bool computes_;  // a scale or a bias: the block is computed on in f32
   std::optional<Tile> rounded_, bias_block_, bias_loaded_, scalar_tile_;
   std::vector<float> scalars_;  // alpha, then beta, where they are not 1
-  int loaded_ = 0, free_ = 0;   // semaphores: a K-step slot loaded (DMA → matrix), a slot free (matrix → DMA)
-  Reg c_, a_, bm_, bias_, one_, sub_tile_cols_, slot_, load_slot_, block_, core_stride_, load_block_, load_k0_;
-  std::optional<Reg> rounded_register_;
+  Reg c_, bias_;
 };
 
 }  // namespace
@@ -484,7 +163,9 @@ Kernel emit_matmul(const MatmulSpec& spec, const config::ChipConfig& config) {
                                             isa::type_name(spec.type)));
   if (integer && (spec.epilogue.bias || spec.epilogue.alpha != 1.0f))
     throw std::invalid_argument("an i8 matmul into i32 takes no epilogue");
-  return MatmulKernel(spec, config).build();
+  ScaleAndBias epilogue(spec, config);
+  gemm::Loop loop(operands(spec), epilogue, kernel_name(spec), config);
+  return loop.build();
 }
 
 }  // namespace npusim::emitter

@@ -116,8 +116,9 @@ bool is_per_row(const FusedSpec& spec, int node);
 
 // Checks the spec (operand indices, types, strides, a store of a full row into per-row strides) and throws
 // std::invalid_argument naming the node; throws Unsupported for what the emitter cannot express (a row larger than
-// the scratchpad allows, an operation on a type the vector engine lacks), so that the caller can run the group
-// another way.
+// the scratchpad allows, an operation on a type the vector engine lacks; with a product, a reduction or a stride beyond
+// the DMA's immediates), so that the caller can run the group another way. A spec with a product is the GEMM loop
+// with the nodes as the epilogue of each block; the kernel is named spec.name.
 Kernel emit_fused(const FusedSpec& spec, const config::ChipConfig& config);
 
 }  // namespace npusim::emitter

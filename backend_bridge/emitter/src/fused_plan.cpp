@@ -1,0 +1,355 @@
+// Planning a fused kernel's program into steps over slots (fused_plan.h).
+//
+// Each live value gets a slot, a full tile (rows x row length) or a per-row tile (rows), which is reused once the value
+// is dead. An operation mixing a per-row value into full rows broadcasts it (mode 3); constants sit in a scalar tile
+// filled at kernel start and are read with mode 1; f16/bf16 constants are rounded through f32 by vcvt, as the
+// device's own conversions round.
+#include "fused_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <stdexcept>
+
+#include "fused_spec.h"
+
+namespace npusim::emitter::fused {
+namespace {
+
+using isa::ElementType;
+using isa::Opcode;
+using Op = FusedOpcode;
+
+Opcode vector_opcode(Op op) {
+  switch (op) {
+    case Op::Neg: return Opcode::Vneg;
+    case Op::Abs: return Opcode::Vabs;
+    case Op::Exp: return Opcode::Vexp;
+    case Op::Log: return Opcode::Vlog;
+    case Op::Tanh: return Opcode::Vtanh;
+    case Op::Sigmoid: return Opcode::Vsigmoid;
+    case Op::Erf: return Opcode::Verf;
+    case Op::Sqrt: return Opcode::Vsqrt;
+    case Op::Rsqrt: return Opcode::Vrsqrt;
+    case Op::Reciprocal: return Opcode::Vrecip;
+    case Op::Sin: return Opcode::Vsin;
+    case Op::Cos: return Opcode::Vcos;
+    case Op::Log1p: return Opcode::Vlog1p;
+    case Op::Expm1: return Opcode::Vexpm1;
+    case Op::Floor: return Opcode::Vfloor;
+    case Op::Ceil: return Opcode::Vceil;
+    case Op::Round: return Opcode::Vround;
+    case Op::Trunc: return Opcode::Vtrunc;
+    case Op::Not: return Opcode::Vxor;
+    case Op::Add: return Opcode::Vadd;
+    case Op::Sub: return Opcode::Vsub;
+    case Op::Mul: return Opcode::Vmul;
+    case Op::Div: return Opcode::Vdiv;
+    case Op::Maximum: return Opcode::Vmax;
+    case Op::Minimum: return Opcode::Vmin;
+    case Op::And: return Opcode::Vand;
+    case Op::Or: return Opcode::Vor;
+    case Op::Xor: return Opcode::Vxor;
+    case Op::Eq: return Opcode::Vceq;
+    case Op::Ne: return Opcode::Vcne;
+    case Op::Lt:
+    case Op::Gt: return Opcode::Vclt;  // a > b is b < a
+    case Op::Le:
+    case Op::Ge: return Opcode::Vcle;
+    case Op::ReduceSum: return Opcode::Vrsum;
+    case Op::ReduceMax: return Opcode::Vrmax;
+    case Op::ReduceMin: return Opcode::Vrmin;
+    default: throw std::logic_error(fmt::format("fused node {} has no vector instruction", op_name(op)));
+  }
+}
+
+// Bools are bytes holding 0 or 1: the byte instructions give the same bits for the logical operations, max, min and
+// compares (and the vector engine has no bool arithmetic). Arithmetic on bools is not PyTorch's (True + True is
+// True), so only those keep the bool type and are refused.
+ElementType instruction_type(Op op, ElementType type) {
+  const bool bytewise = op == Op::And || op == Op::Or || op == Op::Xor || op == Op::Maximum || op == Op::Minimum ||
+                        op == Op::ReduceMax || op == Op::ReduceMin || op == Op::Not || is_compare(op);
+  return type == ElementType::Bool && bytewise ? ElementType::U8 : type;
+}
+
+// The bits vfill writes for a constant, when its immediate can hold them: f32 and the integers within 32 bits (f16
+// and bf16 constants are converted on the device instead, wide i64 ones written in halves).
+std::optional<int64_t> fill_immediate(ElementType type, double value) {
+  switch (type) {
+    case ElementType::F32: return static_cast<int32_t>(std::bit_cast<uint32_t>(static_cast<float>(value)));
+    case ElementType::F16:
+    case ElementType::BF16: return std::nullopt;
+    case ElementType::Bool: return value != 0 ? 1 : 0;
+    case ElementType::I64: {
+      const auto integer = static_cast<int64_t>(value);
+      if (integer < INT32_MIN || integer > INT32_MAX) return std::nullopt;
+      return integer;
+    }
+    default: return static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(value)));
+  }
+}
+
+// x + identity == x for every x: -0 for floats (so that -0 stays -0), 0 for integers.
+int64_t additive_identity(ElementType type) {
+  switch (type) {
+    case ElementType::F32: return INT32_MIN;  // 0x80000000
+    case ElementType::F16:
+    case ElementType::BF16: return 0x8000;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+Plan::Plan(const FusedSpec& spec, int64_t row_length, const std::vector<char>& store_varies_along_rows)
+    : spec_(spec),
+      row_length_(row_length),
+      per_row_(per_row_flags(spec)),
+      store_varies_along_rows_(store_varies_along_rows) {
+  plan();
+}
+
+int64_t Plan::slot_bytes(const Slot& slot, int64_t rows) const {
+  const int64_t elements = slot.shape == Shape::Full ? rows * row_length_ : rows;
+  return (elements * slot.element_bytes + 63) / 64 * 64;
+}
+
+// One kScalarBytes slot per constant; f16/bf16 constants are rounded from f32 by vcvt (through the last slot), wide
+// i64 ones written as two i32 halves.
+void Plan::fill_scalars(KernelBuilder& b, const Tile& scalar_tile, R one, R first, R second) const {
+  const int64_t staging = kScalarBytes * static_cast<int64_t>(scalars_.size());
+  for (size_t k = 0; k < scalars_.size(); ++k) {
+    const auto [type, constant] = scalars_[k];
+    const int64_t offset = kScalarBytes * static_cast<int64_t>(k);
+    b.point(first, scalar_tile, offset);
+    if (const auto immediate = fill_immediate(type, constant)) {
+      b.Vfill(type, first, one, *immediate);
+    } else if (isa::is_float(type)) {
+      b.point(second, scalar_tile, staging);
+      b.Vfill(ElementType::F32, second, one, *fill_immediate(ElementType::F32, constant));
+      b.Vcvt(type, ElementType::F32, first, second, one);
+    } else {
+      const auto bits = static_cast<uint64_t>(static_cast<int64_t>(constant));
+      b.Vfill(ElementType::I32, first, one, static_cast<int32_t>(static_cast<uint32_t>(bits)));
+      b.point(first, scalar_tile, offset + 4);
+      b.Vfill(ElementType::I32, first, one, static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+    }
+  }
+}
+
+// The operand's Ref as a step's second source, with the broadcast mode it needs in a step of `shape`.
+std::pair<Ref, int64_t> Plan::second_source(int node, Shape shape) const {
+  if (constant(node)) return {scalar(node), 1};
+  return {value(node), shape_of(node) == shape ? 0 : per_row_broadcast()};
+}
+
+void Plan::unsupported(const std::string& what) const {
+  throw Unsupported(
+      fmt::format("fused kernel {}: node {} ({}): {}", spec_.name, node_, op_name(spec_.nodes[node_].op), what));
+}
+void Plan::check_type(Opcode opcode, ElementType type) const {
+  if (!(isa::allowed_types(isa::info(opcode).types) & isa::type_bit(type)))
+    unsupported(fmt::format("the vector engine has no {} for {}", isa::info(opcode).mnemonic, isa::type_name(type)));
+}
+
+void Plan::vector(Opcode opcode, ElementType type, Ref destination, Ref first, Ref second, Shape shape,
+                  int64_t immediate) {
+  check_type(opcode, type);
+  Step s;
+  s.opcode = opcode;
+  s.type = type;
+  s.destination = destination;
+  s.first = first;
+  s.second = second;
+  s.shape = shape;
+  s.immediate = immediate;
+  steps_.push_back(s);
+}
+void Plan::convert(ElementType to, ElementType from, Ref destination, Ref source, Shape shape) {
+  check_type(Opcode::Vcvt, from);
+  vector(Opcode::Vcvt, to, destination, source, {}, shape);
+  steps_.back().source = from;
+}
+void Plan::dma(int access, Ref slot, Shape shape) {
+  Step s;
+  s.type = access < static_cast<int>(spec_.loads.size()) ? spec_.loads[access].type
+                                                         : spec_.stores[access - spec_.loads.size()].type;
+  s.first = slot;
+  s.shape = shape;
+  s.access = access;
+  steps_.push_back(s);
+}
+
+Ref Plan::allocate(Shape shape, ElementType type) {
+  size_t k = 0;
+  while (k < slots_.size() && (slots_[k].busy || slots_[k].shape != shape)) ++k;
+  if (k == slots_.size()) slots_.push_back({shape});
+  slots_[k].busy = true;
+  slots_[k].element_bytes = std::max<int64_t>(slots_[k].element_bytes, isa::element_bytes(type));
+  return {Ref::Kind::Slot, static_cast<int>(k)};
+}
+Ref Plan::temporary(Shape shape, ElementType type) {
+  temporaries_.push_back(allocate(shape, type));
+  return temporaries_.back();
+}
+void Plan::release(Ref ref) {
+  if (ref.kind == Ref::Kind::Slot) slots_[ref.index].busy = false;
+}
+
+// Fills `destination` with a constant node's value.
+void Plan::fill(Ref destination, Shape shape, int node) {
+  const ElementType type = type_of(node);
+  if (const auto immediate = fill_immediate(type, spec_.nodes[node].constant)) {
+    vector(Opcode::Vfill, type, destination, {}, {}, shape, *immediate);
+    return;
+  }
+  vector(Opcode::Vfill, type, destination, {}, {}, shape, additive_identity(type));
+  vector(Opcode::Vadd, type, destination, destination, scalar(node), shape, 1);
+}
+// Repeats a per-row value over its row: identity + value, which is exact for every value (-0 included).
+void Plan::broadcast(Ref destination, Ref per_row, ElementType type) {
+  if (type == ElementType::Bool) type = ElementType::U8;
+  vector(Opcode::Vfill, type, destination, {}, {}, Shape::Full, additive_identity(type));
+  vector(Opcode::Vadd, type, destination, destination, per_row, Shape::Full, per_row_broadcast());
+}
+// A slot holding the node's value in `shape`: its own, or `into` (a new temporary if none) filled or broadcast.
+Ref Plan::tile(int node, Shape shape, Ref into) {
+  if (!constant(node) && shape_of(node) == shape) return value(node);
+  if (!constant(node) && shape == Shape::Row) throw std::logic_error("a full row where a per-row value is needed");
+  if (into.kind == Ref::Kind::None) into = temporary(shape, type_of(node));
+  if (constant(node)) {
+    fill(into, shape, node);
+  } else {
+    broadcast(into, value(node), type_of(node));
+  }
+  return into;
+}
+
+void Plan::plan() {
+  // Live nodes: the stores and what they read; each value's last reader frees its slot.
+  const int count = static_cast<int>(spec_.nodes.size());
+  std::vector<char> live(count);
+  std::vector<int> last_use(count, -1);
+  for (int i = count - 1; i >= 0; --i) {
+    const FusedNode& node = spec_.nodes[i];
+    if (node.op == Op::Store) live[i] = true;
+    if (!live[i]) continue;
+    const int operands[] = {node.a, node.b, node.c};
+    for (int k = 0; k < operand_count(node.op); ++k) {
+      live[operands[k]] = true;
+      last_use[operands[k]] = std::max(last_use[operands[k]], i);
+    }
+  }
+  values_.assign(count, {});
+  for (int i = 0; i < count; ++i)
+    if (live[i] && constant(i)) {
+      scalar_index_[i] = static_cast<int>(scalars_.size());
+      scalars_.push_back({type_of(i), spec_.nodes[i].constant});
+    }
+  for (node_ = 0; node_ < count; ++node_) {
+    if (!live[node_]) continue;
+    plan_node(node_);
+    for (Ref ref : temporaries_) release(ref);
+    temporaries_.clear();
+    const FusedNode& node = spec_.nodes[node_];
+    const int operands[] = {node.a, node.b, node.c};
+    for (int k = 0; k < operand_count(node.op); ++k)
+      if (last_use[operands[k]] == node_) release(values_[operands[k]]);
+    if (last_use[node_] < 0) release(values_[node_]);
+  }
+}
+
+void Plan::plan_node(int i) {
+  const FusedNode& node = spec_.nodes[i];
+  const ElementType type = node.type;
+  if (node.op == Op::Load) {
+    values_[i] = allocate(shape_of(i), type);
+    dma(node.access, values_[i], shape_of(i));
+  } else if (node.op == Op::Constant) {
+    values_[i] = scalar(i);
+  } else if (node.op == Op::Product) {
+    values_[i] = {Ref::Kind::Product};
+    if (type != ElementType::F32) {
+      values_[i] = allocate(Shape::Row, type);
+      convert(type, ElementType::F32, values_[i], {Ref::Kind::Product}, Shape::Row);
+    }
+  } else if (node.op == Op::Convert) {
+    const ElementType source = type_of(node.a);
+    const Shape shape = shape_of(node.a);
+    const Ref input = tile(node.a, shape);
+    values_[i] = allocate(shape, type);
+    if (source == type) {
+      vector(Opcode::Vmov, type, values_[i], input, {}, shape);
+    } else {
+      convert(type, source, values_[i], input, shape);
+    }
+  } else if (is_unary(node.op)) {
+    const Shape shape = shape_of(node.a);
+    values_[i] = allocate(shape, type);
+    const Ref input = tile(node.a, shape, values_[i]);
+    const ElementType computed = instruction_type(node.op, type);
+    if (node.op == Op::Not) {
+      if (!not_one_) {
+        not_one_ = static_cast<int>(scalars_.size());
+        scalars_.push_back({ElementType::U8, 1});
+      }
+      vector(Opcode::Vxor, computed, values_[i], input, {Ref::Kind::Scalar, *not_one_}, shape, 1);
+    } else {
+      vector(vector_opcode(node.op), computed, values_[i], input, {}, shape);
+    }
+  } else if (is_arithmetic(node.op) || is_compare(node.op)) {
+    plan_binary(i);
+  } else if (node.op == Op::Where) {
+    const Shape shape = shape_of(i);
+    values_[i] = allocate(shape, type);
+    if (constant(node.c)) {
+      fill(values_[i], shape, node.c);
+    } else if (shape_of(node.c) == shape) {
+      vector(Opcode::Vmov, type, values_[i], value(node.c), {}, shape);
+    } else {
+      broadcast(values_[i], value(node.c), type);
+    }
+    const Ref condition = tile(node.a, shape);
+    const auto [second, mode] = second_source(node.b, shape);
+    // vsel merges b into the destination where the condition holds.
+    vector(Opcode::Vsel, type, values_[i], condition, second, shape, mode);
+  } else if (is_reduction(node.op)) {
+    const Ref input = tile(node.a, row_length_ > 1 ? Shape::Full : Shape::Row);
+    values_[i] = allocate(Shape::Row, type);
+    vector(vector_opcode(node.op), instruction_type(node.op, type), values_[i], input, {}, Shape::Row);
+  } else if (node.op == Op::Store) {
+    const int access = static_cast<int>(spec_.loads.size()) + node.access;
+    const Shape shape = row_length_ > 1 && store_varies_along_rows_[node.access] ? Shape::Full : Shape::Row;
+    Ref input = tile(node.a, shape);
+    const ElementType stored = spec_.stores[node.access].type;
+    if (stored != type) {
+      const Ref converted = temporary(shape, stored);
+      convert(stored, type, converted, input, shape);
+      input = converted;
+    }
+    dma(access, input, shape);
+  }
+}
+
+// a op b. A commutative op takes a constant or a per-row operand as its second source (swapped); a > b and a >= b
+// are b < a and b <= a. A constant or per-row first source of a full result is filled or broadcast first: into the
+// result's slot when it has the operand's type, else into a temporary.
+void Plan::plan_binary(int i) {
+  const FusedNode& node = spec_.nodes[i];
+  const bool commutative = node.op == Op::Add || node.op == Op::Mul || node.op == Op::Maximum ||
+                           node.op == Op::Minimum || node.op == Op::And || node.op == Op::Or || node.op == Op::Xor ||
+                           node.op == Op::Eq || node.op == Op::Ne;
+  int x = node.a, y = node.b;
+  if (node.op == Op::Gt || node.op == Op::Ge) std::swap(x, y);
+  const Shape shape = shape_of(x) == Shape::Full || shape_of(y) == Shape::Full ? Shape::Full : Shape::Row;
+  if (commutative && !constant(y) && (constant(x) || shape_of(x) != shape)) std::swap(x, y);
+  const ElementType computed = instruction_type(node.op, type_of(x));
+  values_[i] = allocate(shape, node.type);
+  const Ref first = tile(x, shape, is_compare(node.op) ? Ref{} : values_[i]);
+  const auto [second, mode] = second_source(y, shape);
+  vector(vector_opcode(node.op), computed, values_[i], first, second, shape, mode);
+}
+
+}  // namespace npusim::emitter::fused

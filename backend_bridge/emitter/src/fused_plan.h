@@ -1,0 +1,122 @@
+// A fused kernel's dataflow program (fused.h) planned once into steps over scratchpad slots, for whichever loop walks
+// the tiles: the row kernel (fused.cpp) over the tiles of its iteration space, the GEMM epilogue (fused_gemm.cpp) over
+// the blocks of a matrix product. The plan knows the tiles only by their shape (rows, or rows x row length).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "npusim/emitter/fused.h"
+
+namespace npusim::emitter::fused {
+
+// A value's place: a slot of the plan, a slot of the scalar tile, or the staged block of the kernel's matrix product
+// (f32, in the tile the walker gives for it).
+struct Ref {
+  enum class Kind : uint8_t { None, Slot, Scalar, Product } kind = Kind::None;
+  int index = -1;
+};
+
+enum class Shape : uint8_t { Row, Full };  // a step's count: rows (per-row values), or rows x row length
+
+// One step of a tile: a vector instruction over slots, or (access >= 0) a DMA of an access to or from a slot.
+struct Step {
+  isa::Opcode opcode{};
+  isa::ElementType type = isa::ElementType::F32, source = isa::ElementType::F32;  // source: vcvt's
+  Ref destination, first, second;
+  Shape shape = Shape::Row;
+  int64_t immediate = 0;  // a binary instruction's broadcast mode, vfill's value
+  int access = -1;        // loads, then stores
+};
+
+struct Slot {
+  Shape shape = Shape::Row;
+  int64_t element_bytes = 1;
+  bool busy = false;
+};
+
+inline constexpr int64_t kScalarBytes = 8;  // a slot of the scalar tile holds any element type
+
+class Plan {
+ public:
+  // Plans the live nodes of a valid spec. `row_length` is the elements of a row (1 when nothing is reduced);
+  // store_varies_along_rows[k] says whether store k writes different elements along a row. A Product node's value is
+  // Ref::Kind::Product (rounded by vcvt into a slot when of f16/bf16). Throws Unsupported naming the node for an
+  // operation the vector engine lacks.
+  Plan(const FusedSpec& spec, int64_t row_length, const std::vector<char>& store_varies_along_rows);
+
+  const std::vector<Step>& steps() const { return steps_; }
+  const std::vector<Slot>& slots() const { return slots_; }
+  bool has_scalars() const { return !scalars_.empty(); }
+  // Bytes of the scalar tile: one kScalarBytes slot per constant, and one more to round f16/bf16 constants through.
+  int64_t scalar_tile_bytes() const { return kScalarBytes * (static_cast<int64_t>(scalars_.size()) + 1); }
+  // The bytes of a slot's tile of `rows` rows, 64-byte aligned.
+  int64_t slot_bytes(const Slot& slot, int64_t rows) const;
+
+  // Fills the scalar tile with the constants (at kernel start); `one` holds 1, `first` and `second` are scratch.
+  void fill_scalars(KernelBuilder& b, const Tile& scalar_tile, R one, R first, R second) const;
+
+ private:
+  bool constant(int node) const { return spec_.nodes[node].op == FusedOpcode::Constant; }
+  Shape shape_of(int node) const { return row_length_ > 1 && !per_row_[node] ? Shape::Full : Shape::Row; }
+  isa::ElementType type_of(int node) const { return spec_.nodes[node].type; }
+  int64_t per_row_broadcast() const { return 3 + (row_length_ << 2); }
+  Ref scalar(int node) const { return {Ref::Kind::Scalar, scalar_index_.at(node)}; }
+  Ref value(int node) const { return values_[node]; }
+  std::pair<Ref, int64_t> second_source(int node, Shape shape) const;
+
+  [[noreturn]] void unsupported(const std::string& what) const;
+  void check_type(isa::Opcode opcode, isa::ElementType type) const;
+
+  void vector(isa::Opcode opcode, isa::ElementType type, Ref destination, Ref first, Ref second, Shape shape,
+              int64_t immediate = 0);
+  void convert(isa::ElementType to, isa::ElementType from, Ref destination, Ref source, Shape shape);
+  void dma(int access, Ref slot, Shape shape);
+  Ref allocate(Shape shape, isa::ElementType type);
+  Ref temporary(Shape shape, isa::ElementType type);
+  void release(Ref ref);
+  void fill(Ref destination, Shape shape, int node);
+  void broadcast(Ref destination, Ref per_row, isa::ElementType type);
+  Ref tile(int node, Shape shape, Ref into = {});
+
+  void plan();
+  void plan_node(int i);
+  void plan_binary(int i);
+
+  const FusedSpec& spec_;
+  int64_t row_length_;
+  std::vector<char> per_row_, store_varies_along_rows_;
+  int node_ = 0;  // the node being planned, for errors
+  std::vector<Step> steps_;
+  std::vector<Slot> slots_;
+  std::vector<Ref> values_, temporaries_;
+  std::map<int, int> scalar_index_;                           // constant node -> scalar slot
+  std::vector<std::pair<isa::ElementType, double>> scalars_;  // the scalar tile's constants
+  std::optional<int> not_one_;                                // the u8 1 that Not xors with
+};
+
+// Emits a vector step (not a DMA) over `count` elements (a reduction: rows x cols); point(reg, ref) loads the address
+// of a Ref into reg, binds it and returns it. `destination`, `first` and `second` are the registers to point.
+template <typename Point>
+void emit_vector_step(KernelBuilder& b, const Step& s, R count, R rows, R cols, Reg& destination, Reg& first,
+                      Reg& second, Point point) {
+  const R to = point(destination, s.destination);
+  const std::string_view form = isa::info(s.opcode).operands;
+  if (s.opcode == isa::Opcode::Vfill) {
+    b.Vfill(s.type, to, count, s.immediate);
+  } else if (s.opcode == isa::Opcode::Vcvt) {
+    b.Vcvt(s.type, s.source, to, point(first, s.first), count);
+  } else if (form == "d,s,t,u") {  // a row reduction: rows x row length
+    b.emit(s.opcode, {s.type, to, point(first, s.first), rows, cols});
+  } else if (form == "d,s,u") {
+    b.emit(s.opcode, {s.type, to, point(first, s.first), count});
+  } else {
+    b.emit(s.opcode, {s.type, to, point(first, s.first), point(second, s.second), count, s.immediate});
+  }
+}
+
+}  // namespace npusim::emitter::fused

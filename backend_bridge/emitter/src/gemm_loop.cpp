@@ -1,0 +1,446 @@
+// The GEMM loop (gemm_loop.h), output-stationary in the accumulator. C is cut into blocks of mt x nb that the
+// accumulator holds whole; the cores take blocks in turn. For one block, each K step loads an mt x kt block of A and a
+// kt x nb block of B (kt = the systolic array's rows) into one of two scratchpad slots, so the DMA engine fills the
+// next slot while the matrix engine works on this one; the matrix engine then runs the array over the nb / cols weight
+// sub-tiles of B, each multiplying the same A block into its own part of the accumulator. Blocks are as square as the
+// accumulator allows, which keeps DRAM traffic low and puts many MACs behind each instruction. The finished block is
+// stored from the accumulator to a staging tile and goes to the epilogue, which takes it to memory.
+//
+// Scratchpad and accumulator layouts, sub-tile major so that each sub-tile is one contiguous tile:
+//   A block [mt][kt]; B block [nb / cols][kt][cols] (or [nb][kt] when B is transposed, for mx.ldwt);
+//   C block [nb / cols][mt][cols] in the accumulator, the staging tile and the epilogue's block-shaped tiles.
+// A ragged last sub-tile (nb not a multiple of cols) follows the full ones with its own width.
+// A batch of products numbers the blocks of all its entries in turn, so they share the cores and the pipeline.
+//
+// The scalar unit issues in program order, and a product's sub-tiles fill the matrix queue: so each step's loads are
+// issued one step ahead, before the current step's products (a load cursor of its own runs through this core's
+// blocks and K steps), or the DMA engine would idle behind a full matrix queue. The two K-step slots are chosen by a
+// register, so they are an unordered tile ordered by two semaphores of the kernel's own (slot loaded: DMA → matrix;
+// slot free: matrix → DMA); the builder orders everything else (accumulator, staging, the epilogue's tiles) by the
+// tiles touched.
+#include "gemm_loop.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace npusim::emitter::gemm {
+namespace {
+
+constexpr int64_t kAccumulatorBytes = 4;  // f32 accumulators (i32 for i8 operands)
+using isa::ElementType;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+isa::Opcode dma_4d(bool load, int64_t bytes) {
+  using enum isa::Opcode;
+  static constexpr isa::Opcode loads[] = {DmaLoad4d8, DmaLoad4d16, DmaLoad4d32, DmaLoad4d64};
+  static constexpr isa::Opcode stores[] = {DmaStore4d8, DmaStore4d16, DmaStore4d32, DmaStore4d64};
+  const int size = std::countr_zero(static_cast<uint64_t>(bytes));
+  return load ? loads[size] : stores[size];
+}
+
+}  // namespace
+
+class Loop::Emitter {
+ public:
+  Emitter(const Operands& spec, Epilogue& epilogue, std::string name, const config::ChipConfig& config)
+      : spec_(spec),
+        bytes_(static_cast<int64_t>(isa::element_bytes(spec.type))),
+        epilogue_(epilogue),
+        b_(std::move(name), config) {
+    tile_k_ = config.core_systolic_rows;
+    sub_cols_ = config.core_systolic_cols;
+    // Whole tiles are 64-byte aligned: keep that much per tile out of the budget (slots, staging, bias, scalars), and
+    // what the epilogue takes whatever the block.
+    const int64_t spad = static_cast<int64_t>(config.scratchpad_bytes()) - 64 * 6 - epilogue.fixed_bytes();
+    const int64_t acc = static_cast<int64_t>(config.accumulator_bytes()) / kAccumulatorBytes;
+    const int64_t sub_tiles = ceil_div(spec.n, sub_cols_);
+    // nb as many sub-tiles as make the block about square (or as wide as the accumulator allows for short A), with
+    // the two B slots within half the scratchpad; then mt as tall as the accumulator and scratchpad allow.
+    const int64_t side = std::min(spec.m, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(acc))));
+    int64_t block_sub_tiles = std::clamp<int64_t>(acc / (side * sub_cols_), 1, sub_tiles);
+    block_sub_tiles = std::min(block_sub_tiles, std::max<int64_t>(1, spad / (4 * tile_k_ * sub_cols_ * bytes_)));
+    // Two A slots of mt x kt and two B slots of kt x nb operand elements, the staging of mt x nb outputs and the
+    // epilogue's tiles of as many.
+    const int64_t staged =
+        static_cast<int64_t>(isa::element_bytes(epilogue.staged_type())) + epilogue.bytes_per_output();
+    const auto tallest = [&](int64_t nb) {
+      return std::min({spec.m, acc / nb, (spad - 2 * tile_k_ * nb * bytes_) / (2 * tile_k_ * bytes_ + nb * staged)});
+    };
+    block_n_ = block_sub_tiles * sub_cols_;
+    block_m_ = tallest(block_n_);
+    // Enough blocks for every core: narrower first, then shorter.
+    const auto blocks = [&] { return spec.batch * ceil_div(spec.m, block_m_) * ceil_div(spec.n, block_n_); };
+    while (blocks() < config.chip_cores && (block_sub_tiles > 1 || block_m_ > 1)) {
+      if (block_sub_tiles > 1) {
+        block_sub_tiles = (block_sub_tiles + 1) / 2;
+        block_n_ = block_sub_tiles * sub_cols_;
+        block_m_ = tallest(block_n_);
+      } else {
+        block_m_ = (block_m_ + 1) / 2;
+      }
+    }
+    if (block_m_ < 1) throw Unsupported("the scratchpad or accumulator cannot hold one row of a matmul block");
+    for (int64_t stride : {spec.a_row, spec.a_col, spec.b_row, spec.b_col})
+      if (!stride_fits(stride, bytes_, config))
+        throw Unsupported(fmt::format("matmul stride {} does not fit a DMA immediate", stride));
+    // B is read along whichever of its dimensions is contiguous; mx.ldwt takes the transposed layout.
+    b_transposed_ = spec.b_row < spec.b_col;
+  }
+
+  Kernel build(Loop& loop) {
+    b_.describe(fmt::format("{} x [{} x {}] @ [{} x {}], blocks m {} n {}, k steps {}, sub-tiles {} wide{}",
+                            spec_.batch, spec_.m, spec_.k, spec_.k, spec_.n, block_m_, block_n_, tile_k_, sub_cols_,
+                            b_transposed_ ? ", B transposed" : ""));
+    allocate_tiles();
+    a_ = b_.reg("A");
+    bm_ = b_.reg("B");
+    b_.Ld(a_, kArgumentBlock, 8 * spec_.a_argument);
+    b_.add_constant(a_, spec_.a_offset * bytes_);
+    b_.Ld(bm_, kArgumentBlock, 8 * spec_.b_argument);
+    b_.add_constant(bm_, spec_.b_offset * bytes_);
+    one_ = b_.reg("one");
+    sub_tile_cols_ = b_.reg("sub-tile columns");
+    slot_ = b_.reg("K-step slot");
+    load_slot_ = b_.reg("slot loaded next");
+    b_.point(slot_, slots_);
+    b_.point(load_slot_, slots_);
+    b_.li(one_, 1);
+    b_.li(sub_tile_cols_, sub_cols_);
+    b_.DmaDim(3, one_, kZero);  // tiles here have at most three dimensions
+    loaded_ = b_.semaphore();
+    free_ = b_.semaphore();
+    b_.SemPostMatrix(free_);
+    b_.SemPostMatrix(free_);
+    epilogue_.prepare(loop);
+
+    block_ = b_.reg("block");
+    core_stride_ = b_.reg("core stride");
+    load_block_ = b_.reg("block loaded next");
+    load_k0_ = b_.reg("K step loaded next");
+    const Label next = b_.label(), done = b_.label();
+    b_.Csrr(block_, isa::Csr::CoreId);
+    b_.Csrr(core_stride_, isa::Csr::CoreCount);
+    b_.move(load_block_, block_);
+    b_.li(load_k0_, 0);
+    emit_load_next_step();
+    {
+      Reg blocks = b_.reg("blocks");
+      b_.li(blocks, this->blocks());
+      b_.Bgeu(block_, blocks, done);
+    }
+    b_.bind(next);
+    {
+      Reg k0 = b_.reg("K step"), kt = b_.reg("K step size"), mt = b_.reg("block rows"), nb = b_.reg("block columns");
+      locate_block(block_, mt, nb);  // for the block's size
+      const Label k_step = b_.label();
+      b_.li(k0, 0);
+      b_.bind(k_step);
+      clamp(kt, tile_k_, spec_.k, k0);
+      emit_load_next_step();
+      emit_multiply_sub_tiles(k0, kt, mt, nb);
+      b_.add_constant(k0, tile_k_);
+      Reg total = b_.reg("K");
+      b_.li(total, spec_.k);
+      b_.Bltu(k0, total, k_step);
+    }
+    emit_store_block(loop);
+    b_.Add(block_, block_, core_stride_);
+    {
+      Reg blocks = b_.reg("blocks");
+      b_.li(blocks, this->blocks());
+      b_.Bltu(block_, blocks, next);
+    }
+    b_.bind(done);
+    b_.Halt();
+    return b_.finish(b_.config().chip_cores);  // the block shares come from csrr ncores
+  }
+
+  KernelBuilder& builder() { return b_; }
+  const Tile& staging() const { return staging_; }
+  int64_t block_outputs() const { return block_m_ * block_n_; }
+  R one() const { return one_; }
+
+  // Loop::point_at: the batch entry in a register.
+  void point_at(R dram, R base, const Block& block, int64_t row_stride, int64_t column_stride, int64_t batch_stride,
+                int64_t bytes) {
+    point_at(dram, base, block.m0, row_stride, block.n0, column_stride, bytes, kZero, 0);
+    if (spec_.batch == 1 || batch_stride == 0) return;
+    Reg scratch = b_.reg("scratch");
+    b_.li(scratch, batch_stride * bytes);
+    b_.Mul(scratch, scratch, block.entry);
+    b_.Add(dram, dram, scratch);
+  }
+  void move_block(bool load, R spad, const Tile& tile, R dram, const Block& block, int64_t row_stride,
+                  int64_t column_stride, int64_t bytes) {
+    move_sub_tiles(load, spad, tile, dram, block.full_sub_tiles, block.ragged_columns, block.rows, row_stride,
+                   column_stride, bytes);
+  }
+
+ private:
+  int64_t blocks_n() const { return ceil_div(spec_.n, block_n_); }
+  int64_t entry_blocks() const { return ceil_div(spec_.m, block_m_) * blocks_n(); }
+  int64_t blocks() const { return spec_.batch * entry_blocks(); }
+  int64_t slot_bytes() const { return (block_m_ + block_n_) * tile_k_ * bytes_; }
+
+  void allocate_tiles() {
+    slots_ = b_.tile(Space::Scratchpad, 2 * slot_bytes(), "K-step slots", /*ordered=*/false);
+    accumulator_ = b_.tile(Space::Accumulator, block_outputs() * kAccumulatorBytes, "C block");
+    staging_ =
+        b_.tile(Space::Scratchpad, block_outputs() * static_cast<int64_t>(isa::element_bytes(epilogue_.staged_type())),
+                "C staging");
+  }
+
+  // Where a block lies: its first row and column, and its width in full sub-tiles and ragged columns.
+  struct BlockPosition {
+    Reg m0, n0, full_sub_tiles, ragged_columns;
+  };
+
+  // For the block numbered in `block` (within its batch entry: b = block % entry_blocks): m0 = (b / blocks_n) *
+  // block_m and n0 = (b % blocks_n) * block_n, its sizes `mt` and `nb` clamped at the edges, and nb in full sub-tiles
+  // and ragged columns.
+  BlockPosition locate_block(R block, R mt, R nb) {
+    BlockPosition p{b_.reg("block row"), b_.reg("block column"), b_.reg("full sub-tiles"), b_.reg("ragged columns")};
+    Reg scratch = b_.reg("scratch");
+    R within_entry = block;
+    if (spec_.batch > 1) {
+      b_.li(scratch, entry_blocks());
+      b_.Remu(p.m0, block, scratch);
+      within_entry = p.m0;
+    }
+    b_.li(scratch, blocks_n());
+    b_.Remu(p.n0, within_entry, scratch);
+    b_.Divu(p.m0, within_entry, scratch);
+    b_.mul_constant(p.m0, block_m_);
+    b_.mul_constant(p.n0, block_n_);
+    clamp(mt, block_m_, spec_.m, p.m0);
+    clamp(nb, block_n_, spec_.n, p.n0);
+    b_.Divu(p.full_sub_tiles, nb, sub_tile_cols_);
+    b_.Mul(scratch, p.full_sub_tiles, sub_tile_cols_);
+    b_.Sub(p.ragged_columns, nb, scratch);
+    return p;
+  }
+
+  // size = min(tile, total - position), for a constant total or (clamp_to) one in a register.
+  void clamp(R size, int64_t tile, int64_t total, R position) {
+    Reg total_register = b_.reg("total");
+    b_.li(total_register, total);
+    clamp_to(size, tile, total_register, position);
+  }
+  void clamp_to(R size, int64_t tile, R total, R position) {
+    const Label sized = b_.label();
+    Reg left = b_.reg("left");
+    b_.Sub(left, total, position);
+    b_.li(size, tile);
+    b_.Bgeu(left, size, sized);
+    b_.move(size, left);
+    b_.bind(sized);
+  }
+
+  // dram = base + row * row_stride + column * column_stride, plus the batch entry of `block` times batch_stride
+  // (strides in elements of `bytes`).
+  void point_at(R dram, R base, R row, int64_t row_stride, R column, int64_t column_stride, int64_t bytes, R block,
+                int64_t batch_stride) {
+    Reg scratch = b_.reg("scratch");
+    b_.li(scratch, row_stride * bytes);
+    b_.Mul(scratch, scratch, row);
+    b_.Add(dram, base, scratch);
+    b_.li(scratch, column_stride * bytes);
+    b_.Mul(scratch, scratch, column);
+    b_.Add(dram, dram, scratch);
+    if (spec_.batch == 1 || batch_stride == 0) return;
+    Reg entry = b_.reg("batch entry");
+    b_.li(scratch, entry_blocks());
+    b_.Divu(entry, block, scratch);
+    b_.li(scratch, batch_stride * bytes);
+    b_.Mul(entry, entry, scratch);
+    b_.Add(dram, dram, entry);
+  }
+
+  // One 3-D DMA between DRAM at `dram` and the packed scratchpad tile at `spad`: `inner` elements element_stride
+  // apart, in `rows` rows row_stride apart, in `planes` planes plane_stride apart (strides in elements of `bytes`).
+  void move(bool load, R spad, R dram, R inner, int64_t element_stride, R rows, int64_t row_stride, R planes,
+            int64_t plane_stride, int64_t bytes) {
+    Reg stride = b_.reg("dma stride");
+    b_.li(stride, row_stride * bytes);
+    b_.DmaDim(1, rows, stride);
+    b_.li(stride, plane_stride * bytes);
+    b_.DmaDim(2, planes, stride);
+    if (load)
+      b_.emit(dma_4d(true, bytes), {spad, dram, inner, element_stride * bytes});
+    else
+      b_.emit(dma_4d(false, bytes), {dram, spad, inner, element_stride * bytes});
+  }
+
+  // The sub-tile-major tile of `rows` x nb between DRAM at `dram` (rows row_stride apart, columns column_stride
+  // apart) and the scratchpad tile `tile` from `spad`: the full sub-tiles as one DMA, the ragged one as another. May
+  // move `dram` on.
+  void move_sub_tiles(bool load, R spad, const Tile& tile, R dram, R full_sub_tiles, R ragged_columns, R rows,
+                      int64_t row_stride, int64_t column_stride, int64_t bytes) {
+    const Label full_done = b_.label(), ragged_done = b_.label();
+    b_.Beq(full_sub_tiles, kZero, full_done);
+    move(load, spad, dram, sub_tile_cols_, column_stride, rows, row_stride, full_sub_tiles, sub_cols_ * column_stride,
+         bytes);
+    b_.bind(full_done);
+    b_.Beq(ragged_columns, kZero, ragged_done);
+    {
+      // The ragged sub-tile starts full * cols columns in (`dram` moves there): full * cols * rows elements into the
+      // scratchpad tile.
+      Reg ragged_spad = b_.reg("ragged sub-tile"), scratch = b_.reg("scratch");
+      b_.Mul(ragged_spad, full_sub_tiles, sub_tile_cols_);
+      b_.li(scratch, column_stride * bytes);
+      b_.Mul(scratch, scratch, ragged_spad);
+      b_.Add(dram, dram, scratch);
+      b_.Mul(ragged_spad, ragged_spad, rows);
+      b_.Slli(ragged_spad, ragged_spad, std::countr_zero(static_cast<uint64_t>(bytes)));
+      b_.Add(ragged_spad, spad, ragged_spad);
+      b_.bind(ragged_spad, tile);
+      move(load, ragged_spad, dram, ragged_columns, column_stride, rows, row_stride, one_, 0, bytes);
+    }
+    b_.bind(ragged_done);
+  }
+
+  // If the load cursor is on a block of this core's, the DMA engine fills the free slot with that K step's A block
+  // and B block; the cursor then moves to the next K step, or to this core's next block.
+  void emit_load_next_step() {
+    const Label none = b_.label();
+    {
+      Reg blocks = b_.reg("blocks");
+      b_.li(blocks, this->blocks());
+      b_.Bgeu(load_block_, blocks, none);
+    }
+    {
+      Reg mt = b_.reg("loaded block rows"), nb = b_.reg("loaded block columns"), kt = b_.reg("loaded K step size");
+      BlockPosition p = locate_block(load_block_, mt, nb);
+      clamp(kt, tile_k_, spec_.k, load_k0_);
+      b_.SemWaitDma(free_);
+      Reg dram = b_.reg("DRAM");
+      point_at(dram, a_, p.m0, spec_.a_row, load_k0_, spec_.a_col, bytes_, load_block_, spec_.a_batch);
+      p.m0 = Reg();  // B needs the block's columns only: one register more for its ragged sub-tile
+      b_.bind(load_slot_, slots_);
+      move(true, load_slot_, dram, kt, spec_.a_col, mt, spec_.a_row, one_, 0, bytes_);
+      Reg b_block = b_.reg("B block");
+      b_.li(b_block, block_m_ * tile_k_ * bytes_);
+      b_.Add(b_block, load_slot_, b_block);
+      b_.bind(b_block, slots_);
+      point_at(dram, bm_, load_k0_, spec_.b_row, p.n0, spec_.b_col, bytes_, load_block_, spec_.b_batch);
+      if (b_transposed_)
+        move(true, b_block, dram, kt, spec_.b_row, nb, spec_.b_col, one_, 0, bytes_);
+      else
+        move_sub_tiles(true, b_block, slots_, dram, p.full_sub_tiles, p.ragged_columns, kt, spec_.b_row, spec_.b_col,
+                       bytes_);
+      b_.SemPostDma(loaded_);
+    }
+    toggle_slot(load_slot_);
+    b_.add_constant(load_k0_, tile_k_);
+    Reg k = b_.reg("K");
+    b_.li(k, spec_.k);
+    b_.Bltu(load_k0_, k, none);
+    b_.li(load_k0_, 0);
+    b_.Add(load_block_, load_block_, core_stride_);
+    b_.bind(none);
+  }
+
+  // Flips a slot register between the two slots.
+  void toggle_slot(R slot) {
+    Reg flip = b_.reg("slot flip");
+    b_.li(flip, slots_.address ^ (slots_.address + slot_bytes()));
+    b_.Xor(slot, slot, flip);
+    b_.bind(slot, slots_);
+  }
+
+  // The matrix engine runs each weight sub-tile of the B block against the A block, into the sub-tile's part of the
+  // accumulator (overwriting at the first K step, accumulating after), then frees the slot.
+  void emit_multiply_sub_tiles(R k0, R kt, R mt, R nb) {
+    b_.SemWaitMatrix(loaded_);
+    Reg block_b = b_.reg("B block"), column = b_.reg("column"), columns = b_.reg("columns");
+    Reg weights = b_.reg("weights"), acc = b_.reg("accumulator");
+    b_.li(block_b, block_m_ * tile_k_ * bytes_);
+    b_.Add(block_b, slot_, block_b);
+    const Label sub_tile = b_.label(), accumulate = b_.label(), multiplied = b_.label();
+    b_.li(column, 0);
+    b_.bind(sub_tile);
+    clamp_to(columns, sub_cols_, nb, column);
+    b_.Mul(weights, column, kt);
+    b_.Slli(weights, weights, std::countr_zero(static_cast<uint64_t>(bytes_)));
+    b_.Add(weights, weights, block_b);
+    b_.bind(weights, slots_);
+    if (b_transposed_)
+      b_.MatrixLoadWeightsTransposed(spec_.type, weights, kt, columns);
+    else
+      b_.MatrixLoadWeights(spec_.type, weights, kt, columns);
+    b_.Mul(acc, column, mt);
+    b_.Slli(acc, acc, std::countr_zero(static_cast<uint64_t>(kAccumulatorBytes)));
+    b_.add_constant(acc, accumulator_.address);
+    b_.bind(acc, accumulator_);
+    b_.bind(slot_, slots_);
+    b_.Bne(k0, kZero, accumulate);
+    b_.MatrixMultiply(spec_.type, acc, slot_, mt, 0);
+    b_.Jal(kZero, multiplied);
+    b_.bind(accumulate);
+    b_.MatrixMultiply(spec_.type, acc, slot_, mt, 1);
+    b_.bind(multiplied);
+    b_.Add(column, column, sub_tile_cols_);
+    b_.Bltu(column, nb, sub_tile);
+    b_.SemPostMatrix(free_);
+    toggle_slot(slot_);
+  }
+
+  // The accumulator goes to the staging tile (in the epilogue's staged type), and the block to the epilogue.
+  void emit_store_block(Loop& loop) {
+    Reg mt = b_.reg("block rows"), nb = b_.reg("block columns");
+    const BlockPosition p = locate_block(block_, mt, nb);  // the load cursor moved on the block registers
+    Reg outputs = b_.reg("outputs");
+    b_.Mul(outputs, mt, nb);
+    {
+      Reg staging = b_.reg("staging"), acc = b_.reg("accumulator");
+      b_.point(staging, staging_);
+      b_.point(acc, accumulator_);
+      b_.MatrixStore(epilogue_.staged_type(), staging, acc, outputs);
+    }
+    Reg entry;
+    if (spec_.batch > 1) {
+      entry = b_.reg("batch entry");
+      b_.li(entry, entry_blocks());
+      b_.Divu(entry, block_, entry);
+    }
+    const Block block{
+        spec_.batch > 1 ? R(entry) : kZero, p.m0, p.n0, mt, nb, p.full_sub_tiles, p.ragged_columns, outputs};
+    epilogue_.finish_block(loop, block);
+  }
+
+  Operands spec_;
+  int64_t bytes_;  // per element of A and B
+  Epilogue& epilogue_;
+  int64_t tile_k_ = 0, sub_cols_ = 0, block_m_ = 0, block_n_ = 0;
+  bool b_transposed_ = false;
+  KernelBuilder b_;
+  Tile slots_, accumulator_, staging_;
+  int loaded_ = 0, free_ = 0;  // semaphores: a K-step slot loaded (DMA → matrix), a slot free (matrix → DMA)
+  Reg a_, bm_, one_, sub_tile_cols_, slot_, load_slot_, block_, core_stride_, load_block_, load_k0_;
+};
+
+Loop::Loop(const Operands& operands, Epilogue& epilogue, std::string name, const config::ChipConfig& config)
+    : emitter_(std::make_unique<Emitter>(operands, epilogue, std::move(name), config)) {}
+Loop::~Loop() = default;
+Kernel Loop::build() { return emitter_->build(*this); }
+KernelBuilder& Loop::builder() { return emitter_->builder(); }
+const Tile& Loop::staging() const { return emitter_->staging(); }
+int64_t Loop::block_outputs() const { return emitter_->block_outputs(); }
+R Loop::one() const { return emitter_->one(); }
+void Loop::point_at(R dram, R base, const Block& block, int64_t row_stride, int64_t column_stride, int64_t batch_stride,
+                    int64_t bytes) {
+  emitter_->point_at(dram, base, block, row_stride, column_stride, batch_stride, bytes);
+}
+void Loop::move_block(bool load, R spad, const Tile& tile, R dram, const Block& block, int64_t row_stride,
+                      int64_t column_stride, int64_t bytes) {
+  emitter_->move_block(load, spad, tile, dram, block, row_stride, column_stride, bytes);
+}
+bool Loop::stride_fits(int64_t stride, int64_t bytes, const config::ChipConfig& config) {
+  return stride >= 0 && stride * bytes * config.core_systolic_cols <= INT32_MAX;
+}
+
+}  // namespace npusim::emitter::gemm

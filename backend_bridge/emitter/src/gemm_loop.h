@@ -1,0 +1,90 @@
+// The GEMM loop of the matrix-product kernels (gemm_loop.cpp): C = A @ B in blocks on the matrix engine, each
+// finished block handed to an epilogue between the accumulator and memory — matmul.cpp's alpha and bias, or
+// fused_gemm.cpp's fused pointwise program (torch.compile's GEMM templates).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "npusim/config/chip_config.h"
+#include "npusim/emitter/kernel_builder.h"
+
+namespace npusim::emitter::gemm {
+
+// The product's operands. Strides in elements: A[m][k] at A + a_offset + m*a_row + k*a_col, likewise B[k][n]; entry
+// e of a batch starts e * a_batch (b_batch) elements on. A and B hold `type` (f32, f16 or bf16; i8 for an i32 C),
+// read from the argument block's entries a_argument and b_argument.
+struct Operands {
+  isa::ElementType type = isa::ElementType::F32;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int a_argument = 1, b_argument = 2;
+  int64_t a_offset = 0, a_row = 0, a_col = 0, a_batch = 0;
+  int64_t b_offset = 0, b_row = 0, b_col = 0, b_batch = 0;
+};
+
+// A finished block, in registers the epilogue reads (and must not change): its batch entry (r0 for one product), its
+// first row m0 and column n0 of C, its rows and columns (clamped at the edges of C), those columns as full sub-tiles
+// and ragged columns, and its rows x columns elements. In the staging tile, as in every block-shaped tile of the
+// epilogue, a block is [columns / cols][rows][cols] (cols: the systolic array's), the ragged sub-tile after the full
+// ones with its own width: so the same element of C is at the same index of each, whatever the element size.
+struct Block {
+  R entry, m0, n0, rows, columns, full_sub_tiles, ragged_columns, outputs;
+};
+
+class Loop;
+
+// What every finished block goes through between the accumulator and memory.
+class Epilogue {
+ public:
+  virtual ~Epilogue() = default;
+  // The type the matrix engine stores a block in into the staging tile: f32 for an epilogue computing on C, C's own
+  // type for one that stores it as it is.
+  virtual isa::ElementType staged_type() const = 0;
+  // Scratchpad bytes per element of a block the epilogue's tiles take beyond the staging tile, and bytes of its tiles
+  // whatever the block (constants, 64-byte alignment): the loop chooses its block size with these.
+  virtual int64_t bytes_per_output() const = 0;
+  virtual int64_t fixed_bytes() const = 0;
+  // Once, after the loop's own set-up: the epilogue's tiles (of loop.block_outputs() elements), its registers (the
+  // loop leaves two free through its K loop) and constants.
+  virtual void prepare(Loop& loop) = 0;
+  // Once per finished block, staged in loop.staging(): to memory, through whatever the epilogue computes.
+  virtual void finish_block(Loop& loop, const Block& block) = 0;
+};
+
+class Loop {
+ public:
+  // Chooses the block size for the operands, the epilogue's bytes and the chip. Throws Unsupported for strides beyond
+  // the DMA's immediates, or a scratchpad or accumulator that cannot hold one row of a block.
+  Loop(const Operands& operands, Epilogue& epilogue, std::string name, const config::ChipConfig& config);
+  ~Loop();
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+
+  // The kernel: the loop over this core's blocks, each through the epilogue. Call once.
+  Kernel build();
+
+  KernelBuilder& builder();
+  const Tile& staging() const;
+  int64_t block_outputs() const;  // the most elements of a block
+  R one() const;                  // a register holding 1
+
+  // dram = base + (entry * batch_stride + m0 * row_stride + n0 * column_stride) * bytes: the block's first element in
+  // a view of C's shape (strides in elements of `bytes`; base may be dram).
+  void point_at(R dram, R base, const Block& block, int64_t row_stride, int64_t column_stride, int64_t batch_stride,
+                int64_t bytes);
+  // The block between DRAM at `dram` (as point_at gives it: rows row_stride apart, columns column_stride apart) and
+  // the block-shaped scratchpad tile `tile` from `spad`: the full sub-tiles as one DMA, the ragged one as another.
+  // May move `dram` on.
+  void move_block(bool load, R spad, const Tile& tile, R dram, const Block& block, int64_t row_stride,
+                  int64_t column_stride, int64_t bytes);
+
+  // Whether a view's stride (elements of `bytes`, in a row, a column or the batch) fits the moves' immediates.
+  static bool stride_fits(int64_t stride, int64_t bytes, const config::ChipConfig& config);
+
+ private:
+  class Emitter;
+  std::unique_ptr<Emitter> emitter_;
+};
+
+}  // namespace npusim::emitter::gemm
