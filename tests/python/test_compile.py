@@ -182,6 +182,31 @@ def test_mlp_training_steps_compiled_equal_eager():
     assert any("addmm" in name for name in ROUTES) and any("native_layer_norm" in name for name in ROUTES)
 
 
+def test_cnn_training_steps_compiled_equal_eager():
+    """The ResNet-style CNN of examples/: convolutions stay npusim's native kernels (extern calls), batch norm's
+    statistics and gradients, the pooling backward and the residual adds are compiled kernels."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    from resnet_training import make_model
+
+    model = make_model()
+    eager, compiled_model = copy.deepcopy(model).to("npusim"), copy.deepcopy(model).to("npusim")
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (eager, compiled_model)]
+    forward = torch.compile(lambda m, x, y: F.cross_entropy(m(x), y))
+    images, labels = torch.randn(4, 3, 16, 16).to("npusim"), torch.randint(0, 10, (4,)).to("npusim")
+    for _ in range(2):
+        for net, optimizer, step in ((eager, optimizers[0], None), (compiled_model, optimizers[1], forward)):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(net(images), labels) if step is None else step(net, images, labels)
+            loss.backward()
+            optimizer.step()
+    for a, b in zip(eager.parameters(), compiled_model.parameters(), strict=True):
+        assert_close(b, a.detach().cpu(), atol=1e-4, rtol=1e-4)
+    assert sum(route == "fused" for route in ROUTES.values()) > len(ROUTES) // 2, ROUTES
+
+
 def test_dynamic_shapes_two_sequence_lengths():
     def f(t):
         return torch.softmax(t * 0.5, -1)

@@ -169,7 +169,7 @@ class Interpreter:
         # min and max through compare-and-select, which npusim has for int64 (an index's type)
         smaller = self._elementwise(lambda a, b: torch.where(a < b, a, b))
         larger = self._elementwise(lambda a, b: torch.where(a > b, a, b))
-        names.update(min=smaller, max=larger, abs=torch.abs)
+        names.update(min=smaller, max=larger, Min=smaller, Max=larger, abs=torch.abs)
         for k, name in enumerate(node.attr("indirect")):
             names[name] = self.values[node.inputs[first_indirect + k]].to(torch.int64)
         value = eval(node.attr("index"), {"__builtins__": {}}, names)  # the index is Inductor's printed expression

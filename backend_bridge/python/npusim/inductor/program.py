@@ -323,7 +323,9 @@ def _derived_variables(program):
             rewritten.append(node)
             continue
         replaced = expr.replace(lambda e: isinstance(e, (sympy.Mod, sympy.floor)) and digit(e) is not None, digit)
-        if replaced.has(sympy.Mod, sympy.floor):
+        try:  # only an index left affine is rewritten (one with min, max or a remaining division is not)
+            sympy.Poly(replaced, *replaced.free_symbols)
+        except sympy.PolynomialError:
             rewritten.append(node)
             continue
         attrs = tuple((k, str(replaced) if k == "index" else v) for k, v in node.attrs)
