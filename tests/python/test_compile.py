@@ -207,6 +207,23 @@ def test_cnn_training_steps_compiled_equal_eager():
     assert sum(route == "fused" for route in ROUTES.values()) > len(ROUTES) // 2, ROUTES
 
 
+def test_compiled_optimizer_step_equals_eager():
+    """torch.compile(optimizer.step): Inductor's multi-tensor AdamW, whose step counts stay host tensors."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+    eager, compiled_model = copy.deepcopy(model).to("npusim"), copy.deepcopy(model).to("npusim")
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (eager, compiled_model)]
+    steps = [optimizers[0].step, torch.compile(optimizers[1].step)]
+    for _ in range(3):
+        x = torch.randn(4, 16).to("npusim")
+        for net, optimizer, step in zip((eager, compiled_model), optimizers, steps, strict=True):
+            net(x).square().mean().backward()
+            step()
+            optimizer.zero_grad()
+    for a, b in zip(eager.parameters(), compiled_model.parameters(), strict=True):
+        assert_close(b, a.detach().cpu(), atol=1e-6, rtol=1e-5)
+
+
 def test_dynamic_shapes_two_sequence_lengths():
     def f(t):
         return torch.softmax(t * 0.5, -1)

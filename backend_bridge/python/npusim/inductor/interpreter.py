@@ -119,17 +119,27 @@ class UnsupportedNode(NotImplementedError):
 
 
 class Interpreter:
-    def __init__(self, program: Program, tensors, device):
+    """Runs one launch. `cache` keeps, from one launch of the same program on the same device to the next, what
+    depends only on the sizes: the space's variables, index tensors that read no loaded value, constants."""
+
+    def __init__(self, program: Program, tensors, device, cache=None):
         self.program = program
         self.tensors = dict(zip(program.arguments, tensors, strict=True))
         self.device = device
         self.shape = [d.size for d in program.space]
         self.reduced = list(range(len(self.shape) - program.reduced_dims, len(self.shape)))
         self.values = []
-        self._variables = {}
+        self.cache = {} if cache is None else cache
+        self.number = 0  # the node running
+
+    def cached(self, key, make):
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
 
     def run(self):
         for number, node in enumerate(self.program.nodes):
+            self.number = number
             try:
                 self.values.append(self.evaluate(node))
             except UnsupportedNode:
@@ -152,24 +162,26 @@ class Interpreter:
 
     # the iteration space's variables, as int64 tensors broadcast over the space
     def variable(self, name):
-        if name not in self._variables:
-            tree, divisor, length = self.program.ranges[name]
-            flat = torch.zeros((), dtype=torch.int64, device=self.device)
-            for k, dim in enumerate(self.program.space):
-                if dim.tree == tree and dim.size > 1:
-                    shape = [1] * len(self.shape)
-                    shape[k] = dim.size
-                    steps = torch.arange(dim.size, dtype=torch.int64, device=self.device) * dim.step
-                    flat = flat + steps.reshape(shape)
-            self._variables[name] = _floordiv(flat, divisor) % length if length > 0 else flat
-        return self._variables[name]
+        return self.cached(("variable", name), lambda: self._make_variable(name))
+
+    def _make_variable(self, name):
+        tree, divisor, length = self.program.ranges[name]
+        flat = torch.zeros((), dtype=torch.int64, device=self.device)
+        for k, dim in enumerate(self.program.space):
+            if dim.tree == tree and dim.size > 1:
+                shape = [1] * len(self.shape)
+                shape[k] = dim.size
+                steps = torch.arange(dim.size, dtype=torch.int64, device=self.device) * dim.step
+                flat = flat + steps.reshape(shape)
+        return _floordiv(flat, divisor) % length if length > 0 else flat
 
     def index_tensor(self, node, first_indirect):
-        names = {**self.program.sizes, **{name: self.variable(name) for name in self.program.ranges}}
-        # min and max through compare-and-select, which npusim has for int64 (an index's type)
-        smaller = self._elementwise(lambda a, b: torch.where(a < b, a, b))
-        larger = self._elementwise(lambda a, b: torch.where(a > b, a, b))
-        names.update(min=smaller, max=larger, Min=smaller, Max=larger, abs=torch.abs)
+        if not node.attr("indirect"):  # a function of the sizes alone: computed once
+            return self.cached(("index", self.number), lambda: self._evaluate_index(node, first_indirect))
+        return self._evaluate_index(node, first_indirect)
+
+    def _evaluate_index(self, node, first_indirect):
+        names = _Names(self)
         for k, name in enumerate(node.attr("indirect")):
             names[name] = self.values[node.inputs[first_indirect + k]].to(torch.int64)
         value = eval(node.attr("index"), {"__builtins__": {}}, names)  # the index is Inductor's printed expression
@@ -209,6 +221,8 @@ class Interpreter:
         tensor = self.tensors[node.attr("buffer")]
         access = self.program.access(node)
         if access is not None and not node.attr("masked"):
+            if not any(access.strides):  # one element everywhere: a scalar (on the host if the tensor is)
+                return tensor.as_strided((), (), tensor.storage_offset() + access.offset)
             return self.view(tensor, access, self.per_row(access))
         masked = node.attr("masked")
         index = self.index_tensor(node, 1 if masked else 0)
@@ -245,7 +259,9 @@ class Interpreter:
         return None
 
     def _constant(self, node):
-        return torch.tensor(node.attr("value"), dtype=node.dtype, device=self.device)
+        # A host scalar, as eager mode's Python numbers are: device operations take it without a copy, and
+        # operations of constants alone stay host arithmetic.
+        return self.cached(("constant", self.number), lambda: torch.tensor(node.attr("value"), dtype=node.dtype))
 
     def _index(self, node):
         index = self.index_tensor(node, 0)
@@ -314,6 +330,23 @@ class Interpreter:
         return table[offset.reshape(-1)].reshape(offset.shape).to(node.dtype)
 
 
+class _Names(dict):
+    """What an index expression names: sizes, the space's variables (made when first named), min and max."""
+
+    def __init__(self, interpreter):
+        super().__init__(interpreter.program.sizes)
+        self.interpreter = interpreter
+        # min and max through compare-and-select, which npusim has for int64 (an index's type)
+        smaller = interpreter._elementwise(lambda a, b: torch.where(a < b, a, b))
+        larger = interpreter._elementwise(lambda a, b: torch.where(a > b, a, b))
+        self.update(min=smaller, max=larger, Min=smaller, Max=larger, abs=torch.abs)
+
+    def __missing__(self, name):
+        if name not in self.interpreter.program.ranges:
+            raise KeyError(name)
+        return self.interpreter.variable(name)
+
+
 def _over_rows(value, dims, reduce):
     """Applies a last-dimension reduction over the reduced dimensions (the trailing ones), flattened into one."""
     if not dims:
@@ -323,5 +356,5 @@ def _over_rows(value, dims, reduce):
     return reduce(flat).reshape(outer + [1] * len(dims))
 
 
-def run(program: Program, tensors, device):
-    Interpreter(program, tensors, device).run()
+def run(program: Program, tensors, device, cache=None):
+    Interpreter(program, tensors, device, cache).run()

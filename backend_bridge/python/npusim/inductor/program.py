@@ -90,6 +90,11 @@ class Program:
         return "\n".join(lines)
 
     @property
+    def stored(self):
+        """The arguments the program writes."""
+        return {node.attr("buffer") for node in self.nodes if node.op == "store"}
+
+    @property
     def reduction_tree(self):
         return next((t for t in self.trees if t.startswith("r")), None)
 

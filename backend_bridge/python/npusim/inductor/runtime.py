@@ -34,6 +34,7 @@ class CompiledKernel:
         self.function = namespace["program"]
         self.arguments = namespace["ARGUMENTS"]
         self._prepared = {}  # sizes -> (program, FusedSpec or None)
+        self._interpreter_caches = {}  # (sizes, device) -> what the interpreter keeps between launches
 
     def __repr__(self):
         return f"CompiledKernel({self.name})"
@@ -54,22 +55,32 @@ class CompiledKernel:
         return program, fused
 
     def __call__(self, *args):
-        tensors, sizes = args[: len(self.arguments)], tuple(int(s) for s in args[len(self.arguments) :])
+        given, sizes = args[: len(self.arguments)], tuple(int(s) for s in args[len(self.arguments) :])
         program, fused = self._prepared.get(sizes) or self._prepare(sizes)
-        device = tensors[0].device
+        device = next(t.device for t in given if t.device.type == "npusim")
         _C.set_op(self.name, device.index or 0)
         try:
-            if fused is not None:
-                spec, tables = fused
-                arguments = list(tensors) + [_index_table(device, dtype, length) for dtype, length in tables]
-                if _C.launch_fused(spec, arguments):
-                    ROUTES[self.name] = "fused"
-                    return
-                ROUTES[self.name] = "interpreted: the kernel builder cannot express it"
+            if fused is None or not self._launch_fused(program, fused, given, device):
                 self._prepared[sizes] = (program, None)
-            interpreter.run(program, tensors, device)
+                cache = self._interpreter_caches.setdefault((sizes, device), {})
+                interpreter.run(program, given, device, cache)
         finally:
             _C.set_op("", device.index or 0)
+
+    def _launch_fused(self, program, fused, given, device):
+        """Launches the fused kernel; False when the kernel builder cannot express it."""
+        spec, tables = fused
+        # Host tensors a graph passes to a device kernel (an optimizer's step count) are copied over for the launch.
+        tensors = [t if t.device == device else t.to(device) for t in given]
+        arguments = tensors + [_index_table(device, dtype, length) for dtype, length in tables]
+        if not _C.launch_fused(spec, arguments):
+            ROUTES[self.name] = "interpreted: the kernel builder cannot express it"
+            return False
+        ROUTES[self.name] = "fused"
+        for name, original, used in zip(self.arguments, given, tensors, strict=True):
+            if used is not original and name in program.stored:
+                original.copy_(used)
+        return True
 
 
 _tables = {}  # (device, dtype) -> 0, 1, 2, ... on the device
