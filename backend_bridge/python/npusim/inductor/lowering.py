@@ -127,6 +127,8 @@ def lower(program: Program):
             if not node.dtype.is_floating_point:
                 raise NotLowered("integer true division")
             ids[number] = emit("Div", node.dtype, _same_type(program, node, operands, emit))
+        elif node.op == "pow" and node.dtype == torch.float32:
+            ids[number] = _power(program, node, operands, emit)
         elif node.op in _UNARY:
             ids[number] = emit(_UNARY[node.op], node.dtype, operands)
         elif node.op in _BINARY:
@@ -219,6 +221,16 @@ def _coarsen(program, access, sizes):
                 raise NotLowered("an epilogue operand that is not a strided view of the product's blocks")
         strides.append(group[-1][1] if group else 0)
     return type(access)(access.offset, tuple(strides))
+
+
+def _power(program, node, operands, emit):
+    """a ** b for a positive constant a (an optimizer's beta ** step): exp(b log a) in f32, as GPU kernels compute
+    a power (a general base, negative or computed, is left to the interpreter's pow)."""
+    base = program.nodes[node.inputs[0]]
+    if base.op != "constant" or not isinstance(base.attr("value"), (int, float)) or base.attr("value") <= 0:
+        raise NotLowered("pow of a base that is not a positive constant")
+    a, b = _same_type(program, node, operands, emit)
+    return emit("Exp", torch.float32, [emit("Mul", torch.float32, [emit("Log", torch.float32, [a]), b])])
 
 
 def _same_type(program, node, operands, emit, inputs=None):
