@@ -6,9 +6,9 @@
 For a transformer block (nn.TransformerEncoderLayer, no dropout, AdamW), a small GPT-2 from transformers (AdamW) and
 the ResNet-style CNN (SGD), it runs the same training step eagerly and through torch.compile (the loss's forward and
 backward, and the optimizer's step, each compiled by Inductor into npusim kernels), in timed mode, from the same
-weights and data. For each it prints the device commands (kernel launches and copies) and the simulated device time of one
-profiled step after a warm-up, their ratios, the wall time of the compiled run's first step (compiling included), and
-checks that the two losses agree. Not a test: a measurement, in one run, against its own baseline.
+weights and data. For each it prints the device commands (kernel launches and copies) and the simulated device time
+of one profiled step after a warm-up, their ratios, the wall time of the compiled run's first step (compiling
+included), and the two losses, which agree. Not a test: a measurement, in one run, against its own baseline.
 """
 
 import copy
