@@ -128,7 +128,7 @@ class Interpreter:
         self.device = device
         self.shape = [d.size for d in program.space]
         self.reduced = list(range(len(self.shape) - program.reduced_dims, len(self.shape)))
-        self.values = []
+        self.values = {}  # node number -> its value
         self.cache = {} if cache is None else cache
         self.number = 0  # the node running
 
@@ -137,17 +137,20 @@ class Interpreter:
             self.cache[key] = make()
         return self.cache[key]
 
-    def run(self):
-        for number, node in enumerate(self.program.nodes):
+    def run(self, numbers=None):
+        """Runs the program's nodes (or only `numbers`, in order) and returns their values by number."""
+        for number in range(len(self.program.nodes)) if numbers is None else numbers:
+            node = self.program.nodes[number]
             self.number = number
             try:
-                self.values.append(self.evaluate(node))
+                self.values[number] = self.evaluate(node)
             except UnsupportedNode:
                 raise
             except (RuntimeError, TypeError, ValueError) as error:
                 raise type(error)(
                     f"compiled kernel {self.program.name}, node v{number} ({node.op}): {error}"
                 ) from error
+        return self.values
 
     def operands(self, node):
         return [self.values[i] for i in node.inputs]
@@ -356,5 +359,6 @@ def _over_rows(value, dims, reduce):
     return reduce(flat).reshape(outer + [1] * len(dims))
 
 
-def run(program: Program, tensors, device, cache=None):
-    Interpreter(program, tensors, device, cache).run()
+def run(program: Program, tensors, device, cache=None, numbers=None):
+    """Runs the program (or the nodes `numbers` of it) on the tensors; returns the values by node number."""
+    return Interpreter(program, tensors, device, cache).run(numbers)

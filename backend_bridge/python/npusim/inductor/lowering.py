@@ -72,9 +72,11 @@ class NotLowered(Exception):
     """Why a program is not one fused kernel."""
 
 
-def lower(program: Program):
-    """The spec description npusim._C.FusedSpec takes and the index tables the kernel reads besides the program's
-    arguments (see :func:`_index_load`), or raises NotLowered."""
+def lower(program: Program, host_arguments=frozenset()):
+    """The spec description npusim._C.FusedSpec takes, the index tables the kernel reads besides the program's
+    arguments (see :func:`_index_load`) and the host scalars it reads (see :func:`_host_scalars`), or raises
+    NotLowered."""
+    skipped, hoisted, host_nodes = _host_scalars(program, host_arguments)
     loads, stores, nodes = [], [], []
     tables = {}  # int64 or float32 -> elements: 0, 1, 2, ... the launch appends to the arguments
     ids = {}  # program node -> spec node
@@ -102,6 +104,14 @@ def lower(program: Program):
         return len(nodes) - 1
 
     for number, node in enumerate(program.nodes):
+        if number in skipped:
+            ids[number] = -2  # host arithmetic feeding a hoisted value: not in the kernel
+            continue
+        if number in hoisted:
+            dims = len(program.space) if space is None else len(space)
+            loads.append((-1, "f32", hoisted.index(number), [0] * dims))  # the argument is numbered below
+            ids[number] = emit("Load", torch.float32, access_index=len(loads) - 1)
+            continue
         operands = [ids[i] for i in node.inputs]
         if None in operands and node.op != "product":
             raise NotLowered("the product used other than through Product")
@@ -175,9 +185,52 @@ def lower(program: Program):
             kind = node.attr("kind")
             raise NotLowered(f"operation {node.op}{f' {kind}' if kind else ''}")
     sizes = [d.size for d in program.space] if space is None else space
-    arguments = len(program.arguments) + len(tables)
+    arguments = len(program.arguments) + len(tables) + (1 if hoisted else 0)
+    loads = [(arguments - 1 if argument == -1 else argument, *rest) for argument, *rest in loads]
     description = (program.name, sizes, program.reduced_dims, arguments, loads, stores, nodes, matmul)
-    return description, list(tables.items())
+    return description, list(tables.items()), (host_nodes, hoisted)
+
+
+_NOT_ELEMENTWISE = {"load", "store", "reduction", "index", "random", "matmul", "product", "seed", "bitcast"}
+
+
+def _host_scalars(program, host_arguments):
+    """Values that are one host scalar (constants, one element of a host tensor such as an optimizer's step count,
+    and elementwise operations of those) which the kernel reads as f32: the launch computes them on the host, as
+    eager mode computes an optimizer's bias corrections, and hands them to the kernel in one small tensor instead of
+    the kernel computing them at every element. Returns the nodes only those need (left out of the kernel), the
+    hoisted ones, and every node the host evaluates for them, in order."""
+    uniform = set()
+    for number, node in enumerate(program.nodes):
+        if node.op == "constant":
+            uniform.add(number)
+        elif node.op == "load" and node.attr("buffer") in host_arguments and not node.attr("masked"):
+            found = program.access(node)
+            if found is not None and not node.attr("indirect") and not any(found.strides):
+                uniform.add(number)
+        elif node.op not in _NOT_ELEMENTWISE and node.inputs and all(i in uniform for i in node.inputs):
+            uniform.add(number)
+    used_outside = {i for n, node in enumerate(program.nodes) if n not in uniform for i in node.inputs}
+    hoisted = [
+        n
+        for n in sorted(uniform & used_outside)
+        if program.nodes[n].op != "constant" and program.nodes[n].dtype == torch.float32
+    ]
+    # What the kernel still computes: every other node, and what those read short of a hoisted value.
+    needed, pending = set(), [n for n in range(len(program.nodes)) if n not in uniform]
+    while pending:
+        for i in program.nodes[pending.pop()].inputs:
+            if i not in needed and i not in hoisted:
+                needed.add(i)
+                pending.append(i)
+    # What the host computes: the hoisted values and everything they read.
+    host, pending = set(hoisted), list(hoisted)
+    while pending:
+        for i in program.nodes[pending.pop()].inputs:
+            if i not in host:
+                host.add(i)
+                pending.append(i)
+    return uniform - needed - set(hoisted), hoisted, sorted(host)
 
 
 def _index_load(program, node, space):

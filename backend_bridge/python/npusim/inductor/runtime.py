@@ -39,29 +39,34 @@ class CompiledKernel:
     def __repr__(self):
         return f"CompiledKernel({self.name})"
 
-    def _prepare(self, sizes):
+    def _prepare(self, key):
+        sizes, host_arguments = key
         program = build(self.fused_name, self.function, self.arguments, sizes)
         fused = None
         if os.environ.get("NPUSIM_COMPILE_INTERPRET") == "1":
             ROUTES[self.name] = "interpreted: NPUSIM_COMPILE_INTERPRET=1"
         else:
             try:
-                description, tables = lower(program)
-                fused = (_C.FusedSpec(description), tables)
+                description, tables, host_scalars = lower(program, host_arguments)
+                fused = (_C.FusedSpec(description), tables, host_scalars)
             except NotLowered as why:
                 ROUTES[self.name] = f"interpreted: {why}"
                 log.info("npusim: compiled kernel %s runs op by op: %s", self.name, why)
-        self._prepared[sizes] = (program, fused)
+        self._prepared[key] = (program, fused)
         return program, fused
 
     def __call__(self, *args):
         given, sizes = args[: len(self.arguments)], tuple(int(s) for s in args[len(self.arguments) :])
-        program, fused = self._prepared.get(sizes) or self._prepare(sizes)
+        host_arguments = frozenset(
+            name for name, t in zip(self.arguments, given, strict=True) if t.device.type == "cpu"
+        )
+        key = (sizes, host_arguments)
+        program, fused = self._prepared.get(key) or self._prepare(key)
         device = next(t.device for t in given if t.device.type == "npusim")
         _C.set_op(self.name, device.index or 0)
         try:
             if fused is None or not self._launch_fused(program, fused, given, device):
-                self._prepared[sizes] = (program, None)
+                self._prepared[key] = (program, None)
                 cache = self._interpreter_caches.setdefault((sizes, device), {})
                 interpreter.run(program, given, device, cache)
         finally:
@@ -69,10 +74,14 @@ class CompiledKernel:
 
     def _launch_fused(self, program, fused, given, device):
         """Launches the fused kernel; False when the kernel builder cannot express it."""
-        spec, tables = fused
-        # Host tensors a graph passes to a device kernel (an optimizer's step count) are copied over for the launch.
+        spec, tables, (host_nodes, hoisted) = fused
+        # Host tensors a graph passes to a device kernel are copied over for the launch; host scalar arithmetic on
+        # them (an optimizer's beta ** step) is done here and its results handed over in one tensor.
         tensors = [t if t.device == device else t.to(device) for t in given]
         arguments = tensors + [_index_table(device, dtype, length) for dtype, length in tables]
+        if hoisted:
+            values = interpreter.run(program, given, device, numbers=host_nodes)
+            arguments.append(torch.stack([values[n].reshape(()).to(torch.float32) for n in hoisted]).to(device))
         if not _C.launch_fused(spec, arguments):
             ROUTES[self.name] = "interpreted: the kernel builder cannot express it"
             return False
