@@ -49,9 +49,9 @@ class Epilogue {
   // registers and constants.
   virtual void prepare(Loop& loop) = 0;
   // Each finished block, staged in loop.staging(set), goes to memory in two parts: compute (everything but the
-  // stores it ends with) is emitted before the next block's K loop, store after it, so that the vector engine works
-  // on this block while the matrix engine computes the next, and the store waits in the DMA queue behind the next
-  // block's loads rather than ahead of them. Both use the tiles of `set` only.
+  // stores it ends with) is emitted before the next block's K loop, store after it (before the next block is staged),
+  // so that the vector engine works on this block while the matrix engine computes the next, and the store waits in the
+  // DMA queue behind the next block's loads rather than ahead of them. Both use the tiles of `set` only.
   virtual void compute(Loop& loop, const Block& block, int set) = 0;
   virtual void store(Loop& loop, const Block& block, int set) = 0;
 };
