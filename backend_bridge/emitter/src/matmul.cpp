@@ -160,7 +160,7 @@ class ScaleAndBias : public gemm::Epilogue {
   MatmulSpec spec_;
   ElementType out_type_;
   int64_t out_bytes_;
-  bool computes_;  // a scale or a bias: the block is computed on in f32
+  bool computes_;             // a scale or a bias: the block is computed on in f32
   std::vector<Tiles> tiles_;  // per set
   std::optional<Tile> scalar_tile_;
   std::vector<float> scalars_;  // alpha, then beta, where they are not 1
