@@ -28,6 +28,13 @@ config::ChipConfig gemm_chip() {
   return config;
 }
 
+// gemm_chip with room in the scratchpad for two sets of staging and epilogue tiles beside its largest blocks.
+config::ChipConfig roomy_gemm_chip() {
+  config::ChipConfig config = gemm_chip();
+  config.core_scratchpad_kib = 16;
+  return config;
+}
+
 // A [m, k] row-major in argument a, B in argument b: [k, n] row-major, or (transposed) linear's weight [n, k].
 FusedMatmul product(int a, int b, ElementType type, int64_t m, int64_t n, int64_t k, bool transposed = false) {
   FusedMatmul p;
@@ -165,6 +172,89 @@ TEST(FusedGemmKernels, AWideEpilogueTakesSmallerBlocks) {
   for (uint32_t a = 2; a < 10; ++a) buffers.push_back(random_buffer(F32, m * n, 40 + a));
   buffers.push_back(Bytes(m * n * 4));
   run_and_compare(s.spec, gemm_chip(), buffers, std::vector<ElementType>(11, F32));
+}
+
+// The kernel's description names how many sets of staging and epilogue tiles the GEMM loop alternates between.
+void expect_sets(const emitter::Kernel& kernel, int sets) {
+  EXPECT_NE(kernel.description.find(fmt::format(", {} set{} of staging", sets, sets > 1 ? "s" : "")), std::string::npos)
+      << kernel.description;
+}
+
+// relu(C + bias) stored in `type`, then C itself (from the staging tile, after the next block's K loop), over blocks
+// of which each core takes several: each block's epilogue overlaps the next block's K loop, from `sets` sets of tiles.
+void expect_overlapped_epilogue(const std::string& name, const config::ChipConfig& config, ElementType type, int64_t m,
+                                int64_t n, int64_t k, int sets) {
+  SpecBuilder s(name, {m, n}, 0, 5);
+  s.spec.matmul = product(0, 1, type, m, n, k);
+  const int c = s.node({.op = Op::Product, .type = type});
+  const int biased = s.op(Op::Add, F32, s.op(Op::Convert, F32, c), s.op(Op::Convert, F32, s.load(2, type, {0, 1})));
+  s.store(s.op(Op::Convert, type, s.op(Op::Maximum, F32, biased, s.constant(F32, 0))), 4, type, {n, 1});
+  s.store(c, 3, type, {n, 1});
+  const emitter::Kernel kernel = emitter::emit_fused(s.spec, config);
+  expect_blocks_on_every_core(kernel, config.chip_cores, m, n);
+  expect_sets(kernel, sets);
+  const auto bytes = static_cast<int64_t>(isa::element_bytes(type));
+  run_and_compare(s.spec, config,
+                  {random_buffer(type, m * k, 50), random_buffer(type, k * n, 51), random_buffer(type, n, 52),
+                   Bytes(m * n * bytes), Bytes(m * n * bytes)},
+                  {type, type, type, type, type});
+}
+
+// The accumulator bounds the blocks (16 x 16): two sets fit beside them. 5 x 3 blocks, five on each core, the last
+// row and column of blocks partial (13 rows, 13 columns: a ragged sub-tile).
+TEST(FusedGemmKernels, TwoSetsOfEpilogueTilesAlternateOverAnOddBlockCountPerCore) {
+  expect_overlapped_epilogue("fused_mm_relu_two_sets", roomy_gemm_chip(), F32, 77, 45, 19, 2);
+}
+TEST(FusedGemmKernels, TwoSetsOfBf16EpilogueTilesOverAnUnevenBlockShare) {
+  expect_overlapped_epilogue("fused_bf16_mm_relu_two_sets", roomy_gemm_chip(), BF16, 64, 61, 27, 2);  // 6, 5, 5 blocks
+}
+
+// The scratchpad bounds the blocks, and a second set would make them shorter: one set, the epilogue still ahead of
+// the next block's staging.
+config::ChipConfig gemm_chip_with_a_larger_accumulator() {
+  config::ChipConfig config = gemm_chip();
+  config.core_accumulator_kib = 4;
+  return config;
+}
+TEST(FusedGemmKernels, OneSetOfEpilogueTilesWhenTwoWouldShrinkTheBlocks) {
+  expect_overlapped_epilogue("fused_mm_relu_one_set", gemm_chip_with_a_larger_accumulator(), F32, 70, 45, 21, 1);
+}
+TEST(FusedGemmKernels, OneSetOfBf16EpilogueTilesWhenTwoWouldShrinkTheBlocks) {
+  expect_overlapped_epilogue("fused_bf16_mm_relu_one_set", gemm_chip_with_a_larger_accumulator(), BF16, 70, 45, 21, 1);
+}
+
+// emit_matmul's scale and bias epilogue (bf16 in, bf16 out, a bias along n) over several blocks per core, against
+// alpha * C + beta * bias in f32 rounded once.
+TEST(FusedGemmKernels, MatmulScaleAndBiasOverlapsTheNextBlock) {
+  const int64_t m = 61, n = 38, k = 23;
+  const config::ChipConfig config = gemm_chip();
+  emitter::MatmulSpec spec;
+  spec.m = m;
+  spec.k = k;
+  spec.n = n;
+  spec.a_row = k;
+  spec.a_col = 1;
+  spec.b_row = n;
+  spec.b_col = 1;
+  spec.c_row = n;
+  spec.c_col = 1;
+  spec.type = BF16;
+  spec.epilogue = {.alpha = 0.75f, .bias = true, .beta = -2.0f, .bias_row = 0, .bias_col = 1};
+  const emitter::Kernel kernel = emitter::emit_matmul(spec, config);
+  expect_blocks_on_every_core(kernel, config.chip_cores, m, n);
+  const std::vector<Bytes> buffers = {Bytes(m * n * 2), random_buffer(BF16, m * k, 53), random_buffer(BF16, k * n, 54),
+                                      random_buffer(BF16, n, 55)};
+  BothModes modes(config);
+  const std::vector<Bytes> actual = modes.run(kernel, buffers);
+  FusedSpec holder;
+  holder.matmul = product(1, 2, BF16, m, n, k);
+  std::vector<Bytes> expected = buffers;
+  for (int64_t point = 0; point < m * n; ++point) {
+    const float scaled = static_cast<float>(product_at(holder, buffers, point)) * spec.epilogue.alpha;
+    const float bias = static_cast<float>(read_element(buffers[3], BF16, point % n)) * spec.epilogue.beta;
+    write_element(expected[0], BF16, point, scaled + bias);
+  }
+  expect_matches(actual, expected, 0, BF16, 0, kernel.name);
 }
 
 void expect_unsupported(const FusedSpec& spec, const std::string& words) {

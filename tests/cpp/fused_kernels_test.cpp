@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "fused_kernels_support.h"
 
@@ -234,6 +235,114 @@ TEST(FusedKernels, PerRowValuesAreLoadsConstantAlongTheRowReductionsAndWhatUsesO
   EXPECT_TRUE(emitter::is_per_row(s.spec, shifted));
   EXPECT_FALSE(emitter::is_per_row(s.spec, scaled));
   EXPECT_THROW(emitter::is_per_row(s.spec, 9), std::invalid_argument);
+}
+
+// ---- double buffering across tiles
+
+// How a kernel's tiles are shared, from its description: rows per tile, tiles, cores and sets of slots.
+struct TileShare {
+  long long rows = 0, tiles = 0, cores = 0, sets = 0;
+};
+TileShare tile_share(const emitter::Kernel& kernel) {
+  TileShare share;
+  const size_t at = kernel.description.find("tiles: ");
+  const size_t count = kernel.description.find("; ", at);
+  EXPECT_NE(count, std::string::npos) << kernel.description;
+  if (count == std::string::npos) return share;
+  EXPECT_EQ(std::sscanf(kernel.description.c_str() + at, "tiles: %lld rows", &share.rows), 1) << kernel.description;
+  long long slots = 0;
+  EXPECT_EQ(std::sscanf(kernel.description.c_str() + count, "; %lld tiles on %lld cores, %lld slots, %lld set",
+                        &share.tiles, &share.cores, &slots, &share.sets),
+            4)
+      << kernel.description;
+  return share;
+}
+
+// Each core takes several tiles, not all as many (an odd count on some), and the last tile is partial.
+void expect_uneven_shares(const TileShare& share, int64_t elements) {
+  EXPECT_GT(share.tiles, 2 * share.cores);
+  EXPECT_NE(share.tiles % share.cores, 0);
+  EXPECT_NE(elements % share.rows, 0);
+}
+
+// max((x + y) * 0.25, x) in `type` (computed in f32), with (x + y) stored first, in the middle of the steps: 2 sets of
+// slots alternate over 17 tiles on three cores (6, 6, 5), the last a third full.
+void expect_double_buffered_pointwise(const std::string& name, ElementType type) {
+  const auto spec_over = [&](int64_t count) {
+    SpecBuilder s(name, {count}, 0, 4);
+    const int x = s.op(Op::Convert, F32, s.load(0, type, {1})), y = s.op(Op::Convert, F32, s.load(1, type, {1}));
+    const int sum = s.op(Op::Add, F32, x, y);
+    s.store(s.op(Op::Convert, type, sum), 2, type, {1});
+    s.store(s.op(Op::Convert, type, s.op(Op::Maximum, F32, s.op(Op::Mul, F32, sum, s.constant(F32, 0.25)), x)), 3, type,
+            {1});
+    return s.spec;
+  };
+  const config::ChipConfig config = small_chip();
+  const int64_t rows = tile_share(emitter::emit_fused(spec_over(1 << 16), config)).rows;
+  const int64_t count = rows * 16 + rows / 3;
+  const FusedSpec spec = spec_over(count);
+  const TileShare share = tile_share(emitter::emit_fused(spec, config));
+  EXPECT_EQ(share.sets, 2);
+  EXPECT_EQ(share.tiles, 17);
+  expect_uneven_shares(share, count);
+  const auto bytes = static_cast<int64_t>(isa::element_bytes(type));
+  run_and_compare(
+      spec, config,
+      {random_buffer(type, count, 60), random_buffer(type, count, 61), Bytes(count * bytes), Bytes(count * bytes)},
+      {type, type, type, type});
+}
+
+TEST(FusedKernels, DoubleBufferedPointwiseOverUnevenSharesAndAPartialLastTile) {
+  expect_double_buffered_pointwise("fused_double_buffered_f32", F32);
+}
+TEST(FusedKernels, DoubleBufferedBf16PointwiseOverUnevenSharesAndAPartialLastTile) {
+  expect_double_buffered_pointwise("fused_double_buffered_bf16", ElementType::BF16);
+}
+
+TEST(FusedKernels, DoubleBufferedSoftmaxRows) {
+  const int64_t cols = 37;
+  const auto spec_over = [&](int64_t rows) {
+    SpecBuilder s("fused_double_buffered_softmax", {rows, cols}, 1, 2);
+    const int x = s.load(0, F32, {cols, 1});
+    const int e = s.op(Op::Exp, F32, s.op(Op::Sub, F32, x, s.op(Op::ReduceMax, F32, x)));
+    s.store(s.op(Op::Div, F32, e, s.op(Op::ReduceSum, F32, e)), 1, F32, {cols, 1});
+    return s.spec;
+  };
+  const config::ChipConfig config = small_chip();
+  const int64_t tile_rows = tile_share(emitter::emit_fused(spec_over(4096), config)).rows;
+  const int64_t rows = tile_rows * 16 + std::max<int64_t>(1, tile_rows / 3);  // 17 tiles, the last partial
+  const FusedSpec spec = spec_over(rows);
+  const TileShare share = tile_share(emitter::emit_fused(spec, config));
+  EXPECT_EQ(share.sets, 2);
+  expect_uneven_shares(share, rows);
+  run_and_compare(spec, config, {random_buffer(F32, rows * cols, 62), Bytes(rows * cols * 4)}, {F32, F32}, 1e-6);
+}
+
+TEST(FusedKernels, DoubleBufferedTilesLoadATransposedOperandInPlace) {
+  // x + y^T: y's load needs a vtr, so it stays among the tile's steps rather than loading a tile ahead.
+  const int64_t rows = 203, cols = 9;
+  SpecBuilder s("fused_double_buffered_transposed", {rows, cols}, 0, 3);
+  s.store(s.op(Op::Add, F32, s.load(0, F32, {cols, 1}), s.load(1, F32, {1, rows})), 2, F32, {cols, 1});
+  const config::ChipConfig config = small_chip();
+  const TileShare share = tile_share(emitter::emit_fused(s.spec, config));
+  EXPECT_EQ(share.sets, 2);
+  EXPECT_GT(share.tiles, 2 * share.cores);
+  run_and_compare(s.spec, config,
+                  {random_buffer(F32, rows * cols, 63), random_buffer(F32, rows * cols, 64), Bytes(rows * cols * 4)},
+                  {F32, F32, F32});
+}
+
+TEST(FusedKernels, ARowThatFitsOnlyOnceTakesOneSetOfSlots) {
+  const int64_t rows = 7, cols = 400;
+  SpecBuilder s("fused_one_set_softmax", {rows, cols}, 1, 2);
+  const int x = s.load(0, F32, {cols, 1});
+  const int e = s.op(Op::Exp, F32, s.op(Op::Sub, F32, x, s.op(Op::ReduceMax, F32, x)));
+  s.store(s.op(Op::Div, F32, e, s.op(Op::ReduceSum, F32, e)), 1, F32, {cols, 1});
+  const config::ChipConfig config = small_chip();
+  const TileShare share = tile_share(emitter::emit_fused(s.spec, config));
+  EXPECT_EQ(share.sets, 1);
+  EXPECT_GT(share.tiles, share.cores);
+  run_and_compare(s.spec, config, {random_buffer(F32, rows * cols, 65), Bytes(rows * cols * 4)}, {F32, F32}, 1e-6);
 }
 
 // ---- what the emitter refuses

@@ -38,7 +38,9 @@ using fused::Step;
 using isa::ElementType;
 using isa::Opcode;
 
-constexpr int kPointerRegisters = 6;  // arguments whose addresses stay in registers; the others are loaded per use
+constexpr int kPointerRegisters = 6;
+constexpr int64_t kSinkBytes = 64;  // the tile a prefetch's sync is taken through (see emit_double_buffered_loop)  //
+                                    // arguments whose addresses stay in registers; the others are loaded per use
 
 class FusedEmitter {
  public:
@@ -51,34 +53,65 @@ class FusedEmitter {
         b_(std::move(name), config) {
     for (const FusedAccess& access : spec.loads) accesses_.push_back(&access);
     for (const FusedAccess& access : spec.stores) accesses_.push_back(&access);
+    split_steps(/*layout_known=*/false);
     choose_tiles();
+    split_steps(/*layout_known=*/true);
   }
 
   Kernel build() {
     describe();
-    for (size_t k = 0; k < slots_.size(); ++k)
-      slot_tiles_.push_back(b_.tile(Space::Scratchpad, plan_.slot_bytes(slots_[k], tile_rows_),
-                                    fmt::format("{} {}", slots_[k].shape == Shape::Full ? "full" : "per-row", k)));
+    slot_tiles_.resize(sets_);
+    for (int set = 0; set < sets_; ++set)
+      for (size_t k = 0; k < slots_.size(); ++k)
+        slot_tiles_[set].push_back(
+            b_.tile(Space::Scratchpad, plan_.slot_bytes(slots_[k], tile_rows_),
+                    fmt::format("{} {} of set {}", slots_[k].shape == Shape::Full ? "full" : "per-row", k, set)));
     if (plan_.has_scalars()) scalar_tile_ = b_.tile(Space::Scratchpad, plan_.scalar_tile_bytes(), "constants");
     allocate_registers();
     fill_scalars();
     b_.li(cols_, layout_.row_length);
-    const Label loop = b_.label(), done = b_.label();
-    b_.Csrr(tile_, isa::Csr::CoreId);
-    b_.li(scratch_, tiles_);
-    b_.Bgeu(tile_, scratch_, done);
-    b_.bind(loop);
-    emit_tile_position();
-    for (const Step& step : plan_.steps()) emit(step);
-    b_.add_constant(tile_, cores_);
-    b_.li(scratch_, tiles_);
-    b_.Bltu(tile_, scratch_, loop);
-    b_.bind(done);
+    if (sets_ == 2) {
+      emit_double_buffered_loop();
+    } else {
+      const Label loop = b_.label(), done = b_.label();
+      b_.Csrr(tile_, isa::Csr::CoreId);
+      b_.li(scratch_, tiles_);
+      b_.Bgeu(tile_, scratch_, done);
+      b_.bind(loop);
+      emit_tile_position(tile_);
+      for (const Step& step : plan_.steps()) emit(step, 0);
+      b_.add_constant(tile_, cores_);
+      b_.li(scratch_, tiles_);
+      b_.Bltu(tile_, scratch_, loop);
+      b_.bind(done);
+    }
     b_.Halt();
     return b_.finish(cores_);
   }
 
  private:
+  // Which steps load a tile ahead, which go out after it, and which stay in place (see prefetched_). A load is
+  // prefetched when no earlier step touches its slot, and (once the tile's layout is known) it needs no vtr, which
+  // would put the vector engine behind the next tile's loads.
+  void split_steps(bool layout_known) {
+    prefetched_.clear();
+    trailing_stores_.clear();
+    in_place_.clear();
+    const std::vector<Step>& steps = plan_.steps();
+    const auto loads = static_cast<int>(spec_.loads.size());
+    size_t end = steps.size();
+    while (end > 0 && steps[end - 1].access >= loads) --end;
+    std::vector<char> touched(slots_.size(), 0);
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const Step& step = steps[k];
+      const bool early = step.access >= 0 && step.access < loads && step.first.kind == Ref::Kind::Slot &&
+                         !touched[step.first.index] && !(layout_known && transposed_load(step));
+      (early ? prefetched_ : k >= end ? trailing_stores_ : in_place_).push_back(k);
+      for (const Ref& ref : {step.destination, step.first, step.second})
+        if (ref.kind == Ref::Kind::Slot) touched[ref.index] = 1;
+    }
+  }
+
   // ---- tiles and cores
 
   static int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
@@ -103,8 +136,15 @@ class FusedEmitter {
     int64_t per_row_bytes = 0;
     for (const Slot& slot : slots_)
       per_row_bytes += slot.element_bytes * (slot.shape == Shape::Full ? layout_.row_length : 1);
-    int64_t rows = std::max<int64_t>(0, (usable - 64 * static_cast<int64_t>(slots_.size())) / per_row_bytes);
-    while (rows_fit(rows + 1, usable) && rows < (int64_t{1} << 40)) ++rows;
+    const auto most_rows = [&](int64_t bytes) {
+      int64_t rows = std::max<int64_t>(0, (bytes - 64 * static_cast<int64_t>(slots_.size())) / per_row_bytes);
+      while (rows_fit(rows + 1, bytes) && rows < (int64_t{1} << 40)) ++rows;
+      return rows;
+    };
+    // Two sets of slots (and the sink a prefetch's sync goes through) when a row fits each, else one.
+    int64_t rows = most_rows((usable - kSinkBytes) / 2);
+    sets_ = rows >= 1 && !prefetched_.empty() ? 2 : 1;
+    if (sets_ == 1) rows = most_rows(usable);
     if (rows < 1)
       throw Unsupported(
           fmt::format("fused kernel {}: a row of {} elements does not fit the {}-byte scratchpad with "
@@ -149,9 +189,11 @@ class FusedEmitter {
     b_.describe(fmt::format("{}: sizes [{}], {} reduced; collapsed outer [{}], reduced [{}]", spec_.name,
                             fmt::join(spec_.sizes, ", "), spec_.reduced_dims, fmt::join(layout_.outer, ", "),
                             fmt::join(layout_.reduced, ", ")));
-    b_.describe(fmt::format("tiles: {} rows ({} of outer dimension {} x {}) x {}; {} tiles on {} cores, {} slots",
-                            tile_rows_, chunk_, chunk_dim_, block_rows_, layout_.row_length, tiles_, cores_,
-                            slots_.size()));
+    b_.describe(
+        fmt::format("tiles: {} rows ({} of outer dimension {} x {}) x {}; {} tiles on {} cores, {} slots, {} "
+                    "set{}",
+                    tile_rows_, chunk_, chunk_dim_, block_rows_, layout_.row_length, tiles_, cores_, slots_.size(),
+                    sets_, sets_ > 1 ? "s" : ""));
     for (size_t k = 0; k < accesses_.size(); ++k) {
       const bool load = k < spec_.loads.size();
       b_.describe(fmt::format("{} {}: argument {}, {}, offset {}, byte strides outer [{}] reduced [{}]",
@@ -171,6 +213,10 @@ class FusedEmitter {
     elements_ = b_.reg("elements");
     cols_ = b_.reg("row length");
     for (int d = 0; d < chunk_dim_; ++d) loop_index_.push_back(b_.reg(fmt::format("outer index {}", d)));
+    if (sets_ == 2) {
+      previous_ = b_.reg("previous tile");
+      next_ = b_.reg("next tile");
+    }
     destination_ = b_.reg("destination");
     first_ = b_.reg("first source");
     second_ = b_.reg("second source");
@@ -193,17 +239,17 @@ class FusedEmitter {
     plan_.fill_scalars(b_, *scalar_tile_, one, first_, second_);
   }
 
-  // Where tile `tile_` lies: the index of each outer dimension outside the chunk dimension, the chunk's first row,
-  // and the counts (the last chunk may be short).
-  void emit_tile_position() {
+  // Where the tile numbered in `tile` lies: the index of each outer dimension outside the chunk dimension, the chunk's
+  // first row, and the counts (the last chunk may be short).
+  void emit_tile_position(R tile) {
     const std::vector<int64_t>& outer = layout_.outer;
     if (chunks_ > 1) {
       b_.li(scratch_, chunks_);
-      b_.Remu(chunk_start_, tile_, scratch_);
-      b_.Divu(address_, tile_, scratch_);
+      b_.Remu(chunk_start_, tile, scratch_);
+      b_.Divu(address_, tile, scratch_);
       b_.mul_constant(chunk_start_, chunk_);
     } else {
-      b_.move(address_, tile_);
+      b_.move(address_, tile);
     }
     for (int d = chunk_dim_ - 1; d >= 0; --d) {
       if (d == 0) {
@@ -231,29 +277,124 @@ class FusedEmitter {
     b_.mul_constant(elements_, layout_.row_length);
   }
 
-  R point(Reg& reg, Ref ref) {
-    if (ref.kind == Ref::Kind::Slot) b_.point(reg, slot_tiles_[ref.index]);
+  // Two sets of slots, the tile loop unrolled by two so that each half's tiles are static. Each half issues, for its
+  // tile i in set h: a one-element vmov from a prefetched slot into the sink (so the vector engine's sync on the DMA
+  // engine is taken before tile i - 1's stores join the DMA queue), tile i - 1's trailing stores from the other set,
+  // tile i + 1's prefetched loads into the other set, then tile i's remaining steps. Each engine's queue runs in order
+  // and a sync waits for everything queued before it; in this order the vector engine computes tile i while the DMA
+  // engine stores tile i - 1 and loads tile i + 1.
+  void emit_double_buffered_loop() {
+    sink_ = b_.tile(Space::Scratchpad, kSinkBytes, "prefetch sink");
+    const Label loop = b_.label(), last_in_first_set = b_.label(), done = b_.label();
+    b_.Csrr(tile_, isa::Csr::CoreId);
+    b_.li(scratch_, tiles_);
+    b_.Bgeu(tile_, scratch_, done);
+    b_.move(previous_, scratch_);  // none yet
+    emit_tile_position(tile_);
+    for (size_t k : prefetched_) emit(plan_.steps()[k], 0);
+    b_.bind(loop);
+    emit_half(0, /*previous_may_be_none=*/true);
+    b_.li(scratch_, tiles_);
+    b_.Bgeu(tile_, scratch_, last_in_first_set);
+    emit_half(1, /*previous_may_be_none=*/false);
+    b_.li(scratch_, tiles_);
+    b_.Bltu(tile_, scratch_, loop);
+    emit_stores(previous_, 1);
+    b_.Jal(kZero, done);
+    b_.bind(last_in_first_set);
+    emit_stores(previous_, 0);
+    b_.bind(done);
+  }
+
+  void emit_half(int set, bool previous_may_be_none) {
+    const int other = 1 - set;
+    const Label no_previous = b_.label(), no_next = b_.label();
+    if (!prefetched_.empty()) {
+      const Step& load = plan_.steps()[prefetched_.front()];
+      b_.point(destination_, *sink_);
+      b_.point(first_, slot_tiles_[set][load.first.index]);
+      b_.li(count_, 1);
+      b_.Vmov(load.type, destination_, first_, count_);
+    }
+    if (previous_may_be_none) {
+      b_.li(scratch_, tiles_);
+      b_.Bgeu(previous_, scratch_, no_previous);
+    }
+    emit_stores(previous_, other);
+    b_.bind(no_previous);
+    b_.move(next_, tile_);
+    b_.add_constant(next_, cores_);
+    b_.li(scratch_, tiles_);
+    b_.Bgeu(next_, scratch_, no_next);
+    emit_tile_position(next_);
+    for (size_t k : prefetched_) emit(plan_.steps()[k], other);
+    b_.bind(no_next);
+    emit_tile_position(tile_);
+    for (size_t k : in_place_) emit(plan_.steps()[k], set);
+    b_.move(previous_, tile_);
+    b_.move(tile_, next_);
+  }
+
+  // The trailing stores of the tile numbered in `tile`, from `set`.
+  void emit_stores(R tile, int set) {
+    if (trailing_stores_.empty()) return;
+    emit_tile_position(tile);
+    for (size_t k : trailing_stores_) emit(plan_.steps()[k], set);
+  }
+
+  R point(Reg& reg, Ref ref, int set) {
+    if (ref.kind == Ref::Kind::Slot) b_.point(reg, slot_tiles_[set][ref.index]);
     if (ref.kind == Ref::Kind::Scalar) b_.point(reg, *scalar_tile_, kScalarBytes * ref.index);
     return reg;
   }
 
-  void emit(const Step& s) {
+  void emit(const Step& s, int set) {
     if (s.access >= 0) {
-      emit_dma(s);
+      emit_dma(s, set);
       return;
     }
     emit_vector_step(b_, s, s.shape == Shape::Full ? R(elements_) : R(rows_), rows_, cols_, destination_, first_,
-                     second_, [&](Reg& reg, Ref ref) { return point(reg, ref); });
+                     second_, [&](Reg& reg, Ref ref) { return point(reg, ref, set); });
+  }
+
+  struct Dim {
+    int64_t count, stride;  // count 0: the chunk's, in chunk_rows_
+  };
+  // The tile's dimensions in access s, innermost first (see emit_dma).
+  std::vector<Dim> dma_dims(const Step& s) const {
+    const std::vector<int64_t>& outer = layout_.outer;
+    const std::vector<int64_t>& outer_strides = layout_.outer_strides[s.access];
+    std::vector<Dim> dims;
+    const auto push = [&](int64_t count, int64_t stride) {
+      if (!dims.empty() && dims.back().count != 0 && stride == dims.back().count * dims.back().stride) {
+        dims.back().count *= count;
+      } else {
+        dims.push_back({count, stride});
+      }
+    };
+    if (s.shape == Shape::Full)
+      for (int d = static_cast<int>(layout_.reduced.size()) - 1; d >= 0; --d)
+        push(layout_.reduced[d], layout_.reduced_strides[s.access][d]);
+    for (int d = static_cast<int>(outer.size()) - 1; d > chunk_dim_; --d) push(outer[d], outer_strides[d]);
+    dims.push_back({0, outer_strides[chunk_dim_]});
+    if (dims.size() == 2 && dims[1].stride == dims[0].count * dims[0].stride)
+      dims = {{0, dims[0].stride}};  // one run: all of the tile's count
+    return dims;
+  }
+  // Whether load step s arrives transposed, to be put right by a vtr on the vector engine.
+  bool transposed_load(const Step& s) const {
+    const std::vector<Dim> dims = dma_dims(s);
+    const auto bytes = static_cast<int64_t>(isa::element_bytes(accesses_[s.access]->type));
+    return dims.size() == 2 && dims[1].stride == bytes && dims[0].stride != 0;
   }
 
   // One access of the tile. The tile's dimensions, innermost first: the reduced ones (full rows only), the block,
   // then the chunk; neighbours contiguous in this access merge, and what remains is a 1-D, 2-D or 4-D move (or a 2-D
   // load of the transposed tile and a vtr, when only the chunk is contiguous).
-  void emit_dma(const Step& s) {
+  void emit_dma(const Step& s, int set) {
     const FusedAccess& access = *accesses_[s.access];
     const bool load = s.access < static_cast<int>(spec_.loads.size());
     const int64_t bytes = static_cast<int64_t>(isa::element_bytes(access.type));
-    const std::vector<int64_t>& outer = layout_.outer;
     const std::vector<int64_t>& outer_strides = layout_.outer_strides[s.access];
     // The address of the tile's first element.
     if (const auto pointer = pointers_.find(access.argument); pointer != pointers_.end()) {
@@ -271,26 +412,8 @@ class FusedEmitter {
     for (int d = 0; d < chunk_dim_; ++d) add_index(loop_index_[d], outer_strides[d]);
     if (chunks_ > 1) add_index(chunk_start_, outer_strides[chunk_dim_]);
 
-    struct Dim {
-      int64_t count, stride;  // count 0: the chunk's, in chunk_rows_
-    };
-    std::vector<Dim> dims;
-    const auto push = [&](int64_t count, int64_t stride) {
-      if (!dims.empty() && dims.back().count != 0 && stride == dims.back().count * dims.back().stride) {
-        dims.back().count *= count;
-      } else {
-        dims.push_back({count, stride});
-      }
-    };
-    if (s.shape == Shape::Full)
-      for (int d = static_cast<int>(layout_.reduced.size()) - 1; d >= 0; --d)
-        push(layout_.reduced[d], layout_.reduced_strides[s.access][d]);
-    for (int d = static_cast<int>(outer.size()) - 1; d > chunk_dim_; --d) push(outer[d], outer_strides[d]);
-    dims.push_back({0, outer_strides[chunk_dim_]});
-    if (dims.size() == 2 && dims[1].stride == dims[0].count * dims[0].stride)
-      dims = {{0, dims[0].stride}};  // one run: all of the tile's count
-
-    const R spad = point(first_, s.first);
+    const std::vector<Dim> dims = dma_dims(s);
+    const R spad = point(first_, s.first, set);
     // One dimension left holds the whole tile (a lone chunk dimension is the whole tile too: any block or reduced
     // dimension would be another dimension).
     const R count = dims.size() > 1 ? R(count_) : s.shape == Shape::Full ? R(elements_) : R(rows_);
@@ -310,7 +433,7 @@ class FusedEmitter {
       } else {
         b_.emit(stores[size], {address_, spad, count, immediate(dims[0].stride)});
       }
-    } else if (load && dims.size() == 2 && dims[1].stride == bytes && dims[0].stride != 0) {
+    } else if (load && transposed_load(s)) {
       // Contiguous along the chunk, strided within a row (a transposed operand, a sum over an outer dimension): runs
       // of the chunk's elements, one per element of the row, then transposed in place into rows.
       static constexpr Opcode loads[] = {DmaLoad2d8, DmaLoad2d16, DmaLoad2d32, DmaLoad2d64};
@@ -355,11 +478,16 @@ class FusedEmitter {
   // The tiles.
   int chunk_dim_ = 0;
   int64_t block_rows_ = 1, chunk_ = 1, chunks_ = 1, tiles_ = 1, tile_rows_ = 1, cores_ = 1;
+  int sets_ = 1;
+  // Double buffering: the steps that load a tile ahead (the loads into slots no earlier step touches), the stores the
+  // plan ends with, and the rest, in the plan's order.
+  std::vector<size_t> prefetched_, trailing_stores_, in_place_;
 
-  KernelBuilder b_;  // before the registers, which it must outlive
-  std::vector<Tile> slot_tiles_;
+  KernelBuilder b_;                            // before the registers, which it must outlive
+  std::vector<std::vector<Tile>> slot_tiles_;  // per set
   std::optional<Tile> scalar_tile_;
-  Reg tile_, chunk_start_, chunk_rows_, rows_, elements_, cols_;
+  std::optional<Tile> sink_;
+  Reg tile_, chunk_start_, chunk_rows_, rows_, elements_, cols_, previous_, next_;
   std::vector<Reg> loop_index_;
   Reg destination_, first_, second_, address_, scratch_, count_, stride_;
   std::map<int, Reg> pointers_;

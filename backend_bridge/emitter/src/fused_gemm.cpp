@@ -81,34 +81,24 @@ class FusedEpilogue : public gemm::Epilogue {
     KernelBuilder& b = loop.builder();
     describe(b);
     const std::vector<fused::Slot>& slots = plan_.slots();
-    for (size_t k = 0; k < slots.size(); ++k)
-      slot_tiles_.push_back(
-          b.tile(Space::Scratchpad, plan_.slot_bytes(slots[k], loop.block_outputs()), fmt::format("epilogue {}", k)));
+    slot_tiles_.resize(loop.sets());
+    for (int set = 0; set < loop.sets(); ++set)
+      for (size_t k = 0; k < slots.size(); ++k)
+        slot_tiles_[set].push_back(b.tile(Space::Scratchpad, plan_.slot_bytes(slots[k], loop.block_outputs()),
+                                          fmt::format("epilogue {} {}", set, k)));
     if (!plan_.has_scalars()) return;
     scalar_tile_ = b.tile(Space::Scratchpad, plan_.scalar_tile_bytes(), "constants");
     Reg first = b.reg("constant"), second = b.reg("constant in f32");
     plan_.fill_scalars(b, *scalar_tile_, loop.one(), first, second);
   }
 
-  // The plan's steps on the block: moves of the loads and stores, vector steps over the block's elements.
-  void finish_block(gemm::Loop& loop, const gemm::Block& block) override {
-    KernelBuilder& b = loop.builder();
-    const auto point = [&](Reg& reg, Ref ref) -> R {
-      if (ref.kind == Ref::Kind::Scalar) {
-        b.point(reg, *scalar_tile_, fused::kScalarBytes * ref.index);
-      } else {
-        b.point(reg, tile_of(loop, ref));
-      }
-      return reg;
-    };
-    for (const Step& step : plan_.steps()) {
-      if (step.access >= 0) {
-        move(loop, block, step);
-        continue;
-      }
-      Reg destination = b.reg("destination"), first = b.reg("first source"), second = b.reg("second source");
-      fused::emit_vector_step(b, step, block.outputs, block.outputs, kZero, destination, first, second, point);
-    }
+  // The plan's steps on the block: moves of the loads and stores, vector steps over the block's elements; compute
+  // takes them up to the stores the plan ends with, store those.
+  void compute(gemm::Loop& loop, const gemm::Block& block, int set) override {
+    emit_steps(loop, block, set, 0, trailing_stores());
+  }
+  void store(gemm::Loop& loop, const gemm::Block& block, int set) override {
+    emit_steps(loop, block, set, trailing_stores(), plan_.steps().size());
   }
 
  private:
@@ -123,12 +113,40 @@ class FusedEpilogue : public gemm::Epilogue {
     if (s.size() == 3) return {s[0], s[1], s[2]};
     return {0, s[0], s[1]};
   }
-  const Tile& tile_of(gemm::Loop& loop, Ref ref) const {
-    return ref.kind == Ref::Kind::Product ? loop.staging() : slot_tiles_.at(ref.index);
+  const Tile& tile_of(gemm::Loop& loop, Ref ref, int set) const {
+    return ref.kind == Ref::Kind::Product ? loop.staging(set) : slot_tiles_.at(set).at(ref.index);
+  }
+  // The index of the first of the stores the plan ends with.
+  size_t trailing_stores() const {
+    const std::vector<Step>& steps = plan_.steps();
+    size_t first = steps.size();
+    while (first > 0 && steps[first - 1].access >= static_cast<int>(spec_.loads.size())) --first;
+    return first;
+  }
+
+  void emit_steps(gemm::Loop& loop, const gemm::Block& block, int set, size_t begin, size_t end) {
+    KernelBuilder& b = loop.builder();
+    const auto point = [&](Reg& reg, Ref ref) -> R {
+      if (ref.kind == Ref::Kind::Scalar) {
+        b.point(reg, *scalar_tile_, fused::kScalarBytes * ref.index);
+      } else {
+        b.point(reg, tile_of(loop, ref, set));
+      }
+      return reg;
+    };
+    for (size_t k = begin; k < end; ++k) {
+      const Step& step = plan_.steps()[k];
+      if (step.access >= 0) {
+        move(loop, block, step, set);
+        continue;
+      }
+      Reg destination = b.reg("destination"), first = b.reg("first source"), second = b.reg("second source");
+      fused::emit_vector_step(b, step, block.outputs, block.outputs, kZero, destination, first, second, point);
+    }
   }
 
   // A load into its tile, or a store out of it, with the access's strides.
-  void move(gemm::Loop& loop, const gemm::Block& block, const Step& step) {
+  void move(gemm::Loop& loop, const gemm::Block& block, const Step& step, int set) {
     KernelBuilder& b = loop.builder();
     const FusedAccess& view = access(step.access);
     const bool load = is_load(step.access);
@@ -138,7 +156,7 @@ class FusedEpilogue : public gemm::Epilogue {
     b.Ld(dram, kArgumentBlock, 8 * view.argument);
     b.add_constant(dram, view.offset * bytes);
     loop.point_at(dram, dram, block, row, column, batch, bytes);
-    const Tile& tile = tile_of(loop, step.first);
+    const Tile& tile = tile_of(loop, step.first, set);
     b.point(spad, tile);
     loop.move_block(load, spad, tile, dram, block, row, column, bytes);
   }
@@ -161,7 +179,7 @@ class FusedEpilogue : public gemm::Epilogue {
 
   const FusedSpec& spec_;
   fused::Plan plan_;
-  std::vector<Tile> slot_tiles_;
+  std::vector<std::vector<Tile>> slot_tiles_;  // per set
   std::optional<Tile> scalar_tile_;
 };
 

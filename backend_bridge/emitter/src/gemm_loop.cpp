@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <vector>
 
 namespace npusim::emitter::gemm {
 namespace {
@@ -53,27 +54,46 @@ class Loop::Emitter {
         b_(std::move(name), config) {
     tile_k_ = config.core_systolic_rows;
     sub_cols_ = config.core_systolic_cols;
+    // Two sets of staging and epilogue tiles when they leave the blocks as large as one set does (the accumulator, not
+    // the scratchpad, bounds them); else one. Measured on the default chip, gelu(linear) [256 x 128] @ [128 x 512]:
+    // blocks of 52 rows with two sets took 100.6k cycles, of 86 rows with one 96.9k (more B traffic and weight loads
+    // cost more than the vector engine waiting for the previous block's store; two sets of 86 x 64, as tall and
+    // narrower, 116.1k, the DMA engine then busiest with twice the A traffic in shorter runs).
+    const int64_t single_rows = choose_blocks(config, 1) ? block_m_ : 0;
+    if (!choose_blocks(config, 2) || block_m_ < single_rows) choose_blocks(config, 1);
+    if (block_m_ < 1) throw Unsupported("the scratchpad or accumulator cannot hold one row of a matmul block");
+    for (int64_t stride : {spec.a_row, spec.a_col, spec.b_row, spec.b_col})
+      if (!stride_fits(stride, bytes_, config))
+        throw Unsupported(fmt::format("matmul stride {} does not fit a DMA immediate", stride));
+    // B is read along whichever of its dimensions is contiguous; mx.ldwt takes the transposed layout.
+    b_transposed_ = spec.b_row < spec.b_col;
+  }
+
+  // The block size for `sets` sets of staging and epilogue tiles; false when not one row fits.
+  bool choose_blocks(const config::ChipConfig& config, int sets) {
+    sets_ = sets;
     // Whole tiles are 64-byte aligned: keep that much per tile out of the budget (slots, staging, bias, scalars), and
     // what the epilogue takes whatever the block.
-    const int64_t spad = static_cast<int64_t>(config.scratchpad_bytes()) - 64 * 6 - epilogue.fixed_bytes();
+    const int64_t spad =
+        static_cast<int64_t>(config.scratchpad_bytes()) - 64 * (5 + sets) - sets * epilogue_.fixed_bytes();
     const int64_t acc = static_cast<int64_t>(config.accumulator_bytes()) / kAccumulatorBytes;
-    const int64_t sub_tiles = ceil_div(spec.n, sub_cols_);
+    const int64_t sub_tiles = ceil_div(spec_.n, sub_cols_);
     // nb as many sub-tiles as make the block about square (or as wide as the accumulator allows for short A), with
     // the two B slots within half the scratchpad; then mt as tall as the accumulator and scratchpad allow.
-    const int64_t side = std::min(spec.m, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(acc))));
+    const int64_t side = std::min(spec_.m, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(acc))));
     int64_t block_sub_tiles = std::clamp<int64_t>(acc / (side * sub_cols_), 1, sub_tiles);
     block_sub_tiles = std::min(block_sub_tiles, std::max<int64_t>(1, spad / (4 * tile_k_ * sub_cols_ * bytes_)));
     // Two A slots of mt x kt and two B slots of kt x nb operand elements, the staging of mt x nb outputs and the
-    // epilogue's tiles of as many.
+    // epilogue's tiles of as many, per set.
     const int64_t staged =
-        static_cast<int64_t>(isa::element_bytes(epilogue.staged_type())) + epilogue.bytes_per_output();
+        sets * (static_cast<int64_t>(isa::element_bytes(epilogue_.staged_type())) + epilogue_.bytes_per_output());
     const auto tallest = [&](int64_t nb) {
-      return std::min({spec.m, acc / nb, (spad - 2 * tile_k_ * nb * bytes_) / (2 * tile_k_ * bytes_ + nb * staged)});
+      return std::min({spec_.m, acc / nb, (spad - 2 * tile_k_ * nb * bytes_) / (2 * tile_k_ * bytes_ + nb * staged)});
     };
     block_n_ = block_sub_tiles * sub_cols_;
     block_m_ = tallest(block_n_);
     // Enough blocks for every core: narrower first, then shorter.
-    const auto blocks = [&] { return spec.batch * ceil_div(spec.m, block_m_) * ceil_div(spec.n, block_n_); };
+    const auto blocks = [&] { return spec_.batch * ceil_div(spec_.m, block_m_) * ceil_div(spec_.n, block_n_); };
     while (blocks() < config.chip_cores && (block_sub_tiles > 1 || block_m_ > 1)) {
       if (block_sub_tiles > 1) {
         block_sub_tiles = (block_sub_tiles + 1) / 2;
@@ -83,18 +103,17 @@ class Loop::Emitter {
         block_m_ = (block_m_ + 1) / 2;
       }
     }
-    if (block_m_ < 1) throw Unsupported("the scratchpad or accumulator cannot hold one row of a matmul block");
-    for (int64_t stride : {spec.a_row, spec.a_col, spec.b_row, spec.b_col})
-      if (!stride_fits(stride, bytes_, config))
-        throw Unsupported(fmt::format("matmul stride {} does not fit a DMA immediate", stride));
-    // B is read along whichever of its dimensions is contiguous; mx.ldwt takes the transposed layout.
-    b_transposed_ = spec.b_row < spec.b_col;
+    if (block_m_ < 1) return false;
+    block_m_ = ceil_div(spec_.m, ceil_div(spec_.m, block_m_));  // as many rows in each block
+    return true;
   }
 
   Kernel build(Loop& loop) {
-    b_.describe(fmt::format("{} x [{} x {}] @ [{} x {}], blocks m {} n {}, k steps {}, sub-tiles {} wide{}",
-                            spec_.batch, spec_.m, spec_.k, spec_.k, spec_.n, block_m_, block_n_, tile_k_, sub_cols_,
-                            b_transposed_ ? ", B transposed" : ""));
+    b_.describe(
+        fmt::format("{} x [{} x {}] @ [{} x {}], blocks m {} n {}, k steps {}, sub-tiles {} wide{}, {} set{} of "
+                    "staging and epilogue tiles",
+                    spec_.batch, spec_.m, spec_.k, spec_.k, spec_.n, block_m_, block_n_, tile_k_, sub_cols_,
+                    b_transposed_ ? ", B transposed" : "", sets_, sets_ > 1 ? "s" : ""));
     allocate_tiles();
     a_ = b_.reg("A");
     bm_ = b_.reg("B");
@@ -121,7 +140,8 @@ class Loop::Emitter {
     core_stride_ = b_.reg("core stride");
     load_block_ = b_.reg("block loaded next");
     load_k0_ = b_.reg("K step loaded next");
-    const Label next = b_.label(), done = b_.label();
+    previous_ = b_.reg("previous block");
+    const Label next = b_.label(), last_in_first_set = b_.label(), done = b_.label();
     b_.Csrr(block_, isa::Csr::CoreId);
     b_.Csrr(core_stride_, isa::Csr::CoreCount);
     b_.move(load_block_, block_);
@@ -131,36 +151,37 @@ class Loop::Emitter {
       Reg blocks = b_.reg("blocks");
       b_.li(blocks, this->blocks());
       b_.Bgeu(block_, blocks, done);
+      b_.move(previous_, blocks);  // none yet
     }
+    // Unrolled by two, so that each half stages into its own set's tiles and finishes the previous block from the
+    // other's: the builder then orders each set by its own tiles.
     b_.bind(next);
+    emit_block(loop, 0, /*first_may_be_none=*/true);
     {
-      Reg k0 = b_.reg("K step"), kt = b_.reg("K step size"), mt = b_.reg("block rows"), nb = b_.reg("block columns");
-      locate_block(block_, mt, nb);  // for the block's size
-      const Label k_step = b_.label();
-      b_.li(k0, 0);
-      b_.bind(k_step);
-      clamp(kt, tile_k_, spec_.k, k0);
-      emit_load_next_step();
-      emit_multiply_sub_tiles(k0, kt, mt, nb);
-      b_.add_constant(k0, tile_k_);
-      Reg total = b_.reg("K");
-      b_.li(total, spec_.k);
-      b_.Bltu(k0, total, k_step);
+      Reg blocks = b_.reg("blocks");
+      b_.li(blocks, this->blocks());
+      b_.Bgeu(block_, blocks, last_in_first_set);
     }
-    emit_store_block(loop);
-    b_.Add(block_, block_, core_stride_);
+    emit_block(loop, 1, /*first_may_be_none=*/false);
     {
       Reg blocks = b_.reg("blocks");
       b_.li(blocks, this->blocks());
       b_.Bltu(block_, blocks, next);
     }
+    emit_epilogue(loop, set_of(1), true);
+    emit_epilogue(loop, set_of(1), false);
+    b_.Jal(kZero, done);
+    b_.bind(last_in_first_set);
+    emit_epilogue(loop, set_of(0), true);
+    emit_epilogue(loop, set_of(0), false);
     b_.bind(done);
     b_.Halt();
     return b_.finish(b_.config().chip_cores);  // the block shares come from csrr ncores
   }
 
   KernelBuilder& builder() { return b_; }
-  const Tile& staging() const { return staging_; }
+  int sets() const { return sets_; }
+  const Tile& staging(int set) const { return staging_.at(set); }
   int64_t block_outputs() const { return block_m_ * block_n_; }
   R one() const { return one_; }
 
@@ -189,9 +210,10 @@ class Loop::Emitter {
   void allocate_tiles() {
     slots_ = b_.tile(Space::Scratchpad, 2 * slot_bytes(), "K-step slots", /*ordered=*/false);
     accumulator_ = b_.tile(Space::Accumulator, block_outputs() * kAccumulatorBytes, "C block");
-    staging_ =
-        b_.tile(Space::Scratchpad, block_outputs() * static_cast<int64_t>(isa::element_bytes(epilogue_.staged_type())),
-                "C staging");
+    for (int set = 0; set < sets_; ++set)
+      staging_.push_back(b_.tile(Space::Scratchpad,
+                                 block_outputs() * static_cast<int64_t>(isa::element_bytes(epilogue_.staged_type())),
+                                 fmt::format("C staging {}", set)));
   }
 
   // Where a block lies: its first row and column, and its width in full sub-tiles and ragged columns.
@@ -389,27 +411,72 @@ class Loop::Emitter {
     toggle_slot(slot_);
   }
 
-  // The accumulator goes to the staging tile (in the epilogue's staged type), and the block to the epilogue.
-  void emit_store_block(Loop& loop) {
+  int set_of(int half) const { return half % sets_; }
+
+  // One block of this core's, staged into set_of(half); around its K loop, the previous block (when there is one: in
+  // the first half it may be none) is computed on and stored from the other set.
+  void emit_block(Loop& loop, int half, bool first_may_be_none) {
+    const int previous_set = set_of(half + 1);
+    const auto around = [&](bool compute) {
+      const Label none = b_.label();
+      if (first_may_be_none) {
+        Reg blocks = b_.reg("blocks");
+        b_.li(blocks, this->blocks());
+        b_.Bgeu(previous_, blocks, none);
+      }
+      emit_epilogue(loop, previous_set, compute);
+      b_.bind(none);
+    };
+    around(true);
+    {
+      Reg k0 = b_.reg("K step"), kt = b_.reg("K step size"), mt = b_.reg("block rows"), nb = b_.reg("block columns");
+      locate_block(block_, mt, nb);  // for the block's size
+      const Label k_step = b_.label();
+      b_.li(k0, 0);
+      b_.bind(k_step);
+      clamp(kt, tile_k_, spec_.k, k0);
+      emit_load_next_step();
+      emit_multiply_sub_tiles(k0, kt, mt, nb);
+      b_.add_constant(k0, tile_k_);
+      Reg total = b_.reg("K");
+      b_.li(total, spec_.k);
+      b_.Bltu(k0, total, k_step);
+    }
+    around(false);  // before the staging, which may be the same set's (one set) and may be what is stored
+    emit_stage_block(set_of(half));
+    b_.move(previous_, block_);
+    b_.Add(block_, block_, core_stride_);
+  }
+
+  // The accumulator goes to the set's staging tile, in the epilogue's staged type.
+  void emit_stage_block(int set) {
     Reg mt = b_.reg("block rows"), nb = b_.reg("block columns");
-    const BlockPosition p = locate_block(block_, mt, nb);  // the load cursor moved on the block registers
+    locate_block(block_, mt, nb);  // the load cursor moved on the block registers
+    Reg outputs = b_.reg("outputs"), staging = b_.reg("staging"), acc = b_.reg("accumulator");
+    b_.Mul(outputs, mt, nb);
+    b_.point(staging, staging_[set]);
+    b_.point(acc, accumulator_);
+    b_.MatrixStore(epilogue_.staged_type(), staging, acc, outputs);
+  }
+
+  // The epilogue's compute or store part of the previous block, staged in `set`.
+  void emit_epilogue(Loop& loop, int set, bool compute) {
+    Reg mt = b_.reg("block rows"), nb = b_.reg("block columns");
+    const BlockPosition p = locate_block(previous_, mt, nb);
     Reg outputs = b_.reg("outputs");
     b_.Mul(outputs, mt, nb);
-    {
-      Reg staging = b_.reg("staging"), acc = b_.reg("accumulator");
-      b_.point(staging, staging_);
-      b_.point(acc, accumulator_);
-      b_.MatrixStore(epilogue_.staged_type(), staging, acc, outputs);
-    }
     Reg entry;
     if (spec_.batch > 1) {
       entry = b_.reg("batch entry");
       b_.li(entry, entry_blocks());
-      b_.Divu(entry, block_, entry);
+      b_.Divu(entry, previous_, entry);
     }
     const Block block{
         spec_.batch > 1 ? R(entry) : kZero, p.m0, p.n0, mt, nb, p.full_sub_tiles, p.ragged_columns, outputs};
-    epilogue_.finish_block(loop, block);
+    if (compute)
+      epilogue_.compute(loop, block, set);
+    else
+      epilogue_.store(loop, block, set);
   }
 
   Operands spec_;
@@ -418,9 +485,11 @@ class Loop::Emitter {
   int64_t tile_k_ = 0, sub_cols_ = 0, block_m_ = 0, block_n_ = 0;
   bool b_transposed_ = false;
   KernelBuilder b_;
-  Tile slots_, accumulator_, staging_;
+  int sets_ = 1;
+  Tile slots_, accumulator_;
+  std::vector<Tile> staging_;  // one per set
   int loaded_ = 0, free_ = 0;  // semaphores: a K-step slot loaded (DMA → matrix), a slot free (matrix → DMA)
-  Reg a_, bm_, one_, sub_tile_cols_, slot_, load_slot_, block_, core_stride_, load_block_, load_k0_;
+  Reg a_, bm_, one_, sub_tile_cols_, slot_, load_slot_, block_, core_stride_, load_block_, load_k0_, previous_;
 };
 
 Loop::Loop(const Operands& operands, Epilogue& epilogue, std::string name, const config::ChipConfig& config)
@@ -428,7 +497,8 @@ Loop::Loop(const Operands& operands, Epilogue& epilogue, std::string name, const
 Loop::~Loop() = default;
 Kernel Loop::build() { return emitter_->build(*this); }
 KernelBuilder& Loop::builder() { return emitter_->builder(); }
-const Tile& Loop::staging() const { return emitter_->staging(); }
+int Loop::sets() const { return emitter_->sets(); }
+const Tile& Loop::staging(int set) const { return emitter_->staging(set); }
 int64_t Loop::block_outputs() const { return emitter_->block_outputs(); }
 R Loop::one() const { return emitter_->one(); }
 void Loop::point_at(R dram, R base, const Block& block, int64_t row_stride, int64_t column_stride, int64_t batch_stride,

@@ -45,11 +45,15 @@ class Epilogue {
   // whatever the block (constants, 64-byte alignment): the loop chooses its block size with these.
   virtual int64_t bytes_per_output() const = 0;
   virtual int64_t fixed_bytes() const = 0;
-  // Once, after the loop's own set-up: the epilogue's tiles (of loop.block_outputs() elements), its registers (the
-  // loop leaves two free through its K loop) and constants.
+  // Once, after the loop's own set-up: the epilogue's tiles (loop.sets() sets of loop.block_outputs() elements), its
+  // registers and constants.
   virtual void prepare(Loop& loop) = 0;
-  // Once per finished block, staged in loop.staging(): to memory, through whatever the epilogue computes.
-  virtual void finish_block(Loop& loop, const Block& block) = 0;
+  // Each finished block, staged in loop.staging(set), goes to memory in two parts: compute (everything but the
+  // stores it ends with) is emitted before the next block's K loop, store after it (before the next block is staged),
+  // so that the vector engine works on this block while the matrix engine computes the next, and the store waits in the
+  // DMA queue behind the next block's loads rather than ahead of them. Both use the tiles of `set` only.
+  virtual void compute(Loop& loop, const Block& block, int set) = 0;
+  virtual void store(Loop& loop, const Block& block, int set) = 0;
 };
 
 class Loop {
@@ -65,7 +69,10 @@ class Loop {
   Kernel build();
 
   KernelBuilder& builder();
-  const Tile& staging() const;
+  // The staging tiles and the epilogue's tiles come in sets() sets (two when they fit the scratchpad, else one),
+  // used by consecutive blocks in turn.
+  int sets() const;
+  const Tile& staging(int set) const;
   int64_t block_outputs() const;  // the most elements of a block
   R one() const;                  // a register holding 1
 

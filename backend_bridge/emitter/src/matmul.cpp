@@ -43,6 +43,10 @@ gemm::Operands operands(const MatmulSpec& spec) {
 }
 
 class ScaleAndBias : public gemm::Epilogue {
+  struct Tiles {  // one set's
+    std::optional<Tile> rounded, bias_block, bias_loaded;
+  };
+
  public:
   ScaleAndBias(const MatmulSpec& spec, const config::ChipConfig& config)
       : spec_(spec),
@@ -68,10 +72,15 @@ class ScaleAndBias : public gemm::Epilogue {
   void prepare(gemm::Loop& loop) override {
     KernelBuilder& b = loop.builder();
     const int64_t outputs = loop.block_outputs();
-    if (computes_ && narrow_out()) rounded_ = b.tile(Space::Scratchpad, outputs * out_bytes_, "C rounded");
-    if (spec_.epilogue.bias) {
-      bias_block_ = b.tile(Space::Scratchpad, outputs * 4, "bias block");
-      if (narrow_out()) bias_loaded_ = b.tile(Space::Scratchpad, outputs * out_bytes_, "bias as loaded");
+    for (int set = 0; set < loop.sets(); ++set) {
+      Tiles& tiles = tiles_.emplace_back();
+      if (computes_ && narrow_out())
+        tiles.rounded = b.tile(Space::Scratchpad, outputs * out_bytes_, fmt::format("C rounded {}", set));
+      if (spec_.epilogue.bias) {
+        tiles.bias_block = b.tile(Space::Scratchpad, outputs * 4, fmt::format("bias block {}", set));
+        if (narrow_out())
+          tiles.bias_loaded = b.tile(Space::Scratchpad, outputs * out_bytes_, fmt::format("bias as loaded {}", set));
+      }
     }
     if (spec_.epilogue.alpha != 1.0f) scalars_.push_back(spec_.epilogue.alpha);
     if (spec_.epilogue.bias && spec_.epilogue.beta != 1.0f) scalars_.push_back(spec_.epilogue.beta);
@@ -90,24 +99,30 @@ class ScaleAndBias : public gemm::Epilogue {
     }
   }
 
-  // The bias block is loaded, the block computed on (when there is something to compute) and stored to C.
-  void finish_block(gemm::Loop& loop, const gemm::Block& block) override {
+  // The bias block is loaded and the block computed on (when there is something to compute), then stored to C.
+  void compute(gemm::Loop& loop, const gemm::Block& block, int set) override {
+    if (!computes_) return;
     KernelBuilder& b = loop.builder();
-    Reg dram = b.reg("DRAM");
+    const Tiles& tiles = tiles_.at(set);
     if (spec_.epilogue.bias) {
-      Reg loaded = b.reg("bias tile");
-      const Tile& tile = narrow_out() ? *bias_loaded_ : *bias_block_;
+      Reg dram = b.reg("DRAM"), loaded = b.reg("bias tile");
+      const Tile& tile = narrow_out() ? *tiles.bias_loaded : *tiles.bias_block;
       b.point(loaded, tile);
       loop.point_at(dram, bias_, block, spec_.epilogue.bias_row, spec_.epilogue.bias_col, spec_.epilogue.bias_batch,
                     out_bytes_);
       loop.move_block(true, loaded, tile, dram, block, spec_.epilogue.bias_row, spec_.epilogue.bias_col, out_bytes_);
     }
     Reg result = b.reg("C block");
-    b.point(result, loop.staging());
-    if (computes_) compute(b, result, block.outputs);
+    b.point(result, loop.staging(set));
+    scale_and_add(b, tiles, result, block.outputs);
+  }
+  void store(gemm::Loop& loop, const gemm::Block& block, int set) override {
+    KernelBuilder& b = loop.builder();
+    const Tile& tile = computes_ && narrow_out() ? *tiles_.at(set).rounded : loop.staging(set);
+    Reg dram = b.reg("DRAM"), result = b.reg("C block");
+    b.point(result, tile);
     loop.point_at(dram, c_, block, spec_.c_row, spec_.c_col, spec_.c_batch, out_bytes_);
-    loop.move_block(false, result, computes_ && narrow_out() ? *rounded_ : loop.staging(), dram, block, spec_.c_row,
-                    spec_.c_col, out_bytes_);
+    loop.move_block(false, result, tile, dram, block, spec_.c_row, spec_.c_col, out_bytes_);
   }
 
  private:
@@ -115,7 +130,7 @@ class ScaleAndBias : public gemm::Epilogue {
 
   // staging = alpha * staging + beta * bias on the vector engine, in f32, then rounded once (into `result`, pointed
   // at the rounded tile when C is narrow).
-  void compute(KernelBuilder& b, Reg& result, R outputs) {
+  void scale_and_add(KernelBuilder& b, const Tiles& tiles, Reg& result, R outputs) {
     Reg scalar = b.reg("scalar"), bias = b.reg("bias block");
     size_t next_scalar = 0;
     if (spec_.epilogue.alpha != 1.0f) {
@@ -123,10 +138,10 @@ class ScaleAndBias : public gemm::Epilogue {
       b.Vmul(ElementType::F32, result, result, scalar, outputs, 1);
     }
     if (spec_.epilogue.bias) {
-      b.point(bias, *bias_block_);
+      b.point(bias, *tiles.bias_block);
       if (narrow_out()) {
         Reg loaded = b.reg("bias as loaded");
-        b.point(loaded, *bias_loaded_);
+        b.point(loaded, *tiles.bias_loaded);
         b.Vcvt(ElementType::F32, out_type_, bias, loaded, outputs);
       }
       if (spec_.epilogue.beta != 1.0f) {
@@ -137,7 +152,7 @@ class ScaleAndBias : public gemm::Epilogue {
     }
     if (!narrow_out()) return;
     Reg rounded = b.reg("C rounded");
-    b.point(rounded, *rounded_);
+    b.point(rounded, *tiles.rounded);
     b.Vcvt(out_type_, ElementType::F32, rounded, result, outputs);
     result = std::move(rounded);
   }
@@ -145,8 +160,9 @@ class ScaleAndBias : public gemm::Epilogue {
   MatmulSpec spec_;
   ElementType out_type_;
   int64_t out_bytes_;
-  bool computes_;  // a scale or a bias: the block is computed on in f32
-  std::optional<Tile> rounded_, bias_block_, bias_loaded_, scalar_tile_;
+  bool computes_;             // a scale or a bias: the block is computed on in f32
+  std::vector<Tiles> tiles_;  // per set
+  std::optional<Tile> scalar_tile_;
   std::vector<float> scalars_;  // alpha, then beta, where they are not 1
   Reg c_, bias_;
 };
