@@ -375,7 +375,7 @@ def report_line(result):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help=f"some of: {', '.join(ZOO)} (default: all)")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds per model")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per model")
     parser.add_argument("-v", "--verbose", action="store_true", help="list why kernels ran op by op")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     parser.add_argument("--one", metavar="MODEL", help="run one model in this process (tracebacks on stderr)")
