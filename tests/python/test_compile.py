@@ -235,6 +235,57 @@ def test_dynamic_shapes_two_sequence_lengths():
     assert ROUTES and all(route == "fused" for route in ROUTES.values())
 
 
+def test_dynamic_pointwise_kernel_keeps_its_reduced_range_of_one():
+    """A dynamic-size pointwise kernel takes its pointwise range's size as an argument; the reduced range of 1 stays a
+    number in the program."""
+    function = torch.compile(F.silu, dynamic=True)
+    for rows in (22, 9):
+        x = torch.randn(rows, 128)
+        assert_close(function(x.to("npusim")), F.silu(x))
+
+
+def test_one_hot_compiles_without_its_device_assertions():
+    """one_hot's decomposition checks its class range with torch._assert_async, which the kernels leave out."""
+
+    def f(labels):
+        return F.one_hot(labels, 5).sum(0)
+
+    labels = torch.tensor([0, 3, 4, 3])
+    result, _ = compiled(f, labels)
+    assert_close(result, f(labels))
+
+
+def test_integer_abs_fused_and_op_by_op(monkeypatch):
+    """abs of int64 values and of an index expression (T5's relative positions), without npusim's missing integer
+    abs kernel."""
+
+    def f(x):
+        positions = torch.arange(x.shape[-1], device=x.device)
+        return (positions[None, :] - positions[:, None]).abs() + x.abs()
+
+    x = torch.randint(-5, 5, (6, 6))
+    for interpret in ("0", "1"):
+        monkeypatch.setenv("NPUSIM_COMPILE_INTERPRET", interpret)
+        torch._dynamo.reset()
+        result, _ = compiled(f, x)
+        assert_close(result, f(x))
+
+
+def test_condition_of_constants_alone_op_by_op(monkeypatch):
+    """select_backward over a dimension of size 1 selects by a condition of constants, a host scalar in the
+    interpreter: where takes it with device values."""
+
+    def f(g, h):
+        return torch.ops.aten.select_backward(g, [2, 1, 8], 1, 0) + torch.ops.aten.slice_backward(
+            h, [2, 1, 8], 2, 2, 6, 1
+        )
+
+    monkeypatch.setenv("NPUSIM_COMPILE_INTERPRET", "1")
+    g, h = torch.randn(2, 8), torch.randn(2, 1, 4)
+    result, _ = compiled(f, g, h)
+    assert_close(result, f(g, h))
+
+
 def test_compiled_kernels_in_the_profile_under_their_fused_names():
     x = torch.randn(64, 64)
     function = torch.compile(lambda t: torch.tanh(t) * t + 1)

@@ -34,6 +34,33 @@ def _extremum(function, pick):
     return apply
 
 
+def _abs(value):
+    """PyTorch's abs for floats, compare-and-select for integers (npusim has no integer abs kernel)."""
+    if not isinstance(value, torch.Tensor):
+        return abs(value)  # a plain number in a printed index
+    if value.is_floating_point():
+        return torch.abs(value)
+    return torch.where(value < 0, value * -1, value)
+
+
+def _commutative_on_the_device(function):
+    """logical_and/or/xor make their result on their first operand's device: a host scalar (a constant) goes second."""
+
+    def apply(a, b):
+        return function(b, a) if a.device.type == "cpu" and b.device.type != "cpu" else function(a, b)
+
+    return apply
+
+
+def _where(condition, a, b):
+    """npusim's where takes host scalars as values but not as the condition (one of constants alone stays on the
+    host): such a condition moves to the values' device."""
+    devices = [value.device for value in (a, b) if value.device.type != "cpu"]
+    if condition.device.type == "cpu" and devices:
+        condition = condition.to(devices[0])
+    return torch.where(condition, a, b)
+
+
 def _truncdiv(a, b):
     return torch.div(a, b, rounding_mode="trunc")
 
@@ -58,7 +85,7 @@ _OPS = {
     "nextafter": torch.nextafter,
     "hypot": torch.hypot,
     "neg": torch.neg,
-    "abs": torch.abs,
+    "abs": _abs,
     "exp": torch.exp,
     "exp2": torch.exp2,
     "log": torch.log,
@@ -94,16 +121,16 @@ _OPS = {
     "isnan": torch.isnan,
     "isinf": torch.isinf,
     "reciprocal": torch.reciprocal,
-    "where": torch.where,
+    "where": _where,
     "eq": torch.eq,
     "ne": torch.ne,
     "lt": torch.lt,
     "le": torch.le,
     "gt": torch.gt,
     "ge": torch.ge,
-    "logical_and": torch.logical_and,
-    "logical_or": torch.logical_or,
-    "logical_xor": torch.logical_xor,
+    "logical_and": _commutative_on_the_device(torch.logical_and),
+    "logical_or": _commutative_on_the_device(torch.logical_or),
+    "logical_xor": _commutative_on_the_device(torch.logical_xor),
     "logical_not": torch.logical_not,
     "bitwise_and": torch.bitwise_and,
     "bitwise_or": torch.bitwise_or,
@@ -334,15 +361,15 @@ class Interpreter:
 
 
 class _Names(dict):
-    """What an index expression names: sizes, the space's variables (made when first named), min and max."""
+    """What an index expression names: sizes, the space's variables (made when first named), min, max and abs."""
 
     def __init__(self, interpreter):
         super().__init__(interpreter.program.sizes)
         self.interpreter = interpreter
-        # min and max through compare-and-select, which npusim has for int64 (an index's type)
+        # min, max and abs through compare-and-select, which npusim has for int64 (an index's type)
         smaller = interpreter._elementwise(lambda a, b: torch.where(a < b, a, b))
         larger = interpreter._elementwise(lambda a, b: torch.where(a > b, a, b))
-        self.update(min=smaller, max=larger, Min=smaller, Max=larger, abs=torch.abs)
+        self.update(min=smaller, max=larger, Min=smaller, Max=larger, abs=_abs)
 
     def __missing__(self, name):
         if name not in self.interpreter.program.ranges:

@@ -133,6 +133,12 @@ for _alias, _name in _ALIASES.items():
     setattr(NpusimOverrides, _alias, NpusimOverrides.__dict__[_name])
 
 
+def _is_static(tree):
+    """Whether a range tree's size is a number (else the program takes it as an argument). Asked of the tree, never
+    by `tree in trees`: range trees are dataclasses without fields, so any two of them compare equal."""
+    return isinstance(tree.numel, (int, sympy.Integer))
+
+
 class NpusimKernel(SIMDKernel):
     overrides = NpusimOverrides
     newvar_prefix = ""
@@ -225,12 +231,15 @@ class NpusimKernel(SIMDKernel):
     def check_bounds(self, expr, size, lower, upper):
         pass  # the interpreter's gathers check their indices; the kernel builder never gathers
 
+    def device_assert_async(self, cond, msg):
+        pass  # torch._assert_async's checks of values (one_hot's class range): the device has no trap to raise them
+
     def _argument_definitions(self):
         arg_defs, call_args, _, _ = self.args.python_argdefs()
         return [str(a.name) for a in arg_defs], call_args
 
     def _dynamic_numels(self):
-        return [t for t in self.range_trees if not isinstance(t.numel, (int, sympy.Integer))]
+        return [t for t in self.range_trees if not _is_static(t)]
 
     def codegen_kernel(self, name=None):
         names, _ = self._argument_definitions()
@@ -242,7 +251,7 @@ class NpusimKernel(SIMDKernel):
         code.writeline(f"def program(k, {', '.join(size_names + dynamic)}):")
         with code.indent():
             for tree in self.range_trees:
-                numel = f"{tree.prefix}numel" if tree in self._dynamic_numels() else _print(tree.numel)
+                numel = _print(tree.numel) if _is_static(tree) else f"{tree.prefix}numel"
                 code.writeline(f"k.tree({tree.prefix!r}, {numel})")
             code.splice(self.indexing_code)
             code.splice(self.loads)
