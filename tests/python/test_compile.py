@@ -224,6 +224,27 @@ def test_compiled_optimizer_step_equals_eager():
         assert_close(b, a.detach().cpu(), atol=1e-6, rtol=1e-5)
 
 
+def test_max_pooling_stays_the_native_kernel():
+    """Inductor's decomposition of max_pool2d_with_indices (int8 window offsets) is skipped on npusim: the forward
+    and the backward are extern calls of npusim's pooling kernels, and everything around them fuses."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(128, 4),
+    )
+    reference = copy.deepcopy(model)
+    x = torch.randn(2, 3, 8, 8)
+    compiled_model = torch.compile(model.to("npusim"))
+    compiled_model(x.to("npusim")).sum().backward()
+    reference(x).sum().backward()
+    for a, b in zip(model.parameters(), reference.parameters(), strict=True):
+        assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-5)
+    assert ROUTES and all(route == "fused" for route in ROUTES.values()), ROUTES
+
+
 def test_dynamic_shapes_two_sequence_lengths():
     def f(t):
         return torch.softmax(t * 0.5, -1)

@@ -75,6 +75,9 @@ def _register():
     _print_from_host_copy()
     _C.set_default_config_dirs(config_dirs())
     _C.set_default_recording(False)  # npusim.profile() turns recording on while it is open
+    from . import inductor_hook  # noqa: PLC0415  torch.compile's decompositions, when Inductor loads
+
+    inductor_hook.install()
 
 
 _register()

@@ -16,7 +16,7 @@ from torch._dynamo.device_interface import register_interface_for_device
 from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 
-from . import gemm
+from . import gemm, native_ops
 from .device import NpusimDeviceOpOverrides, NpusimInterface
 from .kernel import NpusimScheduling
 from .wrapper import NpusimWrapperCodegen
@@ -50,6 +50,7 @@ class CodegenVersion(CustomGraphModulePass):
 @functools.cache
 def register():
     gemm.install_lowerings()
+    native_ops.install_lowerings()
     register_interface_for_device("npusim", NpusimInterface)
     register_device_op_overrides("npusim", NpusimDeviceOpOverrides())
     register_backend_for_device("npusim", NpusimScheduling, NpusimWrapperCodegen, device_custom_pass=CodegenVersion())
