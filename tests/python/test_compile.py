@@ -349,3 +349,18 @@ def test_compile_modes(options):
     function = torch.compile(model.to("npusim"), **options)
     for _ in range(2):
         assert_close(function(x.to("npusim")), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_compiled_kernels_are_dumped(tmp_path):
+    code = """
+        import torch, npusim
+        x = torch.randn(16, 32)
+        y = torch.compile(lambda t: torch.softmax(t, -1) * 3)(x.to("npusim"))
+        torch.testing.assert_close(y.cpu(), torch.softmax(x, -1) * 3)
+    """
+    process = run_python(code, NPUSIM_DUMP_KERNELS=tmp_path, TORCHINDUCTOR_FORCE_DISABLE_CACHES=1)
+    assert process.returncode == 0, process.stderr[-3000:]
+    dumps = [path for path in tmp_path.iterdir() if path.name.startswith("fused_")]
+    assert dumps, list(tmp_path.iterdir())
+    text = dumps[0].read_text()
+    assert "vrmax.f32" in text and "vrsum.f32" in text  # the softmax's two row reductions, in one kernel
