@@ -33,7 +33,8 @@ class CompiledKernel:
         self.source = source
         self.function = namespace["program"]
         self.arguments = namespace["ARGUMENTS"]
-        self._prepared = {}  # sizes -> (program, FusedSpec or None)
+        # (sizes, names of host tensor arguments) -> (program, (FusedSpec, index tables, host scalars) or None)
+        self._prepared = {}
         self._interpreter_caches = {}  # (sizes, device) -> what the interpreter keeps between launches
 
     def __repr__(self):
