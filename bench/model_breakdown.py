@@ -38,8 +38,8 @@ def cnn():
     return resnet(), torch.optim.SGD, torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,)), F.cross_entropy
 
 
-def encoder():
-    layer = torch.nn.TransformerEncoderLayer(128, 4, 512, dropout=0.1, batch_first=True)
+def encoder(dropout=0.1):
+    layer = torch.nn.TransformerEncoderLayer(128, 4, 512, dropout=dropout, batch_first=True)
     model = torch.nn.Sequential(layer, torch.nn.Linear(128, 10))
 
     def loss(output, target):
@@ -48,7 +48,7 @@ def encoder():
     return model, torch.optim.AdamW, torch.randn(4, 64, 128), torch.randint(0, 10, (4 * 64,)), loss
 
 
-def gpt2():
+def gpt2(dropout=0.1):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
@@ -59,9 +59,9 @@ def gpt2():
         n_positions=128,
         bos_token_id=0,
         eos_token_id=0,
-        resid_pdrop=0.1,
-        embd_pdrop=0.1,
-        attn_pdrop=0.1,
+        resid_pdrop=dropout,
+        embd_pdrop=dropout,
+        attn_pdrop=dropout,
     )
     ids = torch.randint(0, 512, (2, 64))
     return GPT2LMHeadModel(config), torch.optim.AdamW, ids, ids, None

@@ -242,8 +242,10 @@ def __getattr__(name):
     backend then rather than at ``import torch``. There is no C++ wrapper code generator: Inductor's
     ``cpp_wrapper`` mode is not supported on npusim."""
     if name in ("Scheduling", "PythonWrapperCodegen"):
-        from . import inductor
+        from .inductor import registration
 
-        inductor.register()
-        return {"Scheduling": inductor.NpusimScheduling, "PythonWrapperCodegen": inductor.NpusimWrapperCodegen}[name]
+        registration.register()
+        return {"Scheduling": registration.NpusimScheduling, "PythonWrapperCodegen": registration.NpusimWrapperCodegen}[
+            name
+        ]
     raise AttributeError(f"module 'torch.npusim' has no attribute {name!r}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import sys
-from pathlib import Path
 
 _MODULE = "torch._inductor.decomposition"
 
@@ -35,14 +34,8 @@ class _AfterDecompositionImport(importlib.abc.MetaPathFinder):
 
 
 def _skip_decompositions(module):
-    # native_ops is loaded by file, not through npusim.inductor, whose package imports the rest of Inductor.
-    path = Path(__file__).resolve().parent / "inductor" / "native_ops.py"
-    spec = importlib.util.spec_from_file_location("npusim.inductor.native_ops", path)
-    native_ops = sys.modules.get(spec.name)
-    if native_ops is None:
-        native_ops = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = native_ops
-        spec.loader.exec_module(native_ops)
+    from .inductor import native_ops  # noqa: PLC0415  imports only torch, so it loads while Inductor is importing
+
     native_ops.skip_decompositions(module.decompositions)
 
 

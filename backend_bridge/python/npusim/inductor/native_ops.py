@@ -1,10 +1,11 @@
 """Operators a compiled npusim graph calls as npusim's native kernels rather than letting Inductor lower them.
 
-Inductor decomposes ``max_pool2d_with_indices`` into a window walk with int8 offsets; on npusim that kernel is not a
-strided view (its indices are data) and its int8 and bool arithmetic has no native kernels, while npusim's own
-pooling kernels (forward and backward) exist. For tensors on npusim these operators skip the decomposition
-(:func:`skip_decompositions`, run when Inductor imports its table, see npusim/inductor_hook.py) and become extern calls
-(:func:`install_lowerings`, run when the backend registers); on any other device Inductor keeps its own lowering.
+Inductor decomposes ``max_pool2d_with_indices`` into a window walk with int8 offsets, and lowers ``avg_pool2d``'s
+backward with window bounds clamped by min/max; on npusim neither is a strided view, and int8 and bool arithmetic has
+no native kernels, while npusim's own pooling kernels exist. For tensors on npusim these operators skip the
+decomposition (:func:`skip_decompositions`, run when Inductor imports its table, see npusim/inductor_hook.py, which is
+why this module imports only torch) and become extern calls (:func:`install_lowerings`, run when the backend
+registers); on any other device Inductor keeps its own.
 """
 
 from __future__ import annotations
