@@ -19,9 +19,11 @@ bool launch_bmm(const at::Tensor& a_, const at::Tensor& b, const at::Tensor& out
                 const emitter::MatmulEpilogue& epilogue, const at::Tensor& bias) {
   const auto operands = element_type(a_.scalar_type()), result = element_type(out.scalar_type());
   if (!operands || !result) return false;
-  // The kernel reads A in rows; rows strided along K (a transposed A, as in a linear layer's weight gradient) would
-  // cost a DRAM transaction per element, so such an A is first made contiguous by the tiled transpose, one pass.
-  const bool strided_rows = a_.size(2) > 1 && a_.stride(2) != 1 && a_.stride(2) != 0;
+  // The kernel reads A in rows, or (a transposed A, as in a linear layer's weight gradient) in columns that it
+  // transposes on the vector engine. Strided both ways, each element would cost a DRAM transaction: such an A is
+  // first made contiguous, one pass.
+  const bool transposed = a_.size(1) > 1 && a_.stride(1) == 1;
+  const bool strided_rows = a_.size(2) > 1 && a_.stride(2) != 1 && a_.stride(2) != 0 && !transposed;
   const at::Tensor a = strided_rows ? a_.contiguous() : a_;
   const bool single = a.size(0) == 1;  // no batch strides: one program for every layout of the batch dimension
   emitter::MatmulSpec spec{a.size(1),

@@ -94,6 +94,28 @@ TEST(FusedGemmKernels, GeluThroughErfOnATransposedWeight) {
                   {F32, F32, F32, F32}, 1e-6);
 }
 
+// A weight gradient's product X^T @ dY: A stored [k, m] (contiguous along m), so each K step's A block arrives in
+// columns and is transposed on the vector engine before the matrix engine reads it; the epilogue scales it.
+void expect_transposed_input_product(ElementType type) {
+  const int64_t m = 53, n = 30, k = 41;
+  SpecBuilder s("fused_mm_t_mul", {m, n}, 0, 3);
+  s.spec.matmul = product(0, 1, type, m, n, k);
+  s.spec.matmul->a_row = 1;
+  s.spec.matmul->a_col = m;
+  const int c = s.op(Op::Convert, F32, s.node({.op = Op::Product, .type = type}));
+  s.store(s.op(Op::Convert, type, s.op(Op::Mul, F32, c, s.constant(F32, 0.25))), 2, type, {n, 1});
+  const config::ChipConfig config = gemm_chip();
+  const emitter::Kernel kernel = emitter::emit_fused(s.spec, config);
+  EXPECT_NE(kernel.description.find("A transposed"), std::string::npos) << kernel.description;
+  expect_blocks_on_every_core(kernel, config.chip_cores, m, n);
+  const int64_t bytes = static_cast<int64_t>(isa::element_bytes(type));
+  run_and_compare(s.spec, config,
+                  {random_buffer(type, k * m, 61), random_buffer(type, k * n, 62), Bytes(m * n * bytes)},
+                  {type, type, type});
+}
+TEST(FusedGemmKernels, ATransposedInputIsTransposedInTheKernel) { expect_transposed_input_product(F32); }
+TEST(FusedGemmKernels, ATransposedBf16InputIsTransposedInTheKernel) { expect_transposed_input_product(BF16); }
+
 TEST(FusedGemmKernels, Bf16OperandsRoundTheProductThenAddInF32) {
   // out (bf16) = bf16(f32(bf16(A @ B)) + f32(bias)), A and B bf16, the bias bf16 along n.
   const int64_t m = 23, n = 30, k = 17;

@@ -75,25 +75,30 @@ TEST_P(EmittedMatmul, MatchesTiledReferenceWhenCoresShareTheTiles) {
   expect_matches_reference(GetParam().spec, config);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, EmittedMatmul,
-                         ::testing::Values(MatmulCase{"OneTile", {4, 8, 4, 8, 1, 4, 1, 4, 1}},
-                                           MatmulCase{"RaggedEdgesEverywhere", {37, 21, 11, 21, 1, 11, 1, 11, 1}},
-                                           MatmulCase{"TransposedWeightsLikeLinear", {9, 19, 7, 19, 1, 1, 19, 7, 1}},
-                                           MatmulCase{"TransposedInputAndStridedOutput", {6, 5, 9, 1, 6, 9, 1, 20, 2}},
-                                           MatmulCase{"SingleElement", {1, 1, 1, 1, 1, 1, 1, 1, 1}},
-                                           // 16-column blocks: three full ones and one of two columns
-                                           MatmulCase{"ManyBlocksAndANarrowLastOne", {70, 9, 50, 9, 1, 50, 1, 50, 1}},
-                                           MatmulCase{"TransposedWeightsAcrossBlocks",
-                                                      {40, 12, 30, 12, 1, 1, 12, 30, 1}},
-                                           // bmm: 5 entries of 13 x 9 @ 9 x 11, ragged blocks in every entry
-                                           MatmulCase{"BatchOfProducts",
-                                                      {13, 9, 11, 9, 1, 11, 1, 11, 1, isa::ElementType::F32,
-                                                       std::nullopt, 5, 13 * 9, 9 * 11, 13 * 11}},
-                                           // one A (a 1 x 1 convolution's weights) against a batch of B
-                                           MatmulCase{"BatchSharingItsFirstOperand",
-                                                      {6, 10, 21, 10, 1, 21, 1, 21, 1, isa::ElementType::F32,
-                                                       std::nullopt, 4, 0, 10 * 21, 6 * 21}}),
-                         [](const ::testing::TestParamInfo<MatmulCase>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, EmittedMatmul,
+    ::testing::Values(
+        MatmulCase{"OneTile", {4, 8, 4, 8, 1, 4, 1, 4, 1}},
+        MatmulCase{"RaggedEdgesEverywhere", {37, 21, 11, 21, 1, 11, 1, 11, 1}},
+        MatmulCase{"TransposedWeightsLikeLinear", {9, 19, 7, 19, 1, 1, 19, 7, 1}},
+        MatmulCase{"TransposedInputAndStridedOutput", {6, 5, 9, 1, 6, 9, 1, 20, 2}},
+        MatmulCase{"SingleElement", {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+        // 16-column blocks: three full ones and one of two columns
+        MatmulCase{"ManyBlocksAndANarrowLastOne", {70, 9, 50, 9, 1, 50, 1, 50, 1}},
+        MatmulCase{"TransposedWeightsAcrossBlocks", {40, 12, 30, 12, 1, 1, 12, 30, 1}},
+        // X^T @ dY, a weight gradient: A read in columns and transposed in the
+        // kernel, over many blocks and K steps with ragged edges
+        MatmulCase{"TransposedInputAcrossBlocksAndKSteps", {45, 27, 19, 1, 45, 19, 1, 19, 1}},
+        MatmulCase{"TransposedInputAndTransposedWeights", {45, 27, 19, 1, 45, 1, 27, 19, 1}},
+        MatmulCase{"BatchOfTransposedInputs",
+                   {13, 9, 11, 1, 13, 11, 1, 11, 1, isa::ElementType::F32, std::nullopt, 3, 13 * 9, 9 * 11, 13 * 11}},
+        // bmm: 5 entries of 13 x 9 @ 9 x 11, ragged blocks in every entry
+        MatmulCase{"BatchOfProducts",
+                   {13, 9, 11, 9, 1, 11, 1, 11, 1, isa::ElementType::F32, std::nullopt, 5, 13 * 9, 9 * 11, 13 * 11}},
+        // one A (a 1 x 1 convolution's weights) against a batch of B
+        MatmulCase{"BatchSharingItsFirstOperand",
+                   {6, 10, 21, 10, 1, 21, 1, 21, 1, isa::ElementType::F32, std::nullopt, 4, 0, 10 * 21, 6 * 21}}),
+    [](const ::testing::TestParamInfo<MatmulCase>& info) { return std::string(info.param.name); });
 
 // bfloat16 as the upper half of a float32, rounded to nearest-even (no NaNs here).
 uint16_t to_bfloat16(float value) {

@@ -9,6 +9,9 @@
 // Scratchpad and accumulator layouts, sub-tile major so that each sub-tile is one contiguous tile:
 //   A block [mt][kt]; B block [nb / cols][kt][cols] (or [nb][kt] when B is transposed, for mx.ldwt);
 //   C block [nb / cols][mt][cols] in the accumulator, the staging tile and the epilogue's block-shaped tiles.
+// A transposed A (contiguous along M, as in a linear layer's weight gradient X^T @ dY) would cost a DRAM transaction
+// per element read in rows: it arrives as [kt][mt] in runs of mt elements, into a third part of the slot, and a vtr
+// on the vector engine puts it right, so that a K step's slot is loaded DMA → vector → matrix.
 // A ragged last sub-tile (nb not a multiple of cols) follows the full ones with its own width.
 // A batch of products numbers the blocks of all its entries in turn, so they share the cores and the pipeline.
 //
@@ -54,6 +57,7 @@ class Loop::Emitter {
         b_(std::move(name), config) {
     tile_k_ = config.core_systolic_rows;
     sub_cols_ = config.core_systolic_cols;
+    a_transposed_ = spec.m > 1 && spec.k > 1 && spec.a_row == 1 && spec.a_col > 1;
     // Two sets of staging and epilogue tiles when they leave the blocks as large as one set does (the accumulator, not
     // the scratchpad, bounds them); else one. Measured on the default chip, gelu(linear) [256 x 128] @ [128 x 512]:
     // blocks of 52 rows with two sets took 100.6k cycles, of 86 rows with one 96.9k (more B traffic and weight loads
@@ -83,12 +87,13 @@ class Loop::Emitter {
     const int64_t side = std::min(spec_.m, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(acc))));
     int64_t block_sub_tiles = std::clamp<int64_t>(acc / (side * sub_cols_), 1, sub_tiles);
     block_sub_tiles = std::min(block_sub_tiles, std::max<int64_t>(1, spad / (4 * tile_k_ * sub_cols_ * bytes_)));
-    // Two A slots of mt x kt and two B slots of kt x nb operand elements, the staging of mt x nb outputs and the
-    // epilogue's tiles of as many, per set.
+    // Two A slots of mt x kt (and two of its transposed arrival) and two B slots of kt x nb operand elements, the
+    // staging of mt x nb outputs and the epilogue's tiles of as many, per set.
     const int64_t staged =
         sets * (static_cast<int64_t>(isa::element_bytes(epilogue_.staged_type())) + epilogue_.bytes_per_output());
     const auto tallest = [&](int64_t nb) {
-      return std::min({spec_.m, acc / nb, (spad - 2 * tile_k_ * nb * bytes_) / (2 * tile_k_ * bytes_ + nb * staged)});
+      return std::min(
+          {spec_.m, acc / nb, (spad - 2 * tile_k_ * nb * bytes_) / (2 * a_parts() * tile_k_ * bytes_ + nb * staged)});
     };
     block_n_ = block_sub_tiles * sub_cols_;
     block_m_ = tallest(block_n_);
@@ -113,7 +118,10 @@ class Loop::Emitter {
         fmt::format("{} x [{} x {}] @ [{} x {}], blocks m {} n {}, k steps {}, sub-tiles {} wide{}, {} set{} of "
                     "staging and epilogue tiles",
                     spec_.batch, spec_.m, spec_.k, spec_.k, spec_.n, block_m_, block_n_, tile_k_, sub_cols_,
-                    b_transposed_ ? ", B transposed" : "", sets_, sets_ > 1 ? "s" : ""));
+                    a_transposed_   ? (b_transposed_ ? ", A and B transposed" : ", A transposed")
+                    : b_transposed_ ? ", B transposed"
+                                    : "",
+                    sets_, sets_ > 1 ? "s" : ""));
     allocate_tiles();
     a_ = b_.reg("A");
     bm_ = b_.reg("B");
@@ -132,6 +140,7 @@ class Loop::Emitter {
     b_.DmaDim(3, one_, kZero);  // tiles here have at most three dimensions
     loaded_ = b_.semaphore();
     free_ = b_.semaphore();
+    if (a_transposed_) arrived_ = b_.semaphore();
     b_.SemPostMatrix(free_);
     b_.SemPostMatrix(free_);
     epilogue_.prepare(loop);
@@ -205,7 +214,10 @@ class Loop::Emitter {
   int64_t blocks_n() const { return ceil_div(spec_.n, block_n_); }
   int64_t entry_blocks() const { return ceil_div(spec_.m, block_m_) * blocks_n(); }
   int64_t blocks() const { return spec_.batch * entry_blocks(); }
-  int64_t slot_bytes() const { return (block_m_ + block_n_) * tile_k_ * bytes_; }
+  // The A block's parts of a slot: itself, and its transposed arrival when A is transposed.
+  int64_t a_parts() const { return a_transposed_ ? 2 : 1; }
+  // A slot: the A block [mt][kt], the B block, then (A transposed) A's arrival [kt][mt].
+  int64_t slot_bytes() const { return (a_parts() * block_m_ + block_n_) * tile_k_ * bytes_; }
 
   void allocate_tiles() {
     slots_ = b_.tile(Space::Scratchpad, 2 * slot_bytes(), "K-step slots", /*ordered=*/false);
@@ -343,7 +355,16 @@ class Loop::Emitter {
       point_at(dram, a_, p.m0, spec_.a_row, load_k0_, spec_.a_col, bytes_, load_block_, spec_.a_batch);
       p.m0 = Reg();  // B needs the block's columns only: one register more for its ragged sub-tile
       b_.bind(load_slot_, slots_);
-      move(true, load_slot_, dram, kt, spec_.a_col, mt, spec_.a_row, one_, 0, bytes_);
+      Reg a_arrival;
+      if (a_transposed_) {
+        a_arrival = b_.reg("A arrival");
+        b_.li(a_arrival, (block_m_ + block_n_) * tile_k_ * bytes_);
+        b_.Add(a_arrival, load_slot_, a_arrival);
+        b_.bind(a_arrival, slots_);
+        move(true, a_arrival, dram, mt, spec_.a_row, kt, spec_.a_col, one_, 0, bytes_);
+      } else {
+        move(true, load_slot_, dram, kt, spec_.a_col, mt, spec_.a_row, one_, 0, bytes_);
+      }
       Reg b_block = b_.reg("B block");
       b_.li(b_block, block_m_ * tile_k_ * bytes_);
       b_.Add(b_block, load_slot_, b_block);
@@ -354,7 +375,15 @@ class Loop::Emitter {
       else
         move_sub_tiles(true, b_block, slots_, dram, p.full_sub_tiles, p.ragged_columns, kt, spec_.b_row, spec_.b_col,
                        bytes_);
-      b_.SemPostDma(loaded_);
+      if (a_transposed_) {
+        // [kt][mt] → [mt][kt]; the vector engine waits here for the arrival, behind whatever epilogue it has queued.
+        b_.SemPostDma(arrived_);
+        b_.SemWaitVector(arrived_);
+        b_.Vtr(spec_.type, load_slot_, a_arrival, kt, mt);
+        b_.SemPostVector(loaded_);
+      } else {
+        b_.SemPostDma(loaded_);
+      }
     }
     toggle_slot(load_slot_);
     b_.add_constant(load_k0_, tile_k_);
@@ -483,12 +512,14 @@ class Loop::Emitter {
   int64_t bytes_;  // per element of A and B
   Epilogue& epilogue_;
   int64_t tile_k_ = 0, sub_cols_ = 0, block_m_ = 0, block_n_ = 0;
-  bool b_transposed_ = false;
+  bool a_transposed_ = false, b_transposed_ = false;
   KernelBuilder b_;
   int sets_ = 1;
   Tile slots_, accumulator_;
   std::vector<Tile> staging_;  // one per set
-  int loaded_ = 0, free_ = 0;  // semaphores: a K-step slot loaded (DMA → matrix), a slot free (matrix → DMA)
+  // Semaphores: a K-step slot loaded (DMA → matrix, or vector → matrix after the vtr of a transposed A), a slot free
+  // (matrix → DMA), a transposed A arrived (DMA → vector).
+  int loaded_ = 0, free_ = 0, arrived_ = 0;
   Reg a_, bm_, one_, sub_tile_cols_, slot_, load_slot_, block_, core_stride_, load_block_, load_k0_, previous_;
 };
 
