@@ -93,6 +93,17 @@ TEST(EmittedAttention, CausalMatchesDoublePrecisionAttention) {
   expect_matches_reference({2, 13, 6, 4, 3, true, 1.0f});  // more queries than keys: the last rows see every key
 }
 
+// Query blocks of several key blocks' rows: the causal mask's window moves across the triangle, key blocks right of a
+// query block's last row are skipped, a ragged last key block is masked or skipped, in every alignment.
+TEST(EmittedAttention, TallQueryBlocksSpanSeveralKeyBlocks) {
+  const emitter::Kernel kernel = emitter::emit_attention({1, 37, 45, 6, 5, true, 0.3f}, tiny_config());
+  EXPECT_NE(kernel.description.find("blocks of 16 queries and 4 keys"), std::string::npos) << kernel.description;
+  for (bool causal : {false, true}) {
+    expect_matches_reference({1, 37, 45, 6, 5, causal, 0.3f});  // more keys than queries
+    expect_matches_reference({2, 30, 23, 6, 5, causal, 0.7f});  // fewer keys than queries, a ragged key block
+  }
+}
+
 TEST(EmittedAttention, RefusesBlocksThatDoNotFit) {
   config::ChipConfig config = tiny_config();
   config.core_scratchpad_kib = 1;

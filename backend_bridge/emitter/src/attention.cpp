@@ -1,10 +1,14 @@
-// Fused attention. Blocks are B x B (B no larger than the systolic array, so that S = Q K^T has B columns and P V
-// contracts over B rows); the head dimension is split into chunks of the array's rows and the value dimension into
-// chunks of its columns, each chunk a tile of its own in the scratchpad. The emitter unrolls the key-block body
-// twice (full blocks, then the ragged last one) so that every row length in a broadcast is a constant; query blocks
-// are spread over the cores. Causal masking skips key blocks right of the diagonal and masks the diagonal block with
-// a B x B triangle held in the program's .data. The builder orders the engines by the tiles they touch; the kernel
-// reads no DRAM it writes, so it needs no fence.
+// Fused attention. A key block has Bk keys (Bk no larger than the systolic array, so that S = Q K^T has Bk columns
+// and P V contracts over Bk rows); a query block has Bq rows, a multiple of Bk as large as the scratchpad and
+// accumulator allow (the rows stream through the array, so tall query blocks put many MACs behind each instruction and
+// load each key block once per Bq queries). The head dimension is split into chunks of the array's rows and the value
+// dimension into chunks of its columns, each chunk a tile of its own in the scratchpad. The emitter unrolls the
+// key-block body twice (full blocks, then the ragged last one) so that every row length in a broadcast is a constant;
+// query blocks are spread over the cores. Causal masking skips key blocks right of the query block's last row and
+// masks those at or right of its first row with a window of a Bq x Bq triangle held in the program's .data (Bq being
+// a multiple of Bk, such a block starts at or after the query block's first row). Each row's arithmetic is the same
+// whatever Bq. The builder orders the engines by the tiles they touch; the kernel reads no DRAM it writes, so it
+// needs no fence.
 #include "npusim/emitter/attention.h"
 
 #include <fmt/format.h>
@@ -27,10 +31,12 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t padded(int64_t bytes) { return ceil_div(bytes, 64) * 64; }  // tiles start on 64-byte boundaries
 int32_t float_bits(float value) { return std::bit_cast<int32_t>(value); }
 
-// The chunking of the head and value dimensions, and the largest block that fits the buffers.
+// The chunking of the head and value dimensions, and the largest blocks that fit the buffers.
 struct AttentionTiling {
+  static constexpr int64_t kMostQueryBlockRows = 256;  // beyond this, fewer and larger blocks gain little
+
   bool half;  // f16 or bf16 in DRAM, staged in the scratchpad
-  int64_t d_chunk, v_chunk, d_chunks, v_chunks, block = 0;
+  int64_t d_chunk, v_chunk, d_chunks, v_chunks, block_k = 0, block_q = 0;
 
   AttentionTiling(const AttentionSpec& s, const config::ChipConfig& config)
       : half(s.type != ElementType::F32),
@@ -38,29 +44,39 @@ struct AttentionTiling {
         v_chunk(std::min<int64_t>(s.value_dim, config.core_systolic_cols)),
         d_chunks(ceil_div(s.head_dim, d_chunk)),
         v_chunks(ceil_div(s.value_dim, v_chunk)) {
-    const auto fits = [&](int64_t b) {
-      return spad_bytes(b) <= static_cast<int64_t>(config.scratchpad_bytes()) &&
-             padded(b * b * kFloat) + b * v_chunk * kFloat <= static_cast<int64_t>(config.accumulator_bytes());
+    const auto fits = [&](int64_t bq, int64_t bk) {
+      return spad_bytes(bq, bk) <= static_cast<int64_t>(config.scratchpad_bytes()) &&
+             padded(bq * bk * kFloat) + bq * v_chunk * kFloat <= static_cast<int64_t>(config.accumulator_bytes());
     };
     for (int64_t b =
              std::min<int64_t>({config.core_systolic_rows, config.core_systolic_cols, std::max(s.q_len, s.k_len)});
-         b >= 1 && block == 0; --b)
-      if (fits(b)) block = b;
+         b >= 1 && block_k == 0; --b)
+      if (fits(b, b)) block_k = b;
+    if (block_k == 0) return;
+    // Bq: whole key blocks' worth of rows, no more than the queries need, enough blocks for every core.
+    const int64_t most = std::min(ceil_div(s.q_len, block_k), std::max<int64_t>(1, kMostQueryBlockRows / block_k));
+    for (int64_t blocks = most; blocks >= 1 && block_q == 0; --blocks)
+      if (fits(blocks * block_k, block_k) &&
+          (blocks == 1 || s.heads * ceil_div(s.q_len, blocks * block_k) >= config.chip_cores))
+        block_q = blocks * block_k;
   }
-  // Bytes of scratchpad the tiles of a block size take: Q, K, V, S, O, P V, five per-row vectors, two constants, the
-  // mask; for half precision, Q, K, V and O staged in 2-byte elements too.
-  int64_t spad_bytes(int64_t b) const {
-    const int64_t q_or_k = d_chunks * padded(b * d_chunk * kFloat), values = v_chunks * padded(b * v_chunk * kFloat);
-    const int64_t staged = half ? 2 * d_chunks * padded(b * d_chunk * 2) + 2 * v_chunks * padded(b * v_chunk * 2) : 0;
-    return 2 * q_or_k + 3 * values + padded(b * b * kFloat) + 5 * padded(b * kFloat) + padded(2 * kFloat) +
-           padded(b * b) + staged;
+  // Bytes of scratchpad the tiles of Bq x Bk blocks take: Q, O and P V of Bq rows, K and V of Bk rows, S, five per-row
+  // vectors, two constants, the mask; for half precision, Q, K, V and O staged in 2-byte elements too.
+  int64_t spad_bytes(int64_t bq, int64_t bk) const {
+    const auto q_or_k = [&](int64_t rows) { return d_chunks * padded(rows * d_chunk * kFloat); };
+    const auto values = [&](int64_t rows) { return v_chunks * padded(rows * v_chunk * kFloat); };
+    const auto staged_q_or_k = [&](int64_t rows) { return d_chunks * padded(rows * d_chunk * 2); };
+    const auto staged_values = [&](int64_t rows) { return v_chunks * padded(rows * v_chunk * 2); };
+    const int64_t staged = half ? staged_q_or_k(bq) + staged_q_or_k(bk) + staged_values(bk) + staged_values(bq) : 0;
+    return q_or_k(bq) + q_or_k(bk) + values(bk) + 2 * values(bq) + padded(bq * bk * kFloat) + 5 * padded(bq * kFloat) +
+           padded(2 * kFloat) + padded(bq * bk) + staged;
   }
 };
 
 // A [heads][length][dim] tensor's block of rows as chunks of `chunk` columns, each an f32 tile (and, for half
 // precision, the tile its 2-byte elements are staged in).
 struct ChunkedRows {
-  int64_t length, dim, chunk;
+  int64_t length, dim, chunk, block;  // block: the rows of a block of this tensor (Bq or Bk)
   std::vector<Tile> tiles, staged;
   int64_t width(size_t c) const { return std::min(chunk, dim - static_cast<int64_t>(c) * chunk); }
 };
@@ -72,40 +88,43 @@ class AttentionEmitter {
       : s_(spec),
         half_(tiling.half),
         bytes_(static_cast<int64_t>(isa::element_bytes(spec.type))),
-        block_(tiling.block),
+        block_q_(tiling.block_q),
+        block_k_(tiling.block_k),
         b_(name, config) {
-    const auto chunked = [&](int64_t length, int64_t dim, int64_t chunk, int64_t chunks, std::string_view what) {
-      ChunkedRows rows{length, dim, chunk, {}, {}};
+    const auto chunked = [&](int64_t length, int64_t dim, int64_t chunk, int64_t chunks, int64_t block,
+                             std::string_view what) {
+      ChunkedRows rows{length, dim, chunk, block, {}, {}};
       for (int64_t c = 0; c < chunks; ++c)
-        rows.tiles.push_back(b_.tile(Space::Scratchpad, block_ * chunk * kFloat, fmt::format("{} {}", what, c)));
+        rows.tiles.push_back(b_.tile(Space::Scratchpad, block * chunk * kFloat, fmt::format("{} {}", what, c)));
       return rows;
     };
-    q_ = chunked(s_.q_len, s_.head_dim, tiling.d_chunk, tiling.d_chunks, "Q");
-    k_ = chunked(s_.k_len, s_.head_dim, tiling.d_chunk, tiling.d_chunks, "K");
-    v_ = chunked(s_.k_len, s_.value_dim, tiling.v_chunk, tiling.v_chunks, "V");
-    scores_ = b_.tile(Space::Scratchpad, block_ * block_ * kFloat, "S");
-    o_ = chunked(s_.q_len, s_.value_dim, tiling.v_chunk, tiling.v_chunks, "O");
-    product_ = chunked(s_.q_len, s_.value_dim, tiling.v_chunk, tiling.v_chunks, "P V");
-    max_ = b_.tile(Space::Scratchpad, block_ * kFloat, "row maximum");
-    new_max_ = b_.tile(Space::Scratchpad, block_ * kFloat, "new row maximum");
-    sum_ = b_.tile(Space::Scratchpad, block_ * kFloat, "row sum");
-    correction_ = b_.tile(Space::Scratchpad, block_ * kFloat, "correction");
-    partial_ = b_.tile(Space::Scratchpad, block_ * kFloat, "block row maximum or sum");
+    q_ = chunked(s_.q_len, s_.head_dim, tiling.d_chunk, tiling.d_chunks, block_q_, "Q");
+    k_ = chunked(s_.k_len, s_.head_dim, tiling.d_chunk, tiling.d_chunks, block_k_, "K");
+    v_ = chunked(s_.k_len, s_.value_dim, tiling.v_chunk, tiling.v_chunks, block_k_, "V");
+    scores_ = b_.tile(Space::Scratchpad, block_q_ * block_k_ * kFloat, "S");
+    o_ = chunked(s_.q_len, s_.value_dim, tiling.v_chunk, tiling.v_chunks, block_q_, "O");
+    product_ = chunked(s_.q_len, s_.value_dim, tiling.v_chunk, tiling.v_chunks, block_q_, "P V");
+    max_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "row maximum");
+    new_max_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "new row maximum");
+    sum_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "row sum");
+    correction_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "correction");
+    partial_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "block row maximum or sum");
     constants_ = b_.tile(Space::Scratchpad, 2 * kFloat, "scale and minus infinity");
-    mask_tile_ = b_.tile(Space::Scratchpad, block_ * block_, "mask");
+    mask_tile_ = b_.tile(Space::Scratchpad, block_q_ * block_k_, "mask");
     if (half_)
       for (ChunkedRows* rows : {&q_, &k_, &v_, &o_})
         for (size_t c = 0; c < rows->tiles.size(); ++c)
-          rows->staged.push_back(b_.tile(Space::Scratchpad, block_ * rows->chunk * 2, "staged"));
-    scores_acc_ = b_.tile(Space::Accumulator, block_ * block_ * kFloat, "S accumulator");
-    product_acc_ = b_.tile(Space::Accumulator, block_ * tiling.v_chunk * kFloat, "P V accumulator");
+          rows->staged.push_back(b_.tile(Space::Scratchpad, rows->block * rows->chunk * 2, "staged"));
+    scores_acc_ = b_.tile(Space::Accumulator, block_q_ * block_k_ * kFloat, "S accumulator");
+    product_acc_ = b_.tile(Space::Accumulator, block_q_ * tiling.v_chunk * kFloat, "P V accumulator");
   }
 
   Kernel emit() {
-    b_.describe(fmt::format("attention_{}: {} heads, {} queries x {} keys, head dim {}, value dim {}{}, block {}",
-                            isa::type_name(s_.type), s_.heads, s_.q_len, s_.k_len, s_.head_dim, s_.value_dim,
-                            s_.causal ? ", causal" : "", block_));
-    const int64_t q_blocks = ceil_div(s_.q_len, block_), full_k_blocks = s_.k_len / block_;
+    b_.describe(fmt::format(
+        "attention_{}: {} heads, {} queries x {} keys, head dim {}, value dim {}{}, blocks of {} queries and {} keys",
+        isa::type_name(s_.type), s_.heads, s_.q_len, s_.k_len, s_.head_dim, s_.value_dim, s_.causal ? ", causal" : "",
+        block_q_, block_k_));
+    const int64_t q_blocks = ceil_div(s_.q_len, block_q_), full_k_blocks = s_.k_len / block_k_;
     output_ = b_.reg("output");
     lse_ = b_.reg("log-sum-exp");
     query_ = b_.reg("query");
@@ -139,13 +158,14 @@ class AttentionEmitter {
     rows_ = b_.reg("rows in the query block");
     b_.Divu(head_, unit, blocks);
     b_.Remu(q_block_, unit, blocks);
-    {  // rows: min(B, q_len - q0)
-      Reg block = b_.reg("block"), first = b_.reg("first query");
+    first_query_ = b_.reg("first query");
+    {  // rows: min(Bq, q_len - q0)
+      Reg block = b_.reg("block");
       const Label short_block = b_.label();
-      b_.li(block, block_);
-      b_.Mul(first, q_block_, block);
+      b_.li(block, block_q_);
+      b_.Mul(first_query_, q_block_, block);
       b_.li(rows_, s_.q_len);
-      b_.Sub(rows_, rows_, first);
+      b_.Sub(rows_, rows_, first_query_);
       b_.Bltu(rows_, block, short_block);
       b_.move(rows_, block);
       b_.bind(short_block);
@@ -183,8 +203,8 @@ class AttentionEmitter {
     }
   }
 
-  // Full key blocks 0 .. limit - 1 (all of them, or up to the diagonal block when causal), then the ragged last one
-  // unless it is right of the diagonal.
+  // Full key blocks 0 .. limit - 1 (all of them, or, when causal, those starting at or left of the query block's
+  // last row), then the ragged last one unless it starts right of that row.
   void key_blocks(int64_t full_k_blocks) {
     key_block_ = b_.reg("key block");
     keys_ = b_.reg("keys in the key block");
@@ -192,9 +212,13 @@ class AttentionEmitter {
       Reg limit = b_.reg("full key blocks to visit");
       b_.li(limit, full_k_blocks);
       if (s_.causal) {
-        Reg diagonal_end = b_.reg("blocks up to the diagonal");
+        // ceil((q0 + rows) / Bk): the blocks holding keys 0 .. q0 + rows - 1.
+        Reg diagonal_end = b_.reg("blocks up to the diagonal"), block = b_.reg("block");
         const Label all_full = b_.label();
-        b_.Addi(diagonal_end, q_block_, 1);
+        b_.Add(diagonal_end, first_query_, rows_);
+        b_.Addi(diagonal_end, diagonal_end, block_k_ - 1);
+        b_.li(block, block_k_);
+        b_.Divu(diagonal_end, diagonal_end, block);
         b_.Bgeu(diagonal_end, limit, all_full);
         b_.move(limit, diagonal_end);
         b_.bind(all_full);
@@ -203,20 +227,21 @@ class AttentionEmitter {
       b_.li(key_block_, 0);
       b_.Beq(key_block_, limit, full_done);
       b_.bind(full_block);
-      key_block(block_);
+      key_block(block_k_);
       b_.Addi(key_block_, key_block_, 1);
       b_.Bltu(key_block_, limit, full_block);
       b_.bind(full_done);
     }
-    if (s_.k_len % block_ == 0) return;
+    if (s_.k_len % block_k_ == 0) return;
     const Label tail_done = b_.label();
-    if (s_.causal) {
-      Reg last = b_.reg("last key block");
-      b_.li(last, full_k_blocks);
-      b_.Bltu(q_block_, last, tail_done);
+    if (s_.causal) {  // visited when its first key, full_k_blocks * Bk, is at most q0 + rows - 1
+      Reg end = b_.reg("queries up to the block's end"), first_key = b_.reg("first key");
+      b_.Add(end, first_query_, rows_);
+      b_.li(first_key, full_k_blocks * block_k_);
+      b_.Bgeu(first_key, end, tail_done);
     }
     b_.li(key_block_, full_k_blocks);
-    key_block(s_.k_len % block_);
+    key_block(s_.k_len % block_k_);
     b_.bind(tail_done);
   }
 
@@ -230,7 +255,7 @@ class AttentionEmitter {
         at = b_.reg("chunk tile");
     b_.li(scratch, tensor.length * tensor.dim * bytes_);
     b_.Mul(pointer, head_, scratch);
-    b_.li(scratch, block_ * tensor.dim * bytes_);
+    b_.li(scratch, tensor.block * tensor.dim * bytes_);
     b_.Mul(scratch, block, scratch);
     b_.Add(pointer, pointer, scratch);
     b_.Add(pointer, pointer, base);
@@ -288,12 +313,19 @@ class AttentionEmitter {
     b_.point(at, constants_);  // the scale
     b_.Vmul(kF32, scores, scores, at, n, 1);
     if (s_.causal) {
+      // Keys at or right of the query block's first row (the block starts there or after it, Bq being a multiple of
+      // Bk): the triangle's window from column k0 - q0.
       const Label unmasked = b_.label();
-      b_.Bne(key_block_, q_block_, unmasked);
+      Reg window = b_.reg("mask window");
+      b_.li(window, block_k_);
+      b_.Mul(window, key_block_, window);
+      b_.Bltu(window, first_query_, unmasked);
+      b_.Sub(window, window, first_query_);
+      b_.Add(window, window, mask_);
       Reg mask = b_.reg("mask tile");
       b_.li(width, keys);
       b_.point(mask, mask_tile_);
-      b_.DmaLoad2d8(mask, mask_, width, rows_, mask_row_bytes());
+      b_.DmaLoad2d8(mask, window, width, rows_, mask_row_bytes());
       b_.point(at, constants_, kFloat);  // minus infinity
       b_.Vsel(kF32, scores, mask, at, n, 1);
       b_.bind(unmasked);
@@ -366,7 +398,7 @@ class AttentionEmitter {
     Reg pointer = b_.reg("DRAM rows"), scratch = b_.reg("DRAM offset");
     b_.li(scratch, s_.q_len * kFloat);
     b_.Mul(pointer, head_, scratch);
-    b_.li(scratch, block_ * kFloat);
+    b_.li(scratch, block_q_ * kFloat);
     b_.Mul(scratch, q_block_, scratch);
     b_.Add(pointer, pointer, scratch);
     b_.Add(pointer, pointer, lse_);
@@ -374,13 +406,13 @@ class AttentionEmitter {
   }
 
   // Rows of the mask are padded to whole words.
-  int64_t mask_row_bytes() const { return ceil_div(block_, 8) * 8; }
+  int64_t mask_row_bytes() const { return ceil_div(block_q_, 8) * 8; }
 
-  // mask[i][j] = 1 where key j is right of query i, B rows of B bytes, little-endian in words.
+  // mask[i][j] = 1 where key j is right of query i, Bq rows of Bq bytes, little-endian in words.
   std::vector<uint64_t> mask_words() const {
-    std::vector<uint64_t> words(block_ * mask_row_bytes() / 8);
-    for (int64_t i = 0; i < block_; ++i)
-      for (int64_t j = i + 1; j < block_; ++j) {
+    std::vector<uint64_t> words(block_q_ * mask_row_bytes() / 8);
+    for (int64_t i = 0; i < block_q_; ++i)
+      for (int64_t j = i + 1; j < block_q_; ++j) {
         const int64_t byte = i * mask_row_bytes() + j;
         words[byte / 8] |= uint64_t{1} << (8 * (byte % 8));
       }
@@ -389,26 +421,26 @@ class AttentionEmitter {
 
   AttentionSpec s_;
   bool half_;
-  int64_t bytes_, block_;
+  int64_t bytes_, block_q_, block_k_;
   KernelBuilder b_;
   ChunkedRows q_, k_, v_, o_, product_;
   Tile scores_, max_, new_max_, sum_, correction_, partial_, constants_, mask_tile_, scores_acc_, product_acc_;
-  // Held for the whole kernel: the argument pointers, the mask's address; per query block: its head, index and rows;
-  // per key block: its index and keys.
-  Reg output_, lse_, query_, key_, value_, mask_, head_, q_block_, rows_, key_block_, keys_;
+  // Held for the whole kernel: the argument pointers, the mask's address; per query block: its head, index, first
+  // row and rows; per key block: its index and keys.
+  Reg output_, lse_, query_, key_, value_, mask_, head_, q_block_, first_query_, rows_, key_block_, keys_;
 };
 
 }  // namespace
 
 bool attention_fits(const AttentionSpec& spec, const config::ChipConfig& config) {
-  return AttentionTiling(spec, config).block > 0;
+  return AttentionTiling(spec, config).block_q > 0;
 }
 
 Kernel emit_attention(const AttentionSpec& spec, const config::ChipConfig& config) {
   if (spec.heads < 1 || spec.q_len < 1 || spec.k_len < 1 || spec.head_dim < 1 || spec.value_dim < 1)
     throw std::invalid_argument("attention needs at least one head, query, key and dimension");
   const AttentionTiling tiling(spec, config);
-  if (tiling.block == 0) throw Unsupported("an attention block does not fit the scratchpad and accumulator");
+  if (tiling.block_q == 0) throw Unsupported("an attention block does not fit the scratchpad and accumulator");
   if (spec.type != ElementType::F32 && spec.type != ElementType::F16 && spec.type != ElementType::BF16)
     throw std::invalid_argument(fmt::format("attention of {} elements", isa::type_name(spec.type)));
   return AttentionEmitter(spec, config, tiling, fmt::format("attention_{}", isa::type_name(spec.type))).emit();
