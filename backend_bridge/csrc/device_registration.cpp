@@ -34,6 +34,7 @@ namespace {
 thread_local c10::DeviceIndex current_device = 0;
 
 void free_device_pointer(void* pointer) {
+  if (runtime::Session::in_bad_fork()) return;  // the memory is the parent's, on a device this process cannot reach
   const int device = device_of_pointer(pointer);
   if (device >= 0) runtime_device(static_cast<c10::DeviceIndex>(device)).free(pointer_to_device_address(pointer));
 }

@@ -140,6 +140,7 @@ PYBIND11_MODULE(_C, m) {
     runtime::Session::instance().set_default_config_dirs({dirs.begin(), dirs.end()});
   });
   m.def("device_count", [] { return runtime::Session::instance().device_count(); });
+  m.def("is_in_bad_fork", &runtime::Session::in_bad_fork);
   m.def("current_device", [] {
     return static_cast<int>(c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index());
   });

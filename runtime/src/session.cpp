@@ -3,7 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cstdlib>
+#include <stdexcept>
 
 namespace npusim::runtime {
 
@@ -19,6 +23,16 @@ SessionOptions options_from_environment(SessionOptions defaults) {
   if (defaults.config_dirs.empty()) defaults.config_dirs.push_back(config::source_config_dir());
   return defaults;
 }
+
+namespace {
+
+// Set in a child forked after the devices opened (pthread_atfork): the device threads, and any work they were
+// running, stayed in the parent.
+std::atomic<bool> forked_after_open{false};
+
+}  // namespace
+
+bool Session::in_bad_fork() { return forked_after_open.load(); }
 
 Session& Session::instance() {
   // Never destroyed: devices may still be referenced by tensors freed during interpreter shutdown.
@@ -71,6 +85,10 @@ int Session::device_count() {
 }
 
 Device& Session::device(int index) {
+  if (in_bad_fork())
+    throw std::runtime_error(
+        "npusim cannot be used in a process forked after its parent opened the npusim devices (their threads do not "
+        "survive fork); use multiprocessing's 'spawn' or 'forkserver' start method, or first use npusim after forking");
   open_devices();
   std::lock_guard lock(mutex_);
   if (index < 0 || index >= static_cast<int>(devices_.size()))
@@ -96,8 +114,10 @@ void Session::open_devices() {
     // A program may exit with work still running on the device thread: let it finish before the exit handlers
     // registered earlier (the simulation kernel's among them) tear down what it uses.
     std::atexit([] {
+      if (in_bad_fork()) return;
       for (auto& device : Session::instance().devices_) device->wait_idle();
     });
+    pthread_atfork(nullptr, nullptr, [] { forked_after_open.store(true); });
   }
 }
 

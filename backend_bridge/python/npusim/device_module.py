@@ -148,7 +148,8 @@ def empty_cache():
 
 
 def _is_in_bad_fork():
-    return False
+    """Whether this process was forked after its parent opened the devices: it cannot use them (as with CUDA)."""
+    return _C.is_in_bad_fork()
 
 
 def get_amp_supported_dtype():

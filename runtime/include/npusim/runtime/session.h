@@ -32,8 +32,12 @@ class Session {
   // Whether devices created from now on start with command recording on (Device::set_recording).
   void set_default_recording(bool enabled);
   const SessionOptions& options();
-  // All devices, created together on first use (SystemC elaborates one design per process).
+  // All devices, created together on first use (SystemC elaborates one design per process). In a child process
+  // forked after they were created, throws std::runtime_error: their threads do not survive fork.
   Device& device(int index);
+  // Whether this process was forked from one whose devices were open: it can use none of them, and must not wait for
+  // or free anything on them.
+  static bool in_bad_fork();
   int device_count();  // the configuration's system.devices; opens no device
 
  private:
