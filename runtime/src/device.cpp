@@ -45,6 +45,14 @@ uint64_t code_region_end(const config::ChipConfig& config) {
   return abi::HEAP_BASE + std::min<uint64_t>(config.dram_capacity_bytes() / 64, uint64_t{256} << 20);
 }
 
+// The code region's last quarter (at most 16 MiB) holds the argument ring; program images take the rest.
+uint64_t argument_ring_bytes(const config::ChipConfig& config) {
+  return std::min<uint64_t>((code_region_end(config) - abi::HEAP_BASE) / 4, uint64_t{16} << 20);
+}
+uint64_t programs_end(const config::ChipConfig& config) {
+  return code_region_end(config) - argument_ring_bytes(config);
+}
+
 int ring_of(StreamId stream) { return static_cast<int>(static_cast<uint64_t>(stream) % abi::RING_COUNT); }
 
 uint64_t ring_header(int ring) { return abi::RING_BASE + (static_cast<uint64_t>(ring) << abi::RING_SHIFT); }
@@ -98,7 +106,8 @@ Device::Device(const config::ChipConfig& config, Mode mode, std::shared_ptr<Devi
     : config_(config),
       mode_(mode),
       thread_(std::move(thread)),
-      reserved_allocator_(abi::HEAP_BASE, code_region_end(config)),
+      reserved_allocator_(abi::HEAP_BASE, programs_end(config)),
+      arguments_(programs_end(config), argument_ring_bytes(config)),
       allocator_(code_region_end(config), config.dram_capacity_bytes()) {
   for (int event = abi::EVENT_COUNT - 1; event >= 0; --event) free_events_.push_back(event);
 }
@@ -206,8 +215,8 @@ void Device::copy_device_to_device(uint64_t destination, uint64_t source, uint64
   submit(std::move(command));
 }
 
-// The argument blocks of launches not yet run hold the code region: when it is full, the host waits for the device
-// to catch up (and free them) before it gives up.
+// Program images share the code region with the argument ring: when their part is full, the host waits for the device
+// to catch up before it gives up.
 uint64_t Device::allocate_reserved(uint64_t bytes) {
   try {
     return reserved_allocator_.allocate(bytes);
@@ -232,7 +241,11 @@ void Device::launch(const std::string& kernel_name, uint64_t program, std::span<
   } catch (const emulator::Trap& bad_mask) {
     throw std::invalid_argument(fmt::format("launch of '{}': {}", kernel_name, bad_mask.what()));
   }
-  const uint64_t argument_block = allocate_reserved(std::max<uint64_t>(arguments.size_bytes(), 8));
+  uint64_t argument_block = arguments_.allocate(arguments.size_bytes());
+  if (argument_block == 0) {  // the ring is full of launches not yet run: wait for them, then the same block is free
+    wait_idle();
+    argument_block = arguments_.allocate(arguments.size_bytes());
+  }
   chip_->memory().write(argument_block, arguments.data(), arguments.size_bytes());
   Command command{abi::COMMAND_LAUNCH, program, argument_block, core_mask, stream};
   command.argument_block = argument_block;
@@ -530,7 +543,7 @@ void Device::note_error(std::string message) {
 
 // The command is over: its argument block is free and waiters may see it complete. Called with the lock held.
 void Device::release(Command& command) {
-  if (command.argument_block) reserved_allocator_.free(command.argument_block);
+  if (command.argument_block) arguments_.release(command.argument_block);
   outstanding_.erase(command.sequence);
 }
 

@@ -117,6 +117,23 @@ TEST(DeviceAllocator, FullHeapAndHugeRequestsRaiseOutOfMemory) {
   EXPECT_EQ(allocator.allocate(100), all);
 }
 
+// Argument blocks come in submission order whatever finished when: the addresses are the same for any order of
+// releases, a block whose space is still held waits (0) and then gets the address it would have had, and a block
+// that would cross the ring's end starts the next lap.
+TEST(ArgumentRing, AddressesDependOnTheAllocationsAloneNotOnWhatFinished) {
+  runtime::ArgumentRing ring(0x1000, 256);
+  EXPECT_EQ(ring.allocate(8), 0x1000u);
+  EXPECT_EQ(ring.allocate(100), 0x1040u);  // 64-byte aligned
+  EXPECT_EQ(ring.allocate(64), 0x10c0u);
+  EXPECT_EQ(ring.allocate(64), 0u);  // would wrap onto the first block, still held
+  ring.release(0x1040);              // out of order: the oldest still holds the ring's start
+  EXPECT_EQ(ring.allocate(64), 0u);
+  ring.release(0x1000);
+  EXPECT_EQ(ring.allocate(64), 0x1000u);  // the next lap, as if everything had finished at once
+  EXPECT_EQ(ring.allocate(128), 0x1040u);
+  EXPECT_THROW(ring.allocate(257), runtime::OutOfMemory);
+}
+
 TEST(Firmware, LaunchWithBadCoreMaskIsRejectedBeforeReachingTheDevice) {
   runtime::Device device(small_config(), runtime::Mode::Functional);
   const uint64_t program = device.load_program(isa::assemble("halt\n", "k.s"));

@@ -21,6 +21,7 @@
 
 #include "npusim/config/chip_config.h"
 #include "npusim/emulator/chip.h"
+#include "npusim/runtime/argument_ring.h"
 #include "npusim/runtime/device_allocator.h"
 
 namespace npusim::firmware {
@@ -180,7 +181,8 @@ class Device {
   Mode mode_;
   std::shared_ptr<DeviceThread> thread_;
   std::unique_ptr<emulator::Chip> chip_;
-  DeviceAllocator reserved_allocator_;  // program images and argument blocks (not in the memory statistics)
+  DeviceAllocator reserved_allocator_;  // program images (not in the memory statistics)
+  ArgumentRing arguments_;              // launches' argument blocks
   DeviceAllocator allocator_;           // tensors
 
   // Guarded by the device thread's mutex.
