@@ -13,6 +13,7 @@
 #include <torch/library.h>
 
 #include "bridge.h"
+#include "integer_pointwise.h"
 #include "kernel_launcher.h"
 
 namespace npusim::bridge {
@@ -114,6 +115,7 @@ at::Tensor& npusim_clamp_out(const at::Tensor& self, const std::optional<at::Sca
     at::native::resize_output(out, self.sizes());
     return out.copy_(result);
   }
+  if (launch_integer_clamp(self, min, max, out)) return out;
   torch::jit::Stack stack{self, min, max, out};
   call_cpu_fallback("aten::clamp", "out", stack);
   return out;

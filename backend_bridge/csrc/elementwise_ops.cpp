@@ -18,6 +18,7 @@
 #include <numeric>
 
 #include "bridge.h"
+#include "integer_pointwise.h"
 #include "kernel_launcher.h"
 
 namespace npusim::bridge {
@@ -238,6 +239,10 @@ at::Tensor& binary_out(const at::Tensor& self, const at::Tensor& other, at::Tens
     if (const auto op = integer_mul(self, other, out); op && launch_binary(*op, self, other, out)) return out;
   }
   if (runs_natively(self, other, out) && launch_binary(Op, self, other, out)) return out;
+  if constexpr (Op == ElementwiseOp::MaxF32 || Op == ElementwiseOp::MinF32) {
+    const auto op = Op == ElementwiseOp::MaxF32 ? emitter::FusedOpcode::Maximum : emitter::FusedOpcode::Minimum;
+    if (launch_integer_binary(op, self, other, out)) return out;
+  }
   torch::jit::Stack stack{self, other, out};
   call_cpu_fallback(aten_name(Op), "out", stack);
   return out;
@@ -318,6 +323,11 @@ constexpr bool rounds_to_integers(ElementwiseOp op) {
 template <ElementwiseOp Op>
 at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
   if (launch_unary(Op, self, out)) return out;
+  if constexpr (Op == ElementwiseOp::NegF32 || Op == ElementwiseOp::AbsF32) {
+    if (launch_integer_unary(Op == ElementwiseOp::NegF32 ? emitter::FusedOpcode::Neg : emitter::FusedOpcode::Abs, self,
+                             out))
+      return out;
+  }
   if (rounds_to_integers(Op) && at::isIntegralType(self.scalar_type(), /*includeBool=*/false) &&
       out.scalar_type() == self.scalar_type() && out.device() == self.device()) {
     at::native::resize_output(out, self.sizes());

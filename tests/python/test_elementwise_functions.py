@@ -317,3 +317,27 @@ def test_integer_fmod_keeps_the_dividend_sign(dtype, device):
     with pytest.raises(RuntimeError, match="division by zero"):
         torch.fmod(a.to(device), torch.zeros_like(a).to(device)).cpu()
     assert torch.equal(torch.fmod(a.to(device), 3).cpu(), torch.fmod(a, 3)), "the device stays usable"
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8])
+def test_integer_neg_abs_maximum_minimum_and_clamp_run_natively_and_wrap_like_the_cpu(dtype, device):
+    info = torch.iinfo(dtype)
+    a = torch.tensor([info.min, info.min + 1, -7, -1, 0, 1, 5, info.max], dtype=dtype)
+    b = torch.tensor([3, info.max, -8, 0, 0, info.min, 5, -2], dtype=dtype)
+    grid = torch.arange(-12, 12, dtype=dtype).view(4, 6)
+    npusim._C.reset_fallback_counts()
+    for function in (torch.neg, torch.abs):  # the most negative value is its own negation and absolute value
+        assert torch.equal(function(a.to(device)).cpu(), function(a))
+        assert torch.equal(function(grid.t().to(device)).cpu(), function(grid.t()))  # a transposed view
+    for function in (torch.maximum, torch.minimum):
+        assert torch.equal(function(a.to(device), b.to(device)).cpu(), function(a, b))
+        row = grid[1]  # broadcast along the rows
+        assert torch.equal(function(grid.to(device), row.to(device)).cpu(), function(grid, row))
+    for low, high in ((-3, 4), (None, 2), (-5, None), (4, -3)):  # low above high gives high, as on the CPU
+        assert torch.equal(grid.to(device).clamp(low, high).cpu(), grid.clamp(low, high))
+    in_place, out = grid.to(device), torch.empty(0, dtype=dtype, device=device)
+    in_place.neg_().clamp_(-6, 6)
+    torch.maximum(grid.to(device), grid.flip(0).to(device), out=out)
+    assert torch.equal(in_place.cpu(), grid.neg().clamp(-6, 6))
+    assert torch.equal(out.cpu(), torch.maximum(grid, grid.flip(0)))
+    assert npusim._C.fallback_counts() == {}
