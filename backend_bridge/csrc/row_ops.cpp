@@ -19,6 +19,7 @@
 #include <algorithm>
 
 #include "bridge.h"
+#include "integer_sum.h"
 #include "kernel_launcher.h"
 
 namespace npusim::bridge {
@@ -199,6 +200,7 @@ at::Tensor& npusim_sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims,
       }
     }
   }
+  if ((!dtype || *dtype == at::kLong) && distinct && launch_integer_sum(self, reduced, keepdim, out)) return out;
   torch::jit::Stack stack{self, dims, keepdim, dtype, out};
   call_cpu_fallback("aten::sum", "IntList_out", stack);
   return out;

@@ -177,3 +177,22 @@ def test_clamp_min_clamp_max_and_erf_run_natively(no_fallback):
         same(function(x.to("npusim")), function(x))
     same(x.to(torch.bfloat16).to("npusim").clamp(-0.5, 0.5), x.to(torch.bfloat16).clamp(-0.5, 0.5))
     torch.testing.assert_close(torch.erf(x.to("npusim")).cpu(), torch.erf(x), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.bool])
+def test_integer_and_bool_sums_are_int64_natively_and_wrap_like_the_cpu(dtype, device):
+    if dtype == torch.bool:
+        x = torch.arange(60).view(3, 4, 5) % 3 == 0
+    else:
+        x = torch.arange(-30, 30, dtype=dtype).view(3, 4, 5) * 3
+    npusim._C.reset_fallback_counts()
+    on_device = x.to(device)
+    for dims, keepdim in (((), False), ((2,), False), ((0,), True), ((0, 2), False), ((-1, 1), True)):
+        actual = on_device.sum(dims, keepdim=keepdim) if dims else on_device.sum()
+        expected = x.sum(dims, keepdim=keepdim) if dims else x.sum()
+        assert actual.dtype == torch.int64 and torch.equal(actual.cpu(), expected)
+    assert torch.equal(on_device.transpose(0, 2).sum(1).cpu(), x.transpose(0, 2).sum(1))  # a strided view
+    assert torch.equal(on_device[:, :0].sum(1).cpu(), x[:, :0].sum(1))  # empty rows sum to zero
+    assert npusim._C.fallback_counts() == {}
+    big = torch.full((4,), 2**62, dtype=torch.int64)  # int64 wraps, as on the CPU
+    assert torch.equal(big.to(device).sum().cpu(), big.sum())
