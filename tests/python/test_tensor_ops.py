@@ -383,3 +383,16 @@ def test_any_and_all_of_masks_run_natively(device):
     assert npusim._C.fallback_counts() == {}
     empty = torch.zeros(0, dtype=torch.bool, device=device)  # through the fallback, with PyTorch's answers
     assert not empty.any().item() and empty.all().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_roll_runs_natively_for_any_dtype(dtype, device):
+    x = (torch.arange(60).view(3, 4, 5) % 7).to(dtype)
+    npusim._C.reset_fallback_counts()
+    for shifts, dims in ((2, 1), (-1, 0), (7, -1), ((1, -2), (0, 2)), (0, 1), (4, 1)):
+        assert torch.equal(x.to(device).roll(shifts, dims).cpu(), x.roll(shifts, dims))
+    assert torch.equal(x.to(device).roll(13).cpu(), x.roll(13))  # flattened
+    assert torch.equal(x.to(device).transpose(0, 2).roll(3, 0).cpu(), x.transpose(0, 2).roll(3, 0))
+    assert npusim._C.fallback_counts() == {}
+    with pytest.raises(RuntimeError):
+        x.to(device).roll((1, 2), (0,))  # PyTorch's own error
