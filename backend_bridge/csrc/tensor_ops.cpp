@@ -156,6 +156,22 @@ bool convert_on_device(const at::Tensor& source, const at::Tensor& destination) 
       [&] { launch_elementwise(destination.device().index(), runtime_device(destination), spec, addresses); });
 }
 
+// An integer narrowed to a type no wider (int64 to int32, int32 to int8, int8 to uint8, ...) keeps its low bytes,
+// two's complement, as PyTorch's C casts wrap: a strided copy of those bytes (the first of each element, little-endian
+// as the device is) in the destination's type.
+bool narrow_integers_on_device(const at::Tensor& source, const at::Tensor& destination) {
+  if (!at::isIntegralType(source.scalar_type(), false) || !at::isIntegralType(destination.scalar_type(), false) ||
+      destination.element_size() > source.element_size() || may_share_memory(source, destination))
+    return false;
+  const int64_t ratio = static_cast<int64_t>(source.element_size() / destination.element_size());
+  std::vector<int64_t> strides = source.strides().vec();
+  for (int64_t& stride : strides) stride *= ratio;
+  const at::Tensor low_bytes = at::empty({0}, destination.options())
+                                   .set_(source.storage(), source.storage_offset() * ratio, source.sizes(), strides);
+  copy_on_device(low_bytes, destination);
+  return true;
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "npusim: cannot copy a tensor of shape ", self.sizes(),
               " into one of shape ", dst.sizes());
@@ -169,7 +185,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     copy_host_to_device(self.cpu(), dst);
   } else if (self.scalar_type() == dst.scalar_type()) {
     copy_on_device(self.expand_as(dst), dst);
-  } else if (!convert_on_device(self.expand_as(dst), dst)) {
+  } else if (!convert_on_device(self.expand_as(dst), dst) && !narrow_integers_on_device(self.expand_as(dst), dst)) {
     note_cpu_fallback("aten::_to_copy (dtype conversion)");
     copy_host_to_device(self.cpu(), dst);
   }
