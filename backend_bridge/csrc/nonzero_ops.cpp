@@ -5,6 +5,7 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/ne.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
 #include <torch/library.h>
@@ -25,14 +26,15 @@ at::Tensor true_positions(const at::Tensor& mask) {
 
 namespace {
 
-// [count, ndim] coordinates of the true elements, from their flat positions: (position / stride) % size per dim.
+// [count, ndim] coordinates of the nonzero elements (of a bool mask: the true ones; of numbers: those != 0 on the
+// device, NaN included as on the CPU), from their flat positions: (position / stride) % size per dim.
 at::Tensor npusim_nonzero(const at::Tensor& self) {
-  if (self.scalar_type() != at::kBool || self.dim() == 0) {
+  if (self.dim() == 0 || !element_type(self.scalar_type())) {
     torch::jit::Stack stack{self};
     call_cpu_fallback("aten::nonzero", "", stack);
     return stack[0].toTensor();
   }
-  const at::Tensor positions = true_positions(self);
+  const at::Tensor positions = true_positions(self.scalar_type() == at::kBool ? self : at::ne(self, 0));
   std::vector<at::Tensor> coordinates;
   int64_t stride = self.numel();
   for (int64_t d = 0; d < self.dim(); ++d) {

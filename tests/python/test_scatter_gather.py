@@ -219,6 +219,9 @@ def test_boolean_masks_select_and_assign_natively(device, no_fallback):
     for actual, expected in zip(torch.where(full.to(device)), torch.where(full), strict=True):
         same(actual, expected)
     same(torch.nonzero(torch.zeros(4, 0, dtype=torch.bool).to(device)), torch.zeros(0, 2, dtype=torch.long))
+    numbers = torch.tensor([[0.0, -0.0, float("nan")], [2.5, 0.0, -1.0]])  # NaN is nonzero, -0.0 is not
+    for values in (numbers, numbers.nan_to_num().to(torch.int64), numbers.nan_to_num().to(torch.int32)):
+        same(torch.nonzero(values.to(device)), torch.nonzero(values))
     values = torch.randn(int(leading.sum()), 3, generator=generator())
     for assign in (
         lambda t, m, v: t.__setitem__(m, 0.5),
