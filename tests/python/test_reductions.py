@@ -196,3 +196,23 @@ def test_integer_and_bool_sums_are_int64_natively_and_wrap_like_the_cpu(dtype, d
     assert npusim._C.fallback_counts() == {}
     big = torch.full((4,), 2**62, dtype=torch.int64)  # int64 wraps, as on the CPU
     assert torch.equal(big.to(device).sum().cpu(), big.sum())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_topk_of_a_few_elements_runs_natively_and_matches_the_cpu(dtype, device):
+    # Distinct values (the order of equal elements' indices is not specified), a NaN that the largest ranks first.
+    x = torch.randperm(6 * 40, generator=torch.Generator().manual_seed(3)).view(6, 40).to(dtype) - 100  # exact in bf16
+    x[2, 5] = float("nan")
+    npusim._C.reset_fallback_counts()
+    without_nan = x[3:]
+    for rows, k, dim, largest in ((x, 1, 1, True), (x, 2, -1, True), (x, 8, 1, True), (x, 3, 0, True),
+                                  (without_nan, 2, 0, False), (without_nan, 4, 1, False)):  # fmt: skip
+        values, indices = rows.to(device).topk(k, dim, largest=largest)
+        expected_values, expected_indices = rows.topk(k, dim, largest=largest)
+        torch.testing.assert_close(values.cpu(), expected_values, rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(indices.cpu(), expected_indices), (k, dim, largest)
+    assert npusim._C.fallback_counts() == {}
+    # The smallest of rows with NaN (ranked above every number) and k past the native rounds: the counted fallback.
+    values, indices = x.to(device).topk(2, 1, largest=False)
+    torch.testing.assert_close(values.cpu(), x.topk(2, 1, largest=False).values, rtol=0, atol=0)
+    assert npusim._C.fallback_counts() == {"aten::topk.values": 1}

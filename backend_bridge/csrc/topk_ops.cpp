@@ -1,0 +1,64 @@
+// Native topk for small k (mixture-of-experts routing picks 1 to 8 of a few experts per token), float32, float16 and
+// bfloat16: k rounds of the native row extremum with its index, each chosen element then taken out of the running by
+// a scatter of -inf (+inf for the smallest), so the values come sorted, NaN first for the largest as on the CPU (the
+// order of equal elements' indices is not specified, here the lower index first). A row that already holds that
+// infinity could give a chosen index twice, and the smallest of a row with NaN would pick it, so such inputs take the
+// CPU fallback (one check on the device, a bool to the host), as do larger k and other dtypes.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/max.h>
+#include <ATen/ops/min.h>
+#include <ATen/ops/ne.h>
+#include <torch/library.h>
+
+#include <limits>
+
+#include "bridge.h"
+
+namespace npusim::bridge {
+namespace {
+
+constexpr int64_t kMostRounds = 16;
+
+// Elements the rounds could not order as the CPU does: the infinity that marks a taken element, and (for the
+// smallest) NaN, which the CPU ranks above every number where the native minimum would pick it first.
+at::Tensor out_of_the_running(const at::Tensor& self, bool largest, double taken) {
+  const at::Tensor marked = at::eq(self, taken);
+  return largest ? marked : marked.logical_or(at::ne(self, self));
+}
+
+std::tuple<at::Tensor&, at::Tensor&> npusim_topk_out(const at::Tensor& self, int64_t k, int64_t dim_, bool largest,
+                                                     bool sorted, at::Tensor& values, at::Tensor& indices) {
+  const int64_t dim = at::maybe_wrap_dim(dim_, self.dim());
+  const double taken = largest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  const bool native = is_float_kind(self.scalar_type()) && self.dim() > 0 && k >= 1 && k <= kMostRounds &&
+                      k <= self.size(dim) && values.scalar_type() == self.scalar_type() &&
+                      indices.scalar_type() == at::kLong && values.device() == self.device() &&
+                      indices.device() == self.device() && self.numel() > 0 &&
+                      !out_of_the_running(self, largest, taken).any().item<bool>();
+  if (!native) {
+    torch::jit::Stack stack{self, k, dim_, largest, sorted, values, indices};
+    call_cpu_fallback("aten::topk", "values", stack);
+    return {values, indices};
+  }
+  std::vector<int64_t> shape = self.sizes().vec();
+  shape[dim] = k;
+  at::native::resize_output(values, shape);
+  at::native::resize_output(indices, shape);
+  at::Tensor running = self.clone();
+  for (int64_t round = 0; round < k; ++round) {
+    auto [value, index] = largest ? at::max(running, dim, /*keepdim=*/true) : at::min(running, dim, /*keepdim=*/true);
+    values.narrow(dim, round, 1).copy_(value);
+    indices.narrow(dim, round, 1).copy_(index);
+    if (round + 1 < k) running.scatter_(dim, index, taken);
+  }
+  return {values, indices};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("topk.values", npusim_topk_out); }
+
+}  // namespace npusim::bridge
