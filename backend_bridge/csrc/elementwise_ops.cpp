@@ -20,6 +20,7 @@
 #include "bridge.h"
 #include "integer_pointwise.h"
 #include "kernel_launcher.h"
+#include "outermost_dimension.h"
 
 namespace npusim::bridge {
 
@@ -122,7 +123,17 @@ bool launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& o
     return value ? std::bit_cast<uint32_t>(scalar.to(at::kFloat).item<float>()) : device_address(operand);
   };
   const uint64_t addresses[] = {device_address(out), argument(value_a, self, a), argument(value_b, other, b)};
-  return launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); });
+  if (launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); }))
+    return true;
+  if (out.dim() < 2) return false;
+  const int64_t dim = outermost_dimension(out);
+  for (int64_t index = 0; index < out.size(dim); ++index) {
+    at::Tensor slice = out.select(dim, index);
+    if (!launch_binary(op, value_a ? self : a.select(dim, index), value_b ? other : b.select(dim, index), slice,
+                       parameters))
+      return false;  // only the first slice can fail: they all have one layout
+  }
+  return true;
 }
 
 namespace {
@@ -310,7 +321,15 @@ bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out, con
   spec.parameters = parameters;
   spec.float_types = {float_element_type(out), float_element_type(self)};
   const uint64_t addresses[] = {device_address(out), device_address(self)};
-  return launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); });
+  if (launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); }))
+    return true;
+  if (out.dim() < 2) return false;
+  const int64_t dim = outermost_dimension(out);
+  for (int64_t index = 0; index < out.size(dim); ++index) {
+    at::Tensor slice = out.select(dim, index);
+    if (!launch_unary(op, self.select(dim, index), slice, parameters)) return false;  // only the first slice can fail
+  }
+  return true;
 }
 
 namespace {

@@ -18,6 +18,7 @@
 #include "bridge.h"
 #include "device_pointers.h"
 #include "kernel_launcher.h"
+#include "outermost_dimension.h"
 
 namespace npusim::bridge {
 
@@ -255,8 +256,14 @@ void copy_on_device(const at::Tensor& source, const at::Tensor& destination) {
     copy_through_host(source, destination);  // no DMA element of this size (complex128)
     return;
   }
-  if (!launched_natively([&] { launch_elementwise(destination.device().index(), device, spec, addresses); }))
-    copy_through_host(source, destination);
+  if (launched_natively([&] { launch_elementwise(destination.device().index(), device, spec, addresses); })) return;
+  if (destination.dim() > 1) {
+    const int64_t dim = outermost_dimension(destination);
+    for (int64_t index = 0; index < destination.size(dim); ++index)
+      copy_on_device(source.select(dim, index), destination.select(dim, index));
+    return;
+  }
+  copy_through_host(source, destination);
 }
 
 namespace {

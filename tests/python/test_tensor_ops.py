@@ -404,3 +404,16 @@ def test_roll_runs_natively_for_any_dtype(dtype, device):
     assert npusim._C.fallback_counts() == {}
     with pytest.raises(RuntimeError):
         x.to(device).roll((1, 2), (0,))  # PyTorch's own error
+
+
+def test_layouts_beyond_one_dma_run_natively_slice_by_slice(device):
+    # A 6-D permutation (Swin's window partition) keeps more dimensions than a DMA walks once collapsed: the copy
+    # and elementwise kernels run once per slice of the outermost dimension instead of on the CPU.
+    x = torch.randn(16, 2, 2, 4, 2, 4, generator=torch.Generator().manual_seed(0))
+    order = (0, 2, 1, 4, 3, 5)
+    npusim._C.reset_fallback_counts()
+    on_device = x.to(device).permute(order)
+    assert torch.equal(on_device.contiguous().cpu(), x.permute(order).contiguous())
+    assert torch.equal((on_device * on_device.contiguous()).cpu(), x.permute(order) * x.permute(order).contiguous())
+    torch.testing.assert_close(on_device.exp().cpu(), x.permute(order).exp(), rtol=1e-6, atol=1e-6)
+    assert npusim._C.fallback_counts() == {}
