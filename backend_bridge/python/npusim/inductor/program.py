@@ -215,6 +215,10 @@ class ProgramBuilder:
         inputs = [value] + [indirect[n] for n in names]
         self._add("store", dtype, inputs, buffer=buffer, index=index, mode=mode, indirect=tuple(names))
 
+    def check(self, value, size):
+        """An index read from a tensor, which must lie in [0, size)."""
+        self._add("check_bounds", self._dtype(value), [value], size=int(size))
+
     def constant(self, value, dtype):
         return self._add("constant", dtype, value=value)
 
