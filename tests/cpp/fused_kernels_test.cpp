@@ -413,6 +413,24 @@ TEST(FusedKernels, AMalformedSpecIsAnInvalidArgumentNamingTheNode) {
   spec = good;
   spec.reduced_dims = 3;
   expect_invalid(spec, "3 reduced dimensions of 2");
+
+  // Indexed accesses: i64 indices, strides of 0, an integer checked against a positive bound.
+  SpecBuilder indexed("fused_bad_indices", {8, 4}, 0, 3);
+  const int indices = indexed.check(indexed.load(0, ElementType::I64, {4, 1}), 10);
+  indexed.scatter_add(indexed.gather(indices, 1, F32), indices, 2, F32);
+  EXPECT_NO_THROW(emitter::emit_fused(indexed.spec, small_chip()));
+  spec = indexed.spec;
+  spec.loads[1].strides = {4, 1};
+  expect_invalid(spec, "node 2 (Gather): an indexed access with strides [4, 1]");
+  spec = indexed.spec;
+  spec.nodes[3].b = 2;
+  expect_invalid(spec, "node 3 (ScatterAdd): operand b (the indices) is f32, not i64");
+  spec = indexed.spec;
+  spec.nodes[1].constant = 0;
+  expect_invalid(spec, "node 1 (CheckIndex): a bound of 0");
+  spec = indexed.spec;
+  spec.nodes[3].access = 1;
+  expect_invalid(spec, "node 3 (ScatterAdd): access 1 of 1 stores");
 }
 
 TEST(FusedKernels, AnEmptyIterationSpaceOnlyHalts) {

@@ -380,7 +380,7 @@ def _run_length(program, node, first_indirect):
     width, and the timed model charges a DRAM burst per element): r when its index steps by 1 along the innermost
     reduced dimension, whose size r divides, and the loaded values it reads are the same along it (an embedding's
     token per row), so that each run of r points reads r consecutive elements."""
-    if program.reduced_dims < 1 or node.attr("indirect") is None:
+    if program.reduced_dims < 1 or not node.attr("indirect"):
         return 1
     base, _ = _split_index(program, node)
     found = _analyse_index(program, base)

@@ -65,8 +65,12 @@ class CompiledKernel:
         host_arguments = frozenset(
             name for name, t in zip(self.arguments, given, strict=True) if t.device.type == "cpu"
         )
-        # An indexed access checks its indices against the elements its tensor holds from its first one.
-        extents = tuple(t.untyped_storage().nbytes() // t.element_size() - t.storage_offset() for t in given)
+        # An indexed access checks its indices against the elements its tensor holds from its first one (a host
+        # tensor's copy for the launch holds other elements than it: none are known).
+        extents = tuple(
+            0 if t.device.type == "cpu" else t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
+            for t in given
+        )
         key = (sizes, host_arguments, extents)
         program, fused = self._prepared.get(key) or self._prepare(key)
         device = next(t.device for t in given if t.device.type == "npusim")
