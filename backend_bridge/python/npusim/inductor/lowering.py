@@ -197,7 +197,7 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
                 view, index, run = indexed_access(node, 1 if mask is not None else 0, mask)
                 loads.append(view)
                 value = emit("Gather", node.dtype, [index], access_index=len(loads) - 1, constant=run)
-            if mask is not None:
+            if mask is not None and not _only_selected_under(program, number, node.inputs[0]):
                 other = node.attr("other") or 0
                 if isinstance(other, float) and other != other:
                     raise NotLowered("a masked load's NaN")
@@ -346,6 +346,15 @@ def _host_scalars(program, host_arguments):
                 host.add(i)
                 pending.append(i)
     return uniform - needed - set(hoisted), hoisted, sorted(host)
+
+
+def _only_selected_under(program, number, mask):
+    """Whether every use of node `number` is `where(mask, it, ...)` under the same mask, as Inductor writes a masked
+    load's uses: its value where the mask is false is never read, so it need not be replaced by `other`."""
+    users = [n for n in program.nodes if number in n.inputs]
+    return bool(users) and all(
+        u.op == "where" and u.inputs[0] == mask and u.inputs[1] == number and number not in u.inputs[2:] for u in users
+    )
 
 
 def _split_index(program, node):
