@@ -179,6 +179,29 @@ def test_cat_of_three_tensors_is_one_fused_kernel():
     assert len(kernels) == 1 and ROUTES[kernels[0]] == "fused", ROUTES
 
 
+def test_cat_of_equal_parts_reads_strided_views(tmp_path):
+    """Each part of a cat of equal widths is a strided view where its mask holds (the column modulo the width): no
+    load by index. Parts of other widths are loaded by index (dma.ldx), the masked points at element 0."""
+    code = """
+        import torch, npusim
+        a, b, c, d = torch.randn(4, 6, 8), torch.randn(4, 6, 8), torch.randn(4, 6, 8), torch.randn(4, 6, 5)
+        def equal(x, y, z):
+            return torch.cat([x, y, z], -1) + 1
+        def unequal(x, w):
+            return torch.cat([x, w], -1) * 2
+        on = [t.to("npusim") for t in (a, b, c, d)]
+        assert torch.equal(torch.compile(equal)(*on[:3]).cpu(), equal(a, b, c))
+        assert torch.equal(torch.compile(unequal)(on[0], on[3]).cpu(), unequal(a, d))
+        from npusim.inductor.runtime import ROUTES
+        assert sorted(ROUTES.values()) == ["fused", "fused"], ROUTES
+    """
+    process = run_python(code, NPUSIM_DUMP_KERNELS=tmp_path, TORCHINDUCTOR_FORCE_DISABLE_CACHES=1)
+    assert process.returncode == 0, process.stderr[-3000:]
+    dumps = {path.name.split("_")[1]: path.read_text() for path in tmp_path.iterdir() if path.name.startswith("fused_")}
+    assert set(dumps) == {"add", "cat"}, list(tmp_path.iterdir())  # fused_add_cat_..., fused_cat_mul_...
+    assert "dma.ldx" not in dumps["add"] and "dma.ldx" in dumps["cat"]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_pad_is_one_fused_kernel(dtype):
     x = torch.arange(7 * 9, dtype=dtype).reshape(7, 9) - 20

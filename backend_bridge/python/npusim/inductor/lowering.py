@@ -18,7 +18,7 @@ import sympy
 import torch
 
 from . import interpreter
-from .program import Access, Program, _analyse_index
+from .program import Access, Program, _analyse_index, mask_range
 
 _TYPES = {
     torch.float32: "f32",
@@ -98,8 +98,8 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
             raise NotLowered(f"dtype {dtype}")
         return _TYPES[dtype]
 
-    def access(node):
-        found = program.access(node)
+    def access(node, found=None):
+        found = found or program.access(node)
         if found is None or node.attr("indirect"):
             raise NotLowered(f"index {node.attr('index')!r} is not a strided view")
         if space is not None:
@@ -189,9 +189,12 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
             ids[number] = emit("Load", node.dtype, access_index=len(loads) - 1)
         elif node.op == "load":
             mask = ids[node.inputs[0]] if node.attr("masked") else None
-            found = program.access(node) if not node.attr("indirect") else None
-            if mask is not None and found is not None and _within(program, found, extents.get(node.attr("buffer"))):
-                loads.append(access(node))  # a view inside the tensor: read whole, the masked points replaced
+            found = program.access(node) if not node.attr("indirect") and mask is not None else None
+            if found is not None and space is None:
+                found = _under_mask(program, node, found)
+            if found is not None and _within(program, found, extents.get(node.attr("buffer"))):
+                # A view inside the tensor: read whole, the masked points replaced (or never read).
+                loads.append(access(node) if space is not None else access(node, found))
                 value = emit("Load", node.dtype, access_index=len(loads) - 1)
             else:
                 view, index, run = indexed_access(node, 1 if mask is not None else 0, mask)
@@ -346,6 +349,35 @@ def _host_scalars(program, host_arguments):
                 host.add(i)
                 pending.append(i)
     return uniform - needed - set(hoisted), hoisted, sorted(host)
+
+
+def _under_mask(program, node, found):
+    """A masked load's view where its mask holds. When the mask is a range lo <= v < hi of a range variable v (cat's
+    columns of one input) inside one period m of v's inner dimensions (lo a multiple of m), v is lo + (v mod m) there:
+    the view without v's outer dimensions, which repeats the part the mask keeps and so stays inside the tensor."""
+    mask = mask_range(program, node.inputs[0])
+    if mask is None:
+        return found
+    name, lo, hi = mask
+    strides = program.variable_strides(name)
+    if strides is None or not any(strides):
+        return found
+    symbols = {n: sympy.Symbol(n, integer=True, nonnegative=True) for n in program.ranges}
+    sizes = {n: sympy.Integer(value) for n, value in program.sizes.items()}
+    try:
+        coefficient = sympy.expand(sympy.sympify(node.attr("index"), locals={**sizes, **symbols})).coeff(symbols[name])
+    except (sympy.SympifyError, SyntaxError, TypeError):
+        return found
+    if not coefficient.is_Integer or coefficient == 0:
+        return found
+    for period in sorted({s for s in strides if s > 0} | {program.ranges[name][2]}):
+        inner = sum((d.size - 1) * s for d, s in zip(program.space, strides, strict=True) if 0 < s < period) + 1
+        outer = [s for s in strides if s >= period]
+        if inner == period and all(s % period == 0 for s in outer) and lo % period == 0 and hi - lo <= period:
+            c = int(coefficient)
+            shifted = [f - c * s if s >= period else f for f, s in zip(found.strides, strides, strict=True)]
+            return Access(found.offset + c * lo, tuple(shifted))
+    return found
 
 
 def _only_selected_under(program, number, mask):
