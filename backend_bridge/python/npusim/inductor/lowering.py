@@ -172,9 +172,15 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
         run = 1 if mask is not None else _run_length(program, node, first_indirect)
         return (program.arguments.index(buffer), type_of(node.dtype), 0, [0] * dims), index, run
 
+    point_masks = _point_masks(program) if space is None else set()
     for number, node in enumerate(program.nodes):
         if number in skipped:
             ids[number] = -2  # host arithmetic feeding a hoisted value: not in the kernel
+            continue
+        if number in point_masks:
+            table, strides = _host_mask_table(program, number)
+            host_tables.append(table)
+            ids[number] = table_load(("host", len(host_tables) - 1), torch.bool, Access(0, strides))
             continue
         if number in hoisted:
             dims = len(program.space) if space is None else len(space)
@@ -450,6 +456,48 @@ def _constant_along_last(program, number, known):
         else:
             known[number] = all(_constant_along_last(program, i, known) for i in node.inputs)
     return known[number]
+
+
+_POINT_OPS = {"eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and"}
+_POINT_OPS |= {"logical_or", "logical_xor", "logical_not", "where", "add", "sub", "mul", "minimum", "maximum"}
+
+
+def _point_masks(program):
+    """The bool values computed from the point alone (comparisons and logic of indices and integer constants: the
+    ranges cat and padding mask their loads with) that the rest of the program reads: each becomes a table computed
+    once on the host, a byte per point loaded instead of the comparisons of int64 indices at every point."""
+    integral = (torch.bool, torch.int32, torch.int64)
+    pure = set()
+    for number, node in enumerate(program.nodes):
+        if node.dtype not in integral:
+            continue
+        if node.op == "constant" or (node.op == "index" and not node.attr("indirect")):
+            pure.add(number)
+        elif node.op in _POINT_OPS and node.inputs and all(i in pure for i in node.inputs):
+            pure.add(number)
+    read_outside = {i for n, node in enumerate(program.nodes) if n not in pure for i in node.inputs}
+    return {
+        n
+        for n in pure & read_outside
+        if program.nodes[n].dtype == torch.bool and program.nodes[n].op not in ("constant", "index")
+    }
+
+
+def _host_mask_table(program, number):
+    """A point mask's value at every point (its evaluation by the interpreter on the host), as (a bool CPU tensor,
+    the strides over the space to read it with: 0 along the dimensions it does not vary in)."""
+    evaluator = interpreter.Interpreter(program, [None] * len(program.arguments), torch.device("cpu"))
+    pending, needed = [number], set()
+    while pending:
+        n = pending.pop()
+        if n not in needed:
+            needed.add(n)
+            pending += program.nodes[n].inputs
+    value = evaluator.run(sorted(needed))[number].to(torch.bool)
+    shape = [d.size for d in program.space]
+    value = value.reshape([1] * (len(shape) - value.dim()) + list(value.shape)).contiguous()
+    strides = [0 if size == 1 else stride for size, stride in zip(value.shape, value.stride(), strict=True)]
+    return value.reshape(-1), strides
 
 
 def _host_index_table(program, index, indirect):
