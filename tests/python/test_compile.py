@@ -235,6 +235,20 @@ def test_embedding_backward_with_repeated_indices_is_fused_and_equals_eager():
     assert scattering and all(ROUTES[name] == "fused" for name in scattering), ROUTES
 
 
+def test_a_store_by_index_without_accumulation_runs_op_by_op_and_says_so():
+    x, index, values = torch.zeros(10, 4), torch.tensor([1, 3, 6]), torch.randn(3, 4)
+
+    def f(t, i, v):
+        t = t.clone()
+        t[i] = v * 2
+        return t
+
+    result, _ = compiled(f, x, index, values)
+    assert torch.equal(result.cpu(), f(x, index, values))
+    reasons = [route for route in ROUTES.values() if route != "fused"]
+    assert len(reasons) == 1 and reasons[0].startswith("interpreted: a store by index without accumulation"), ROUTES
+
+
 @pytest.mark.parametrize("interpret", [False, True])
 def test_an_index_out_of_range_raises_index_error(monkeypatch, interpret):
     """As eager mode's embedding: IndexError, from the fused kernel's check or the interpreter's."""

@@ -225,6 +225,8 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
         elif node.op == "store":
             if node.attr("mode") is not None:
                 raise NotLowered(f"store mode {node.attr('mode')}")
+            if node.attr("indirect"):
+                raise NotLowered(f"a store by index without accumulation (index {node.attr('index')!r})")
             stores.append(access(node))
             value = program.nodes[node.inputs[0]]
             emit("Store", value.dtype, operands[:1], access_index=len(stores) - 1)
