@@ -235,6 +235,23 @@ def test_embedding_backward_with_repeated_indices_is_fused_and_equals_eager():
     assert scattering and all(ROUTES[name] == "fused" for name in scattering), ROUTES
 
 
+def test_relative_positions_and_a_rolled_window_are_fused():
+    """Indices used as data that are not strided views with strides >= 0 (T5's relative positions i - j, a rolled
+    window's (i + 6) % 8) read a table of their values computed on the host."""
+    x = torch.randn(8, 8)
+
+    def f(t):
+        positions = torch.arange(8)
+        relative = (positions[None, :] - positions[:, None]).to(t.device)
+        rolled = ((positions + 6) % 8).to(t.device)
+        return t * relative + rolled.to(t.dtype), relative.abs().clamp(max=3) * 2
+
+    result, kernels = compiled(f, x)
+    expected = f(x)
+    assert torch.equal(result[0].cpu(), expected[0]) and torch.equal(result[1].cpu(), expected[1])
+    assert kernels and all(ROUTES[k] == "fused" for k in kernels), ROUTES
+
+
 def test_a_store_by_index_without_accumulation_runs_op_by_op_and_says_so():
     x, index, values = torch.zeros(10, 4), torch.tensor([1, 3, 6]), torch.randn(3, 4)
 

@@ -141,9 +141,7 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
         value = affine_index(found) if found is not None else None
         if value is None:
             host_tables.append(_host_index_table(program, node.attr("index"), node.attr("indirect")))
-            table = ("host", len(host_tables) - 1)
-            strides = tuple(math.prod(d.size for d in program.space[k + 1 :]) for k in range(len(program.space)))
-            value = table_load(table, torch.int64, Access(0, strides))
+            value = table_load(("host", len(host_tables) - 1), torch.int64, Access(0, _contiguous(program)))
         for name, number in zip(node.attr("indirect"), node.inputs[first_indirect:], strict=True):
             loaded = checked.get(number, ids[number])
             if program.nodes[number].dtype != torch.int64:
@@ -276,6 +274,13 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
             if program.nodes[node.inputs[0]].dtype != torch.bool:
                 value = emit("Ne", torch.bool, [value, emit("Constant", program.nodes[node.inputs[0]].dtype)])
             ids[number] = emit("ReduceMax", torch.bool, [value])
+        elif node.op == "index" and not node.attr("indirect") and space is None and not _tables_well(program, node):
+            # Not a strided view with strides >= 0 (a relative position x0 - x1, a rolled window's (6 + x0) % 8): the
+            # index at every point, computed once on the host.
+            host_tables.append(_host_index_table(program, node.attr("index"), ()))
+            ids[number] = table_load(("host", len(host_tables) - 1), torch.int64, Access(0, _contiguous(program)))
+            if node.dtype != torch.int64:
+                ids[number] = emit("Convert", node.dtype, [ids[number]])
         elif node.op == "index" and not node.attr("indirect"):
             found, extent = _index_load(program, node, space)
             table_type = torch.float32 if node.dtype.is_floating_point else torch.int64  # npusim's native aranges
@@ -521,6 +526,17 @@ def _within(program, access, extent):
     low = access.offset + sum(min(0, s * (d.size - 1)) for s, d in zip(access.strides, program.space, strict=True))
     high = access.offset + sum(max(0, s * (d.size - 1)) for s, d in zip(access.strides, program.space, strict=True))
     return low >= 0 and high < extent
+
+
+def _contiguous(program):
+    """The strides of a table holding a value at every point of the space, in the space's order."""
+    return tuple(math.prod(d.size for d in program.space[k + 1 :]) for k in range(len(program.space)))
+
+
+def _tables_well(program, node):
+    """Whether an index used as data reads the arange table (affine, strides >= 0), else a host table."""
+    found = program.access(node)
+    return found is not None and all(s >= 0 for s in found.strides)
 
 
 def _index_load(program, node, space):
