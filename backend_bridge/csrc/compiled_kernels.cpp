@@ -3,6 +3,7 @@
 // and runs the fused kernel on the tensors' device.
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -61,6 +62,9 @@ constexpr auto kOpcodeNames = std::to_array<std::pair<std::string_view, FusedOpc
     {"ReduceMin", FusedOpcode::ReduceMin},
     {"Store", FusedOpcode::Store},
     {"Product", FusedOpcode::Product},
+    {"Gather", FusedOpcode::Gather},
+    {"ScatterAdd", FusedOpcode::ScatterAdd},
+    {"CheckIndex", FusedOpcode::CheckIndex},
 });
 
 FusedOpcode opcode_named(const std::string& name) {
@@ -127,7 +131,12 @@ bool launch(const emitter::FusedSpec& spec, const std::vector<at::Tensor>& tenso
                 tensor.device());
     addresses.push_back(tensor.numel() == 0 ? 0 : device_address(tensor));
   }
-  return launched_natively([&] { launch_fused(device.index(), runtime_device(device.index()), spec, addresses); });
+  runtime::Device& runtime = runtime_device(device.index());
+  const auto run = [&] { launch_fused(device.index(), runtime, spec, addresses); };
+  // A kernel that checks indices raises PyTorch's IndexError for one out of range, as the indexing operator does.
+  const bool checks = std::any_of(spec.nodes.begin(), spec.nodes.end(),
+                                  [](const emitter::FusedNode& node) { return node.op == FusedOpcode::CheckIndex; });
+  return checks ? launched_checking_indices(runtime, run, "index out of range in self") : launched_natively(run);
 }
 
 }  // namespace

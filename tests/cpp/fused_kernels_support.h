@@ -233,6 +233,24 @@ inline std::vector<Bytes> reference(const FusedSpec& spec, std::vector<Bytes> bu
                           round_to(access.type, operand(node.a, c)));
             break;
           }
+          case Op::Gather: {
+            const FusedAccess& access = spec.loads[node.access];
+            out[c] = read_element(buffers[access.argument], access.type,
+                                  access.offset + static_cast<int64_t>(operand(node.a, c)));
+            break;
+          }
+          case Op::ScatterAdd: {  // in the order of the points, as dma.stxadd adds (as vadd)
+            const FusedAccess& access = spec.stores[node.access];
+            const int64_t at = access.offset + static_cast<int64_t>(operand(node.b, c));
+            const double sum = binary(Op::Add, access.type, read_element(buffers[access.argument], access.type, at),
+                                      operand(node.a, c));
+            write_element(buffers[access.argument], access.type, at, round_to(access.type, sum));
+            break;
+          }
+          case Op::CheckIndex:
+            out[c] = operand(node.a, c);
+            EXPECT_TRUE(out[c] >= 0 && out[c] < node.constant) << "the reference checks an index out of range";
+            break;
           default:
             if (static_cast<int>(node.op) < static_cast<int>(Op::Add)) {
               out[c] = unary(node.op, node.type, operand(node.a, c));
@@ -256,6 +274,18 @@ class BothModes {
  public:
   explicit BothModes(const config::ChipConfig& config)
       : functional_(config, runtime::Mode::Functional), timed_(config, runtime::Mode::Timed) {}
+
+  // Expects the kernel to stop in each mode with an error whose message contains `what`.
+  void expect_error(const emitter::Kernel& kernel, const std::vector<Bytes>& buffers, const std::string& what) {
+    for (runtime::Device* device : {&functional_, &timed_}) {
+      try {
+        launch(*device, kernel, buffers);
+        ADD_FAILURE() << kernel.name << " ran without an error";
+      } catch (const runtime::DeviceError& error) {
+        EXPECT_NE(std::string(error.what()).find(what), std::string::npos) << error.what();
+      }
+    }
+  }
 
   std::vector<Bytes> run(const emitter::Kernel& kernel, const std::vector<Bytes>& buffers) {
     const std::vector<Bytes> result = launch(functional_, kernel, buffers);
@@ -339,6 +369,26 @@ struct SpecBuilder {
   int constant(ElementType type, double value) { return node({.op = Op::Constant, .type = type, .constant = value}); }
   int op(Op op, ElementType type, int a, int b = -1, int c = -1) {
     return node({.op = op, .type = type, .a = a, .b = b, .c = c});
+  }
+  // Element offset + index of argument `argument`, at each point (index: an i64 node).
+  int gather(int index, int argument, ElementType type, int64_t offset = 0, int run = 1) {
+    spec.loads.push_back({argument, type, offset, std::vector<int64_t>(spec.sizes.size(), 0)});
+    return node({.op = Op::Gather,
+                 .type = type,
+                 .a = index,
+                 .access = static_cast<int>(spec.loads.size()) - 1,
+                 .constant = double(run)});
+  }
+  void scatter_add(int value, int index, int argument, ElementType type, int64_t offset = 0) {
+    spec.stores.push_back({argument, type, offset, std::vector<int64_t>(spec.sizes.size(), 0)});
+    node({.op = Op::ScatterAdd,
+          .type = type,
+          .a = value,
+          .b = index,
+          .access = static_cast<int>(spec.stores.size()) - 1});
+  }
+  int check(int value, int64_t bound) {
+    return node({.op = Op::CheckIndex, .type = spec.nodes[value].type, .a = value, .constant = double(bound)});
   }
   void store(int value, int argument, ElementType type, std::vector<int64_t> strides, int64_t offset = 0) {
     spec.stores.push_back({argument, type, offset, std::move(strides)});

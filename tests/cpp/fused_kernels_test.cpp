@@ -3,6 +3,7 @@
 // (fused_kernels_support.h); softmax, layer norm and the bias gradient are also checked against loops written out by
 // hand. Most cases run on a small chip (three cores, a few KiB of scratchpad) so that rows split into many tiles, the
 // last one partial.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -412,6 +413,24 @@ TEST(FusedKernels, AMalformedSpecIsAnInvalidArgumentNamingTheNode) {
   spec = good;
   spec.reduced_dims = 3;
   expect_invalid(spec, "3 reduced dimensions of 2");
+
+  // Indexed accesses: i64 indices, strides of 0, an integer checked against a positive bound.
+  SpecBuilder indexed("fused_bad_indices", {8, 4}, 0, 3);
+  const int indices = indexed.check(indexed.load(0, ElementType::I64, {4, 1}), 10);
+  indexed.scatter_add(indexed.gather(indices, 1, F32), indices, 2, F32);
+  EXPECT_NO_THROW(emitter::emit_fused(indexed.spec, small_chip()));
+  spec = indexed.spec;
+  spec.loads[1].strides = {4, 1};
+  expect_invalid(spec, "node 2 (Gather): an indexed access with strides [4, 1]");
+  spec = indexed.spec;
+  spec.nodes[3].b = 2;
+  expect_invalid(spec, "node 3 (ScatterAdd): operand b (the indices) is f32, not i64");
+  spec = indexed.spec;
+  spec.nodes[1].constant = 0;
+  expect_invalid(spec, "node 1 (CheckIndex): a bound of 0");
+  spec = indexed.spec;
+  spec.nodes[3].access = 1;
+  expect_invalid(spec, "node 3 (ScatterAdd): access 1 of 1 stores");
 }
 
 TEST(FusedKernels, AnEmptyIterationSpaceOnlyHalts) {
@@ -422,6 +441,118 @@ TEST(FusedKernels, AnEmptyIterationSpaceOnlyHalts) {
   EXPECT_EQ(kernel.words.size(), 1u);
   BothModes modes(small_chip());
   modes.run(kernel, {Bytes(8), Bytes(8)});
+}
+
+// ---- indexed loads and stores
+
+// The i64 values 0, 1, 2, ...: what the compiled kernels read an affine index from (runtime.py's arange).
+Bytes ascending(int64_t count) {
+  return buffer_of(ElementType::I64, count, [](int64_t k) { return double(k); });
+}
+
+// x[t][c] = table[tokens[t]][c] + positions[c]; out = x, sums[t] = sum over c of x (repeated tokens). With runs of
+// 2, each pair of columns moves as one 8-byte element.
+void gather_embedding_rows(int run) {
+  const ElementType I64 = ElementType::I64;
+  const int64_t tokens = 41, cols = 24, table_rows = 9;
+  SpecBuilder s(fmt::format("fused_embedding_sum_run{}", run), {tokens, cols}, 1, 6);
+  const int token = s.check(s.load(0, I64, {1, 0}), table_rows);  // per row
+  const int column = s.load(4, I64, {0, 1});
+  const int row_start = s.op(Op::Mul, I64, token, s.constant(I64, cols));
+  const int element = s.check(s.op(Op::Add, I64, column, row_start), table_rows * cols);
+  const int x = s.op(Op::Add, F32, s.gather(element, 1, F32, 0, run), s.load(2, F32, {0, 1}));
+  s.store(x, 3, F32, {cols, 1});
+  s.store(s.op(Op::ReduceSum, F32, x), 5, F32, {1, 0});
+  const std::vector<Bytes> buffers = {buffer_of(I64, tokens, [](int64_t t) { return double((t * 7) % 9); }),
+                                      random_buffer(F32, table_rows * cols, 8),
+                                      random_buffer(F32, cols, 9),
+                                      Bytes(tokens * cols * 4),
+                                      ascending(cols),
+                                      Bytes(tokens * 4)};
+  const auto result = run_and_compare(s.spec, small_chip(), buffers, {I64, F32, F32, F32, I64, F32});
+  for (int64_t t = 0; t < tokens; ++t)  // by hand, for the gathered rows
+    for (int64_t c = 0; c < cols; ++c) {
+      const double expected = static_cast<float>(read_element(buffers[1], F32, (t * 7) % 9 * cols + c)) +
+                              static_cast<float>(read_element(buffers[2], F32, c));
+      EXPECT_EQ(read_element(result[3], F32, t * cols + c), static_cast<float>(expected));
+    }
+}
+
+TEST(FusedKernels, GathersEmbeddingRowsByLoadedIndicesIntoALayerNormLikeRow) { gather_embedding_rows(1); }
+TEST(FusedKernels, GathersRunsOfConsecutiveElementsAsWiderOnes) {
+  gather_embedding_rows(2);
+  // A run must fit 4 or 8 bytes and divide the innermost (reduced) dimension.
+  SpecBuilder s("fused_bad_run", {4, 6}, 1, 3);
+  s.store(s.gather(s.load(2, ElementType::I64, {0, 1}), 0, F32, 0, 4), 1, F32, {6, 1});
+  expect_invalid(s.spec, "runs of 4 f32 elements");
+  s.spec.nodes[1].constant = 2;
+  s.spec.sizes = {4, 5};
+  expect_invalid(s.spec, "runs of 2 along an innermost dimension of 5");
+}
+
+TEST(FusedKernels, AnIndexOutOfRangeStopsTheKernelWithTrapOne) {
+  const ElementType I64 = ElementType::I64;
+  const int64_t count = 300, table = 50;
+  SpecBuilder s("fused_gather_checked", {count}, 0, 3);
+  s.store(s.gather(s.check(s.load(0, I64, {1}), table), 1, F32), 2, F32, {1});
+  const emitter::Kernel kernel = emitter::emit_fused(s.spec, small_chip());
+  BothModes modes(small_chip());
+  const auto indices = [&](int64_t bad) {
+    return buffer_of(I64, count, [&](int64_t k) { return k == 217 ? double(bad) : double(k % table); });
+  };
+  modes.run(kernel, {indices(49), random_buffer(F32, table, 3), Bytes(count * 4)});
+  for (int64_t bad : {50, -1})
+    modes.expect_error(kernel, {indices(bad), random_buffer(F32, table, 3), Bytes(count * 4)}, "code 1");
+}
+
+TEST(FusedKernels, AMaskedGatherReadsTheConstantWhereTheMaskIsFalse) {
+  // cat([a, b], 1) of a [rows x 7] and b [rows x 10]: column c reads a[r][c] if c < 7, else b[r][c - 7].
+  const ElementType I64 = ElementType::I64;
+  const int64_t rows = 33, wa = 7, wb = 10, cols = wa + wb;
+  SpecBuilder s("fused_cat", {rows, cols}, 0, 4);
+  const int column = s.load(3, I64, {0, 1}), row = s.load(3, I64, {1, 0});
+  const int in_a = s.op(Op::Lt, Bool, column, s.constant(I64, wa));
+  const auto element = [&](int64_t width, int64_t shift, int mask) {
+    const int at = s.op(Op::Add, I64, s.op(Op::Mul, I64, row, s.constant(I64, width)),
+                        s.op(Op::Sub, I64, column, s.constant(I64, shift)));
+    return s.check(s.op(Op::Where, I64, mask, at, s.constant(I64, 0)), rows * width);
+  };
+  const int a = s.op(Op::Where, F32, in_a, s.gather(element(wa, 0, in_a), 0, F32), s.constant(F32, 0));
+  const int in_b = s.op(Op::Not, Bool, in_a);
+  const int b = s.op(Op::Where, F32, in_b, s.gather(element(wb, wa, in_b), 1, F32), s.constant(F32, 0));
+  s.store(s.op(Op::Where, F32, in_a, a, b), 2, F32, {cols, 1});
+  const std::vector<Bytes> buffers = {random_buffer(F32, rows * wa, 11), random_buffer(F32, rows * wb, 12),
+                                      Bytes(rows * cols * 4), ascending(cols + rows)};
+  const auto result = run_and_compare(s.spec, small_chip(), buffers, {F32, F32, F32, I64});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      EXPECT_EQ(read_element(result[2], F32, r * cols + c),
+                c < wa ? read_element(buffers[0], F32, r * wa + c) : read_element(buffers[1], F32, r * wb + c - wa));
+}
+
+TEST(FusedKernels, AScatterAddAccumulatesRepeatedIndicesInTheOrderOfThePoints) {
+  // table[tokens[t]][c] += grad[t][c] * 2 (an embedding's gradient), many tokens repeated: the sums must be those of
+  // adding in t order, on one core, over tiles double-buffered.
+  const ElementType I64 = ElementType::I64;
+  const int64_t tokens = 150, cols = 20, table_rows = 6;
+  SpecBuilder s("fused_embedding_backward", {tokens, cols}, 0, 4);
+  const int token = s.load(0, I64, {1, 0});
+  const int element = s.check(
+      s.op(Op::Add, I64, s.op(Op::Mul, I64, token, s.constant(I64, cols)), s.load(3, I64, {0, 1})), table_rows * cols);
+  s.scatter_add(s.op(Op::Mul, F32, s.load(1, F32, {cols, 1}), s.constant(F32, 2)), element, 2, F32);
+  const std::vector<Bytes> buffers = {buffer_of(I64, tokens, [](int64_t t) { return double((t * t) % 6); }),
+                                      random_buffer(F32, tokens * cols, 13), random_buffer(F32, table_rows * cols, 14),
+                                      ascending(cols)};
+  const emitter::Kernel kernel = emitter::emit_fused(s.spec, small_chip());
+  EXPECT_EQ(kernel.cores, 1);
+  const auto result = run_and_compare(s.spec, small_chip(), buffers, {I64, F32, F32, I64});
+  for (int64_t r = 0; r < table_rows; ++r)  // by hand: float sums in t order
+    for (int64_t c = 0; c < cols; ++c) {
+      auto sum = static_cast<float>(read_element(buffers[2], F32, r * cols + c));
+      for (int64_t t = 0; t < tokens; ++t)
+        if ((t * t) % 6 == r) sum += static_cast<float>(read_element(buffers[1], F32, t * cols + c)) * 2.0f;
+      EXPECT_EQ(read_element(result[2], F32, r * cols + c), sum);
+    }
 }
 
 }  // namespace

@@ -127,20 +127,161 @@ def test_half_precision_loads_and_stores():
     assert ROUTES[kernels[0]] == "fused"
 
 
-def test_gathers_and_masked_loads_run_op_by_op_on_the_device():
-    """Embedding lookups (an index read from memory) and cat (masked loads) are not strided views: the kernel runs
-    through the interpreter, every op still on npusim."""
-    weight, index = torch.randn(10, 6), torch.tensor([[1, 9], [0, 4]])
-    a, b = torch.randn(3, 4), torch.randn(3, 5)
+def test_embedding_and_layer_norm_is_one_fused_kernel():
+    """The rows an index tensor picks (repeated tokens included) are gathered by the kernel that adds the positions
+    and normalises them: one fused kernel, the results eager mode's."""
+    tables = [torch.randn(50, 32), torch.randn(16, 32), torch.randn(32), torch.randn(32)]
+    ids = torch.tensor([[3, 7, 3, 49, 0, 7, 7, 12], [1, 1, 2, 3, 5, 8, 13, 21]])
 
-    def f(w, i, x, y):
-        return F.embedding(i, w) * 2, torch.cat([x, y], 1) + 1
+    def f(i, token_table, position_table, weight, bias):
+        return F.layer_norm(F.embedding(i, token_table) + position_table[: i.shape[1]], (32,), weight, bias)
 
-    (looked_up, joined), kernels = compiled(f, weight, index, a, b)
-    expected_looked_up, expected_joined = f(weight, index, a, b)
-    assert_close(looked_up, expected_looked_up)
-    assert_close(joined, expected_joined)
-    assert all(ROUTES[k].startswith("interpreted") for k in kernels)
+    result, kernels = compiled(f, ids, *tables)
+    eager = f(ids.to("npusim"), *[t.to("npusim") for t in tables])
+    assert_close(result, eager.cpu(), atol=1e-6, rtol=1e-6)
+    assert_close(result, f(ids, *tables), atol=1e-5, rtol=1e-5)
+    assert len(kernels) == 1 and ROUTES[kernels[0]] == "fused", ROUTES
+
+
+def test_cross_entropy_with_targets_forward_and_backward_is_fused():
+    """The loss picks each target's log-probability (an index read from the targets, ignore_index masked out), and
+    its backward scatters the gradient back: every compiled kernel fused, the values eager mode's."""
+    logits = torch.randn(24, 40)
+    targets = torch.randint(0, 40, (24,))
+    targets[[3, 17]] = -100
+
+    def step(x, y):
+        x = x.detach().requires_grad_()
+        loss = F.cross_entropy(x, y)
+        loss.backward()
+        return loss.detach(), x.grad
+
+    (loss, grad), _ = compiled(step, logits, targets)
+    expected_loss, expected_grad = step(logits.to("npusim"), targets.to("npusim"))
+    assert_close(loss, expected_loss.cpu(), atol=1e-6, rtol=1e-6)
+    assert_close(grad, expected_grad.cpu(), atol=1e-7, rtol=1e-6)
+    cpu_loss, cpu_grad = step(logits, targets)
+    assert_close(loss, cpu_loss, atol=1e-5, rtol=1e-5)
+    assert_close(grad, cpu_grad, atol=1e-6, rtol=1e-5)
+    assert ROUTES and all(route == "fused" for route in ROUTES.values()), ROUTES
+
+
+def test_cat_of_three_tensors_is_one_fused_kernel():
+    """cat reads each input under a mask of its columns: one kernel, the same bits as eager."""
+    a, b, c = torch.randn(5, 3, 4), torch.randn(5, 6, 4), torch.randn(5, 2, 4)
+
+    def f(x, y, z):
+        return torch.cat([x, y * 2, z], 1) + 1
+
+    result, kernels = compiled(f, a, b, c)
+    assert torch.equal(result.cpu(), f(a.to("npusim"), b.to("npusim"), c.to("npusim")).cpu())
+    assert torch.equal(result.cpu(), f(a, b, c))
+    assert len(kernels) == 1 and ROUTES[kernels[0]] == "fused", ROUTES
+
+
+def test_cat_of_equal_parts_reads_strided_views(tmp_path):
+    """Each part of a cat of equal widths is a strided view where its mask holds (the column modulo the width): no
+    load by index. Parts of other widths are loaded by index (dma.ldx), the masked points at element 0."""
+    code = """
+        import torch, npusim
+        a, b, c, d = torch.randn(4, 6, 8), torch.randn(4, 6, 8), torch.randn(4, 6, 8), torch.randn(4, 6, 5)
+        def equal(x, y, z):
+            return torch.cat([x, y, z], -1) + 1
+        def unequal(x, w):
+            return torch.cat([x, w], -1) * 2
+        on = [t.to("npusim") for t in (a, b, c, d)]
+        assert torch.equal(torch.compile(equal)(*on[:3]).cpu(), equal(a, b, c))
+        assert torch.equal(torch.compile(unequal)(on[0], on[3]).cpu(), unequal(a, d))
+        from npusim.inductor.runtime import ROUTES
+        assert sorted(ROUTES.values()) == ["fused", "fused"], ROUTES
+    """
+    process = run_python(code, NPUSIM_DUMP_KERNELS=tmp_path, TORCHINDUCTOR_FORCE_DISABLE_CACHES=1)
+    assert process.returncode == 0, process.stderr[-3000:]
+    dumps = {path.name.split("_")[1]: path.read_text() for path in tmp_path.iterdir() if path.name.startswith("fused_")}
+    assert set(dumps) == {"add", "cat"}, list(tmp_path.iterdir())  # fused_add_cat_..., fused_cat_mul_...
+    assert "dma.ldx" not in dumps["add"] and "dma.ldx" in dumps["cat"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_pad_is_one_fused_kernel(dtype):
+    x = torch.arange(7 * 9, dtype=dtype).reshape(7, 9) - 20
+
+    def f(t):
+        return F.pad(t, (2, 1, 0, 3), value=-5)
+
+    result, kernels = compiled(f, x)
+    assert torch.equal(result.cpu(), f(x))
+    assert len(kernels) == 1 and ROUTES[kernels[0]] == "fused", ROUTES
+
+
+def test_embedding_backward_with_repeated_indices_is_fused_and_equals_eager():
+    """The gradient of an embedding adds the rows of repeated tokens (an atomic-add store): in the tokens' order, on
+    one core, so the sums are eager mode's bit for bit."""
+    torch.manual_seed(0)
+    weight = torch.randn(12, 24)
+    ids = torch.tensor([[4, 4, 1, 4, 11, 0], [1, 4, 7, 7, 4, 2]])
+    scale = torch.randn(2, 6, 24)
+
+    def f(w, i, s):
+        w = w.detach().requires_grad_()
+        (F.embedding(i, w) * s).sum().backward()
+        return w.grad
+
+    result, _ = compiled(f, weight, ids, scale)
+    eager = f(weight.to("npusim"), ids.to("npusim"), scale.to("npusim"))
+    assert torch.equal(result.cpu(), eager.cpu())
+    assert_close(result, f(weight, ids, scale), atol=1e-6, rtol=1e-6)
+    scattering = [name for name in ROUTES if "embedding_dense_backward" in name]
+    assert scattering and all(ROUTES[name] == "fused" for name in scattering), ROUTES
+
+
+def test_relative_positions_and_a_rolled_window_are_fused():
+    """Indices used as data that are not strided views with strides >= 0 (T5's relative positions i - j, a rolled
+    window's (i + 6) % 8) read a table of their values computed on the host."""
+    x = torch.randn(8, 8)
+
+    def f(t):
+        positions = torch.arange(8)
+        relative = (positions[None, :] - positions[:, None]).to(t.device)
+        rolled = ((positions + 6) % 8).to(t.device)
+        return t * relative + rolled.to(t.dtype), relative.abs().clamp(max=3) * 2
+
+    result, kernels = compiled(f, x)
+    expected = f(x)
+    assert torch.equal(result[0].cpu(), expected[0]) and torch.equal(result[1].cpu(), expected[1])
+    assert kernels and all(ROUTES[k] == "fused" for k in kernels), ROUTES
+
+
+def test_a_store_by_index_without_accumulation_runs_op_by_op_and_says_so():
+    x, index, values = torch.zeros(10, 4), torch.tensor([1, 3, 6]), torch.randn(3, 4)
+
+    def f(t, i, v):
+        t = t.clone()
+        t[i] = v * 2
+        return t
+
+    result, _ = compiled(f, x, index, values)
+    assert torch.equal(result.cpu(), f(x, index, values))
+    reasons = [route for route in ROUTES.values() if route != "fused"]
+    assert len(reasons) == 1 and reasons[0].startswith("interpreted: a store by index without accumulation"), ROUTES
+
+
+@pytest.mark.parametrize("interpret", [False, True])
+def test_an_index_out_of_range_raises_index_error(monkeypatch, interpret):
+    """As eager mode's embedding: IndexError, from the fused kernel's check or the interpreter's."""
+    if interpret:
+        monkeypatch.setenv("NPUSIM_COMPILE_INTERPRET", "1")
+    weight = torch.randn(10, 8)
+
+    def f(w, i):
+        return F.embedding(i, w) + 1
+
+    compiled(f, weight, torch.tensor([1, 2, 9]))
+    assert ROUTES and all(route.startswith("interpreted" if interpret else "fused") for route in ROUTES.values())
+    for bad in (10, -1):
+        with pytest.raises(IndexError, match="index out of range"):
+            compiled(f, weight, torch.tensor([1, bad, 3]))
+    assert_close(compiled(f, weight, torch.tensor([0, 9]))[0], f(weight, torch.tensor([0, 9])))
 
 
 def test_compiled_kernels_match_the_interpreter(monkeypatch):
@@ -175,10 +316,9 @@ def test_mlp_training_steps_compiled_equal_eager():
             optimizer.step()
     for a, b in zip(eager.parameters(), compiled_model.parameters(), strict=True):
         assert_close(b, a.detach().cpu(), atol=1e-5, rtol=1e-5)
-    # Every kernel fused (the products with their epilogues, the norms, the loss's backward) but the loss's
-    # gather of each target's log-probability, which reads the target to index.
-    interpreted = {name for name, route in ROUTES.items() if route != "fused"}
-    assert len(ROUTES) > len(interpreted) and all("nll_loss_forward" in name for name in interpreted), ROUTES
+    # Every kernel fused: the products with their epilogues, the norms, the loss (its gather of each target's
+    # log-probability included) and its backward.
+    assert ROUTES and all(route == "fused" for route in ROUTES.values()), ROUTES
     assert any("addmm" in name for name in ROUTES) and any("native_layer_norm" in name for name in ROUTES)
 
 

@@ -105,7 +105,8 @@ class FusedEmitter {
     for (size_t k = 0; k < steps.size(); ++k) {
       const Step& step = steps[k];
       const bool early = step.access >= 0 && step.access < loads && step.first.kind == Ref::Kind::Slot &&
-                         !touched[step.first.index] && !(layout_known && transposed_load(step));
+                         step.index.kind == Ref::Kind::None && !touched[step.first.index] &&
+                         !(layout_known && transposed_load(step));
       (early ? prefetched_ : k >= end ? trailing_stores_ : in_place_).push_back(k);
       for (const Ref& ref : {step.destination, step.first, step.second})
         if (ref.kind == Ref::Kind::Slot) touched[ref.index] = 1;
@@ -179,7 +180,10 @@ class FusedEmitter {
     chunks_ = (chunk_size + chunk_ - 1) / chunk_;
     tiles_ = tile_count();
     tile_rows_ = chunk_ * block_rows_;
-    cores_ = std::clamp<int64_t>(tiles_, 1, config_.chip_cores);
+    // A scatter-add runs on one core, which walks the tiles in order: repeated indices accumulate in the space's order.
+    const bool scatters = std::any_of(spec_.nodes.begin(), spec_.nodes.end(),
+                                      [](const FusedNode& node) { return node.op == FusedOpcode::ScatterAdd; });
+    cores_ = std::clamp<int64_t>(tiles_, 1, scatters ? 1 : config_.chip_cores);
     if (layout_.row_length > (INT32_MAX >> 2))
       throw Unsupported(fmt::format("fused kernel {}: rows of {} elements exceed a broadcast period", spec_.name,
                                     layout_.row_length));
@@ -353,6 +357,13 @@ class FusedEmitter {
       emit_dma(s, set);
       return;
     }
+    if (s.opcode == Opcode::Vtr) {  // an indexed load's runs: their first indices to the front
+      const R to = point(destination_, s.destination, set), from = point(first_, s.first, set);
+      b_.li(scratch_, s.immediate);
+      b_.Divu(count_, s.shape == Shape::Full ? R(elements_) : R(rows_), scratch_);
+      b_.Vtr(s.type, to, from, count_, scratch_);
+      return;
+    }
     emit_vector_step(b_, s, s.shape == Shape::Full ? R(elements_) : R(rows_), rows_, cols_, destination_, first_,
                      second_, [&](Reg& reg, Ref ref) { return point(reg, ref, set); });
   }
@@ -383,6 +394,7 @@ class FusedEmitter {
   }
   // Whether load step s arrives transposed, to be put right by a vtr on the vector engine.
   bool transposed_load(const Step& s) const {
+    if (s.index.kind != Ref::Kind::None) return false;
     const std::vector<Dim> dims = dma_dims(s);
     const auto bytes = static_cast<int64_t>(isa::element_bytes(accesses_[s.access]->type));
     return dims.size() == 2 && dims[1].stride == bytes && dims[0].stride != 0;
@@ -403,6 +415,21 @@ class FusedEmitter {
       b_.Ld(address_, kArgumentBlock, 8 * access.argument);
     }
     b_.add_constant(address_, access.offset * bytes);
+    if (s.index.kind != Ref::Kind::None) {  // by index: element offset + index[k] of the argument, wherever the tile is
+      const R spad = point(first_, s.first, set), indices = point(second_, s.index, set);
+      R count = s.shape == Shape::Full ? R(elements_) : R(rows_);
+      if (load && s.immediate > 1) {  // runs of consecutive elements, each moved as one wider element
+        b_.li(scratch_, s.immediate);
+        b_.Divu(count_, count, scratch_);
+        const ElementType run = bytes * s.immediate == 8 ? ElementType::I64 : ElementType::I32;
+        b_.DmaLoadIndexed(run, spad, address_, indices, count_, bytes);
+      } else if (load) {
+        b_.DmaLoadIndexed(access.type, spad, address_, indices, count, bytes);
+      } else {
+        b_.DmaStoreAddIndexed(access.type, address_, spad, indices, count, bytes);
+      }
+      return;
+    }
     const auto add_index = [&](R index, int64_t stride) {
       if (stride == 0) return;
       b_.li(scratch_, stride);
@@ -499,8 +526,9 @@ Kernel emit_fused(const FusedSpec& spec, const config::ChipConfig& config) {
   fused::validate(spec);
   const std::string name = spec.name.empty() ? "fused" : spec.name;
   const bool empty = std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end();
-  const bool stores = std::any_of(spec.nodes.begin(), spec.nodes.end(),
-                                  [](const FusedNode& node) { return node.op == FusedOpcode::Store; });
+  const bool stores = std::any_of(spec.nodes.begin(), spec.nodes.end(), [](const FusedNode& node) {
+    return node.op == FusedOpcode::Store || node.op == FusedOpcode::ScatterAdd;
+  });
   if (empty || !stores) {
     KernelBuilder b(name, config);
     b.describe(empty ? fmt::format("{}: no elements (sizes [{}])", name, fmt::join(spec.sizes, ", "))

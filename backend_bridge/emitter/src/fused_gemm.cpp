@@ -55,6 +55,9 @@ class FusedEpilogue : public gemm::Epilogue {
       if (fused::is_reduction(spec.nodes[i].op))
         unsupported(fmt::format("node {} ({}) reduces, and a product's epilogue has nothing to reduce over", i,
                                 fused::op_name(spec.nodes[i].op)));
+      else if (spec.nodes[i].op == FusedOpcode::Gather || spec.nodes[i].op == FusedOpcode::ScatterAdd)
+        unsupported(fmt::format("node {} ({}) moves by index, which a product's epilogue does not", i,
+                                fused::op_name(spec.nodes[i].op)));
     if (spec.matmul->k < 1) unsupported("a product over k = 0");
     for (size_t k = 0; k < spec.loads.size() + spec.stores.size(); ++k) {
       const FusedAccess& view = access(static_cast<int>(k));

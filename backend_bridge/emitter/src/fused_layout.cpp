@@ -43,7 +43,10 @@ Layout collapse(const FusedSpec& spec) {
 
   std::vector<size_t> order(outer_dims);
   std::iota(order.begin(), order.end(), 0);
-  if (!spec.stores.empty()) {
+  // A scatter-add keeps the space's order: repeated indices accumulate in the order of the points.
+  const bool scatters = std::any_of(spec.nodes.begin(), spec.nodes.end(),
+                                    [](const FusedNode& node) { return node.op == FusedOpcode::ScatterAdd; });
+  if (!spec.stores.empty() && !scatters) {
     const std::vector<int64_t>& strides = spec.stores[0].strides;
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t x, size_t y) { return std::abs(strides[x]) > std::abs(strides[y]); });

@@ -172,8 +172,9 @@ void Plan::convert(ElementType to, ElementType from, Ref destination, Ref source
   vector(Opcode::Vcvt, to, destination, source, {}, shape);
   steps_.back().source = from;
 }
-void Plan::dma(int access, Ref slot, Shape shape) {
+void Plan::dma(int access, Ref slot, Shape shape, Ref index) {
   Step s;
+  s.index = index;
   s.type = access < static_cast<int>(spec_.loads.size()) ? spec_.loads[access].type
                                                          : spec_.stores[access - spec_.loads.size()].type;
   s.first = slot;
@@ -234,7 +235,7 @@ void Plan::plan() {
   std::vector<int> last_use(count, -1);
   for (int i = count - 1; i >= 0; --i) {
     const FusedNode& node = spec_.nodes[i];
-    if (node.op == Op::Store) live[i] = true;
+    if (node.op == Op::Store || node.op == Op::ScatterAdd) live[i] = true;
     if (!live[i]) continue;
     const int operands[] = {node.a, node.b, node.c};
     for (int k = 0; k < operand_count(node.op); ++k) {
@@ -319,6 +320,32 @@ void Plan::plan_node(int i) {
     const Ref input = tile(node.a, row_length_ > 1 ? Shape::Full : Shape::Row);
     values_[i] = allocate(Shape::Row, type);
     vector(vector_opcode(node.op), instruction_type(node.op, type), values_[i], input, {}, Shape::Row);
+  } else if (node.op == Op::Gather) {
+    const Shape shape = shape_of(i);
+    values_[i] = allocate(shape, type);
+    const auto run = static_cast<int64_t>(node.constant);
+    if (run > 1 && shape == Shape::Full) {
+      // The first index of each run, gathered to the front by a transpose of the indices as runs x r.
+      const Ref firsts = temporary(shape, ElementType::I64);
+      vector(Opcode::Vtr, ElementType::I64, firsts, tile(node.a, shape), {}, shape, run);
+      dma(node.access, values_[i], shape, firsts);
+      steps_.back().immediate = run;
+    } else {
+      dma(node.access, values_[i], shape, tile(node.a, shape));
+    }
+  } else if (node.op == Op::ScatterAdd) {
+    check_type(Opcode::DmaStoreAddIndexed, type);
+    const Shape shape = shape_of(node.a) == Shape::Full || shape_of(node.b) == Shape::Full ? Shape::Full : Shape::Row;
+    const Ref indices = tile(node.b, shape);
+    const Ref values = tile(node.a, shape);
+    dma(static_cast<int>(spec_.loads.size()) + node.access, values, shape, indices);
+  } else if (node.op == Op::CheckIndex) {
+    // vcheck reads the indices; the copy after it is what a DMA reading them waits for.
+    const Shape shape = shape_of(i);
+    const Ref input = tile(node.a, shape);
+    vector(Opcode::Vcheck, type, {}, input, {}, shape, static_cast<int64_t>(spec_.nodes[i].constant));
+    values_[i] = allocate(shape, type);
+    vector(Opcode::Vmov, type, values_[i], input, {}, shape);
   } else if (node.op == Op::Store) {
     const int access = static_cast<int>(spec_.loads.size()) + node.access;
     const Shape shape = row_length_ > 1 && store_varies_along_rows_[node.access] ? Shape::Full : Shape::Row;

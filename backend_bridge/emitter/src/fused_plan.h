@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "npusim/emitter/fused.h"
+#include "npusim/emitter/gather.h"
 
 namespace npusim::emitter::fused {
 
@@ -23,7 +24,9 @@ struct Ref {
 
 enum class Shape : uint8_t { Row, Full };  // a step's count: rows (per-row values), or rows x row length
 
-// One step of a tile: a vector instruction over slots, or (access >= 0) a DMA of an access to or from a slot.
+// One step of a tile: a vector instruction over slots, or (access >= 0) a DMA of an access to or from a slot (by the
+// indices in `index` when it is a Gather's or ScatterAdd's, an indexed load's run length in `immediate`). A vcheck's
+// bound is its immediate; a vtr's immediate is r, for a transpose of the tile's elements as (count / r) x r.
 struct Step {
   isa::Opcode opcode{};
   isa::ElementType type = isa::ElementType::F32, source = isa::ElementType::F32;  // source: vcvt's
@@ -31,6 +34,7 @@ struct Step {
   Shape shape = Shape::Row;
   int64_t immediate = 0;  // a binary instruction's broadcast mode, vfill's value
   int access = -1;        // loads, then stores
+  Ref index;              // an indexed DMA's (dma.ldx, dma.stxadd) i64 element indices
 };
 
 struct Slot {
@@ -75,7 +79,7 @@ class Plan {
   void vector(isa::Opcode opcode, isa::ElementType type, Ref destination, Ref first, Ref second, Shape shape,
               int64_t immediate = 0);
   void convert(isa::ElementType to, isa::ElementType from, Ref destination, Ref source, Shape shape);
-  void dma(int access, Ref slot, Shape shape);
+  void dma(int access, Ref slot, Shape shape, Ref index = {});
   Ref allocate(Shape shape, isa::ElementType type);
   Ref temporary(Shape shape, isa::ElementType type);
   void release(Ref ref);
@@ -104,6 +108,11 @@ class Plan {
 template <typename Point>
 void emit_vector_step(KernelBuilder& b, const Step& s, R count, R rows, R cols, Reg& destination, Reg& first,
                       Reg& second, Point point) {
+  if (s.opcode == isa::Opcode::Vcheck) {
+    b.li(second, s.immediate);
+    b.Vcheck(s.type, point(first, s.first), second, count, kIndexOutOfRangeTrap);
+    return;
+  }
   const R to = point(destination, s.destination);
   const std::string_view form = isa::info(s.opcode).operands;
   if (s.opcode == isa::Opcode::Vfill) {

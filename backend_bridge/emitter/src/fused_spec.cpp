@@ -15,12 +15,13 @@ namespace {
 using isa::ElementType;
 using Op = FusedOpcode;
 
-constexpr std::array<std::string_view, static_cast<int>(Op::Product) + 1> kOpNames = {
-    "Load",    "Constant", "Neg",        "Abs",       "Exp",       "Log",   "Tanh",   "Sigmoid", "Erf",
-    "Sqrt",    "Rsqrt",    "Reciprocal", "Sin",       "Cos",       "Log1p", "Expm1",  "Floor",   "Ceil",
-    "Round",   "Trunc",    "Not",        "Convert",   "Add",       "Sub",   "Mul",    "Div",     "Maximum",
-    "Minimum", "And",      "Or",         "Xor",       "Eq",        "Ne",    "Lt",     "Le",      "Gt",
-    "Ge",      "Where",    "ReduceSum",  "ReduceMax", "ReduceMin", "Store", "Product"};
+constexpr std::array<std::string_view, static_cast<int>(Op::CheckIndex) + 1> kOpNames = {
+    "Load",      "Constant", "Neg",     "Abs",        "Exp",        "Log",       "Tanh",      "Sigmoid",
+    "Erf",       "Sqrt",     "Rsqrt",   "Reciprocal", "Sin",        "Cos",       "Log1p",     "Expm1",
+    "Floor",     "Ceil",     "Round",   "Trunc",      "Not",        "Convert",   "Add",       "Sub",
+    "Mul",       "Div",      "Maximum", "Minimum",    "And",        "Or",        "Xor",       "Eq",
+    "Ne",        "Lt",       "Le",      "Gt",         "Ge",         "Where",     "ReduceSum", "ReduceMax",
+    "ReduceMin", "Store",    "Product", "Gather",     "ScatterAdd", "CheckIndex"};
 
 bool between(Op op, Op first, Op last) {
   return static_cast<int>(op) >= static_cast<int>(first) && static_cast<int>(op) <= static_cast<int>(last);
@@ -62,6 +63,8 @@ bool is_reduction(Op op) { return between(op, Op::ReduceSum, Op::ReduceMin); }
 int operand_count(Op op) {
   if (op == Op::Load || op == Op::Constant || op == Op::Product) return 0;
   if (op == Op::Where) return 3;
+  if (op == Op::Gather || op == Op::CheckIndex) return 1;
+  if (op == Op::ScatterAdd) return 2;
   return is_arithmetic(op) || is_compare(op) ? 2 : 1;
 }
 
@@ -72,6 +75,7 @@ bool node_per_row(const FusedSpec& spec, size_t i, const std::vector<char>& per_
     return std::all_of(strides.end() - spec.reduced_dims, strides.end(), [](int64_t stride) { return stride == 0; });
   }
   if (node.op == Op::Constant || node.op == Op::Product || is_reduction(node.op)) return true;
+  if (node.op == Op::ScatterAdd) return false;  // a store: no value
   const int operands[] = {node.a, node.b, node.c};
   for (int k = 0; k < operand_count(node.op); ++k)
     if (!per_row[operands[k]]) return false;
@@ -109,7 +113,7 @@ void validate(const FusedSpec& spec) {
   std::vector<char> per_row;
   for (size_t i = 0; i < spec.nodes.size(); ++i) {
     const FusedNode& node = spec.nodes[i];
-    if (static_cast<int>(node.op) > static_cast<int>(Op::Product))
+    if (static_cast<int>(node.op) > static_cast<int>(Op::CheckIndex))
       throw error(fmt::format("node {} has opcode {}, not a FusedOpcode", i, static_cast<int>(node.op)));
     const auto node_error = [&](const std::string& what) {
       return error(fmt::format("node {} ({}): {}", i, op_name(node.op), what));
@@ -119,10 +123,19 @@ void validate(const FusedSpec& spec) {
     for (int k = 0; k < operand_count(node.op); ++k) {
       if (operands[k] < 0 || operands[k] >= static_cast<int>(i))
         throw node_error(fmt::format("operand {} is node {}, not an earlier node", "abc"[k], operands[k]));
-      if (spec.nodes[operands[k]].op == Op::Store)
+      if (spec.nodes[operands[k]].op == Op::Store || spec.nodes[operands[k]].op == Op::ScatterAdd)
         throw node_error(fmt::format("operand {} is node {}, a store, which has no value", "abc"[k], operands[k]));
     }
     const auto type_of = [&](int operand) { return spec.nodes[operand].type; };
+    // An indexed access: a load or store of the spec whose strides are all 0 (the indices say where each point goes).
+    const auto check_indexed = [&](const FusedNode& indexed, const std::vector<FusedAccess>& accesses,
+                                   const char* kind) {
+      if (indexed.access < 0 || indexed.access >= static_cast<int>(accesses.size()))
+        throw node_error(fmt::format("access {} of {} {}", indexed.access, accesses.size(), kind));
+      const auto& strides = accesses[indexed.access].strides;
+      if (std::any_of(strides.begin(), strides.end(), [](int64_t stride) { return stride != 0; }))
+        throw node_error(fmt::format("an indexed access with strides [{}], not all 0", fmt::join(strides, ", ")));
+    };
     const auto expect = [&](ElementType actual, ElementType expected, const char* what) {
       if (actual != expected)
         throw node_error(fmt::format("{} is {}, not {}", what, isa::type_name(actual), isa::type_name(expected)));
@@ -152,6 +165,35 @@ void validate(const FusedSpec& spec) {
         expect(type_of(node.a), ElementType::Bool, "the condition");
         expect(type_of(node.b), node.type, "operand b");
         expect(type_of(node.c), node.type, "operand c");
+        break;
+      case Op::Gather:
+        check_indexed(node, spec.loads, "loads");
+        expect(node.type, spec.loads[node.access].type, "its type");
+        expect(type_of(node.a), ElementType::I64, "operand a (the indices)");
+        if (node.constant != 0 && node.constant != 1) {
+          const double run_bytes = node.constant * static_cast<double>(isa::element_bytes(node.type));
+          if ((node.constant != 2 && node.constant != 4) || (run_bytes != 4 && run_bytes != 8))
+            throw node_error(
+                fmt::format("runs of {} {} elements, not 4 or 8 bytes", node.constant, isa::type_name(node.type)));
+          if (spec.reduced_dims < 1 || spec.sizes.back() % static_cast<int64_t>(node.constant) != 0)
+            throw node_error(
+                fmt::format("runs of {} along an innermost dimension of {} that is not reduced or "
+                            "not a multiple",
+                            node.constant, spec.sizes.empty() ? 0 : spec.sizes.back()));
+        }
+        break;
+      case Op::ScatterAdd:
+        check_indexed(node, spec.stores, "stores");
+        expect(node.type, spec.stores[node.access].type, "its type");
+        expect(type_of(node.a), node.type, "operand a");
+        expect(type_of(node.b), ElementType::I64, "operand b (the indices)");
+        break;
+      case Op::CheckIndex:
+        expect(node.type, type_of(node.a), "its type");
+        if (isa::is_float(node.type) || node.type == ElementType::Bool)
+          throw node_error(fmt::format("checks {} values, not integers", isa::type_name(node.type)));
+        if (!(node.constant >= 1 && node.constant < 0x1p63 && std::trunc(node.constant) == node.constant))
+          throw node_error(fmt::format("a bound of {}", node.constant));
         break;
       case Op::Store: {
         if (node.access < 0 || node.access >= static_cast<int>(spec.stores.size()))

@@ -288,6 +288,12 @@ class Interpreter:
         )
         return None
 
+    def _check_bounds(self, node):
+        (value,) = self.operands(node)
+        if torch.logical_or(value < 0, value >= node.attr("size")).any().item():
+            raise IndexError(f"compiled kernel {self.program.name}: index out of range in self")
+        return None
+
     def _constant(self, node):
         # A host scalar, as eager mode's Python numbers are: device operations take it without a copy, and
         # operations of constants alone stay host arithmetic.

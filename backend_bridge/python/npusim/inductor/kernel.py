@@ -229,7 +229,10 @@ class NpusimKernel(SIMDKernel):
         return mean, self._sum(spread, dtype), total
 
     def check_bounds(self, expr, size, lower, upper):
-        pass  # the interpreter's gathers check their indices; the kernel builder never gathers
+        # An index read from a tensor (an embedding's token, a loss's target) must lie in [0, size): the kernel checks
+        # it, and an index out of range raises IndexError as the eager operator does.
+        if isinstance(expr, sympy.Symbol) and expr.name.startswith("tmp"):
+            self.compute.writeline(f"k.check({expr.name}, {self.index_to_str(size)})")
 
     def device_assert_async(self, cond, msg):
         pass  # torch._assert_async's checks of values (one_hot's class range): the device has no trap to raise them

@@ -215,6 +215,10 @@ class ProgramBuilder:
         inputs = [value] + [indirect[n] for n in names]
         self._add("store", dtype, inputs, buffer=buffer, index=index, mode=mode, indirect=tuple(names))
 
+    def check(self, value, size):
+        """An index read from a tensor, which must lie in [0, size)."""
+        self._add("check_bounds", self._dtype(value), [value], size=int(size))
+
     def constant(self, value, dtype):
         return self._add("constant", dtype, value=value)
 
@@ -277,6 +281,7 @@ def build(name, function, arguments, sizes):
     for tree, numel in list(program.trees.items()):  # the flat indices are variables too
         program.ranges.setdefault(f"{tree}index", (tree, 1, numel))
     _derived_variables(program)
+    _mask_periods(program)
     return program
 
 
@@ -336,6 +341,56 @@ def _derived_variables(program):
         attrs = tuple((k, str(replaced) if k == "index" else v) for k, v in node.attrs)
         rewritten.append(dataclasses.replace(node, attrs=attrs))
     program.nodes = rewritten
+
+
+def mask_range(program, number):
+    """A mask that is a range of one range variable, lo <= v < hi, as (v, lo, hi); None for another mask."""
+    node = program.nodes[number]
+    if node.op in ("bitwise_and", "logical_and"):
+        ranges = [mask_range(program, i) for i in node.inputs]
+        if None in ranges or ranges[0][0] != ranges[1][0]:
+            return None
+        return ranges[0][0], max(ranges[0][1], ranges[1][1]), min(ranges[0][2], ranges[1][2])
+    if node.op not in ("lt", "le", "gt", "ge"):
+        return None
+    a, b = (program.nodes[i] for i in node.inputs)
+    op = node.op
+    if a.op == "constant":  # c < v is v > c
+        a, b, op = b, a, {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[op]
+    name = a.attr("index") if a.op == "index" and not a.attr("indirect") else None
+    if name not in program.ranges or b.op != "constant" or not isinstance(b.attr("value"), int):
+        return None
+    length, bound = program.ranges[name][2], b.attr("value")
+    lo, hi = {"lt": (0, bound), "le": (0, bound + 1), "gt": (bound + 1, length), "ge": (bound, length)}[op]
+    return name, max(lo, 0), min(hi, length)
+
+
+def _mask_periods(program):
+    """Cuts the space where a masked load's range mask lo <= v < hi repeats, when hi - lo divides lo and v's length
+    (cat's equal parts): a variable v % (hi - lo) of its own, so that the load's view where the mask holds is a
+    strided view (lowering.py's _under_mask). Added only where the cuts still nest."""
+    for node in list(program.nodes):
+        if node.op != "load" or not node.attr("masked"):
+            continue
+        found = mask_range(program, node.inputs[0])
+        if found is None:
+            continue
+        name, lo, hi = found
+        tree, divisor, length = program.ranges[name]
+        period = hi - lo
+        if period < 1 or period >= length or lo % period or length % period:
+            continue
+        candidate = (tree, divisor, period)
+        if candidate in program.ranges.values():
+            continue
+        trial = {**program.ranges, f"__period{len(program.ranges)}": candidate}
+        cuts = {1, program.trees[tree]}
+        for t, d, n in trial.values():
+            if t == tree and n > 1:
+                cuts |= {d, min(d * n, program.trees[tree])}
+        cuts = sorted(c for c in cuts if c <= program.trees[tree])
+        if all(high % low == 0 for low, high in itertools.pairwise(cuts)):
+            program.ranges.update(trial)
 
 
 def numel(program):

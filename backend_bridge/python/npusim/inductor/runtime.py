@@ -33,23 +33,27 @@ class CompiledKernel:
         self.source = source
         self.function = namespace["program"]
         self.arguments = namespace["ARGUMENTS"]
-        # (sizes, names of host tensor arguments) -> (program, (FusedSpec, index tables, host scalars) or None)
+        # (sizes, names of host tensor arguments, extents) -> (program, (FusedSpec, index tables, host scalars, host
+        # index tables) or None)
         self._prepared = {}
         self._interpreter_caches = {}  # (sizes, device) -> what the interpreter keeps between launches
+        self._device_tables = {}  # (device, id of a host index table) -> (the table, its copy on the device)
 
     def __repr__(self):
         return f"CompiledKernel({self.name})"
 
     def _prepare(self, key):
-        sizes, host_arguments = key
+        sizes, host_arguments, extents = key
         program = build(self.fused_name, self.function, self.arguments, sizes)
         fused = None
         if os.environ.get("NPUSIM_COMPILE_INTERPRET") == "1":
             ROUTES[self.name] = "interpreted: NPUSIM_COMPILE_INTERPRET=1"
         else:
             try:
-                description, tables, host_scalars = lower(program, host_arguments)
-                fused = (_C.FusedSpec(description), tables, host_scalars)
+                description, tables, host_scalars, host_tables = lower(
+                    program, host_arguments, dict(zip(self.arguments, extents, strict=True))
+                )
+                fused = (_C.FusedSpec(description), tables, host_scalars, host_tables)
             except NotLowered as why:
                 ROUTES[self.name] = f"interpreted: {why}"
                 log.info("npusim: compiled kernel %s runs op by op: %s", self.name, why)
@@ -61,7 +65,13 @@ class CompiledKernel:
         host_arguments = frozenset(
             name for name, t in zip(self.arguments, given, strict=True) if t.device.type == "cpu"
         )
-        key = (sizes, host_arguments)
+        # An indexed access checks its indices against the elements its tensor holds from its first one (a host
+        # tensor's copy for the launch holds other elements than it: none are known).
+        extents = tuple(
+            0 if t.device.type == "cpu" else t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
+            for t in given
+        )
+        key = (sizes, host_arguments, extents)
         program, fused = self._prepared.get(key) or self._prepare(key)
         device = next(t.device for t in given if t.device.type == "npusim")
         _C.set_op(self.name, device.index or 0)
@@ -73,13 +83,21 @@ class CompiledKernel:
         finally:
             _C.set_op("", device.index or 0)
 
+    def _device_table(self, device, table):
+        """A host-computed index table's copy on the device, made at its first launch there."""
+        kept = self._device_tables.get((device, id(table)))
+        if kept is None:
+            kept = self._device_tables[(device, id(table))] = (table, table.to(device))
+        return kept[1]
+
     def _launch_fused(self, program, fused, given, device):
         """Launches the fused kernel; False when the kernel builder cannot express it."""
-        spec, tables, (host_nodes, hoisted) = fused
+        spec, tables, (host_nodes, hoisted), host_tables = fused
         # Host tensors a graph passes to a device kernel are copied over for the launch; host scalar arithmetic on
         # them (an optimizer's beta ** step) is done here and its results handed over in one tensor.
         tensors = [t if t.device == device else t.to(device) for t in given]
         arguments = tensors + [_index_table(device, dtype, length) for dtype, length in tables]
+        arguments += [self._device_table(device, table) for table in host_tables]
         if hoisted:
             values = interpreter.run(program, given, device, numbers=host_nodes)
             arguments.append(torch.stack([values[n].reshape(()).to(torch.float32) for n in hoisted]).to(device))

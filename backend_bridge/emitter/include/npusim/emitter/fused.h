@@ -65,6 +65,15 @@ enum class FusedOpcode : uint8_t {
   ReduceMin,
   Store,    // a, to the view `access` of spec.stores (converted to the store's type when they differ)
   Product,  // the kernel's matrix product (FusedSpec::matmul) at each point, rounded from f32 to `type`
+  // Indexed accesses: a (i64) holds each point's element index into the argument, from the access's offset (whose
+  // strides must be 0). The DMA engine does not bound the indices: the spec checks them first with CheckIndex.
+  Gather,      // element offset + a of the load `access` (dma.ldx), of the load's type. `constant` r (2 or 4; 0 or 1
+               // for none) says the points come in runs of r along the innermost dimension (reduced; its size a
+               // multiple of r) whose indices are consecutive: each run moves as one element of r times the width
+  ScatterAdd,  // adds a (of the store's type) to element offset + b of the store `access` (dma.stxadd), on one core
+               // in the order of the points (row-major over the space), so that repeated indices accumulate in order
+  CheckIndex,  // a (an integer), which must lie in [0, constant) at every point, else the kernel stops with trap
+               // kIndexOutOfRangeTrap (gather.h); a DMA that reads the result comes after the check
 };
 
 // A strided view of an argument tensor over the iteration space: element (i0, i1, ...) of the space is element
