@@ -27,7 +27,8 @@ struct Layout {
 // The outer dimensions ordered by the first store's strides, largest first (so that the innermost walks its memory
 // in order; the order of the outer points does not change any value), the reduced ones in their order (a row sums in
 // that order). Size-1 dimensions are dropped and neighbours contiguous in every access merged. Throws Unsupported when
-// more than kMaxReducedDims reduced dimensions remain. The spec must be valid and have no empty dimension.
+// more than kMaxReducedDims reduced dimensions remain. The spec must be valid and have no empty dimension. With
+// segments, the one dimension is the longest segment's.
 Layout collapse(const FusedSpec& spec);
 
 }  // namespace npusim::emitter::fused
