@@ -3,6 +3,7 @@
 #include "foreach_launch.h"
 
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ops/empty_like.h>
 
 #include <algorithm>
 #include <bit>
@@ -50,6 +51,18 @@ bool walkable(const Operator& op, const Segment& segment) {
     }
   }
   return true;
+}
+
+// Segments of the written tensor (self in place, else a new result) then self, the others and the shared ones.
+std::vector<Segment> segments_of(const Operands& operands, const std::vector<at::Tensor>& written) {
+  std::vector<Segment> segments;
+  for (size_t i = 0; i < operands.self.size(); ++i) {
+    Segment segment{{written[i], operands.self[i]}, operands.scalars(i)};
+    for (const at::TensorList& list : operands.others) segment.tensors.push_back(list[i]);
+    for (const at::Tensor& tensor : operands.shared) segment.tensors.push_back(tensor);
+    segments.push_back(std::move(segment));
+  }
+  return segments;
 }
 
 }  // namespace
@@ -140,6 +153,36 @@ std::vector<size_t> run(const Operator& op, const std::vector<Segment>& segments
   }
   std::sort(others.begin(), others.end());
   return others;
+}
+
+// The operator's tensors: the written one, self, the others, then the shared ones (listed as one element each).
+Operator make(std::string name, const Operands& operands, std::function<void(Program&)> program, int scalars) {
+  Operator op{std::move(name), 2 + static_cast<int>(operands.others.size() + operands.shared.size()), scalars,
+              std::move(program)};
+  for (size_t k = 0; k < operands.shared.size(); ++k)
+    op.elements.push_back(2 + static_cast<int>(operands.others.size() + k));
+  return op;
+}
+
+// In place: the kernel over what it can walk, `slow(positions)` (PyTorch's per-tensor kernel) over the rest.
+void in_place(const Operator& op, const Operands& operands, const std::function<void(const Positions&)>& slow) {
+  const std::vector<at::Tensor> self(operands.self.begin(), operands.self.end());
+  const Positions rest = run(op, segments_of(operands, self));
+  if (!rest.empty()) slow(rest);
+}
+
+// Out of place, into results shaped and strided like self.
+std::vector<at::Tensor> out_of_place(const Operator& op, const Operands& operands,
+                                     const std::function<std::vector<at::Tensor>(const Positions&)>& slow) {
+  std::vector<at::Tensor> results;
+  for (const at::Tensor& tensor : operands.self)
+    results.push_back(tensor.defined() && tensor.is_privateuseone() ? at::empty_like(tensor) : at::Tensor());
+  const Positions rest = run(op, segments_of(operands, results));
+  if (!rest.empty()) {
+    const std::vector<at::Tensor> computed = slow(rest);
+    for (size_t k = 0; k < rest.size(); ++k) results[rest[k]] = computed[k];
+  }
+  return results;
 }
 
 }  // namespace npusim::bridge::foreach

@@ -60,4 +60,44 @@ struct Segment {
 // segments, which the caller runs per tensor (PyTorch's own slow path, whose kernels are npusim's eager ones).
 std::vector<size_t> run(const Operator& op, const std::vector<Segment>& segments);
 
+// ---- the operators' side: a foreach call's lists as segments, and PyTorch's slow path for the rest
+
+using Positions = std::vector<size_t>;
+
+template <typename T>
+std::vector<T> pick(at::ArrayRef<T> list, const Positions& positions) {
+  std::vector<T> picked;
+  for (const size_t i : positions) picked.push_back(list[i]);
+  return picked;
+}
+
+// A foreach call's operands: per segment i, tensors self[i] and others[k][i], then `shared` (the same tensor in every
+// segment: a .Tensor overload's one-element operand), and its scalars.
+struct Operands {
+  at::TensorList self;
+  std::vector<at::TensorList> others = {};
+  std::vector<at::Tensor> shared = {};
+  std::function<std::vector<float>(size_t)> scalars = [](size_t) { return std::vector<float>{}; };
+};
+
+// An operator over the operands' tensors: the written one (tensor 0), self (1), the others, then the shared ones
+// (one element each).
+Operator make(std::string name, const Operands& operands, std::function<void(Program&)> program, int scalars = 0);
+
+// In place: the kernel over what it can walk, `slow(positions)` (PyTorch's per-tensor kernel) over the rest.
+void in_place(const Operator& op, const Operands& operands, const std::function<void(const Positions&)>& slow);
+// Out of place, into results shaped and strided like self.
+std::vector<at::Tensor> out_of_place(const Operator& op, const Operands& operands,
+                                     const std::function<std::vector<at::Tensor>(const Positions&)>& slow);
+
+// Scalars as the CPU kernels take them (opmath f32). A wrapped scalar operand (self + 2, self * lr) is cast, as the
+// kernels read a CPU scalar; a value, alpha or weight is converted with PyTorch's overflow check (value.to<float>()).
+inline float operand_value(const at::Scalar& scalar) { return static_cast<float>(scalar.toDouble()); }
+inline float checked_value(const at::Scalar& scalar) { return scalar.to<float>(); }
+inline bool any_complex(at::ArrayRef<at::Scalar> scalars) {
+  for (const at::Scalar& scalar : scalars)
+    if (scalar.isComplex()) return true;
+  return false;
+}
+
 }  // namespace npusim::bridge::foreach
