@@ -21,6 +21,7 @@ using emitter::FusedOpcode;
 constexpr auto kOpcodeNames = std::to_array<std::pair<std::string_view, FusedOpcode>>({
     {"Load", FusedOpcode::Load},
     {"Constant", FusedOpcode::Constant},
+    {"Argument", FusedOpcode::Argument},
     {"Neg", FusedOpcode::Neg},
     {"Abs", FusedOpcode::Abs},
     {"Exp", FusedOpcode::Exp},
@@ -57,6 +58,7 @@ constexpr auto kOpcodeNames = std::to_array<std::pair<std::string_view, FusedOpc
     {"Gt", FusedOpcode::Gt},
     {"Ge", FusedOpcode::Ge},
     {"Where", FusedOpcode::Where},
+    {"MulAdd", FusedOpcode::MulAdd},
     {"ReduceSum", FusedOpcode::ReduceSum},
     {"ReduceMax", FusedOpcode::ReduceMax},
     {"ReduceMin", FusedOpcode::ReduceMin},
@@ -99,7 +101,7 @@ emitter::FusedMatmul matmul_from(const py::tuple& t) {
 }
 
 // (name, sizes, reduced_dims, arguments, loads, stores, nodes, matmul or None); a node is (op, type, a, b, c,
-// access, constant).
+// access, constant[, argument]).
 emitter::FusedSpec spec_from(const py::tuple& t) {
   emitter::FusedSpec spec;
   spec.name = t[0].cast<std::string>();
@@ -112,7 +114,7 @@ emitter::FusedSpec spec_from(const py::tuple& t) {
     const auto node = item.cast<py::tuple>();
     spec.nodes.push_back({opcode_named(node[0].cast<std::string>()), type_named(node[1].cast<std::string>()),
                           node[2].cast<int>(), node[3].cast<int>(), node[4].cast<int>(), node[5].cast<int>(),
-                          node[6].cast<double>()});
+                          node[6].cast<double>(), node.size() > 7 ? node[7].cast<int>() : -1});
   }
   if (!t[7].is_none()) spec.matmul = matmul_from(t[7].cast<py::tuple>());
   return spec;

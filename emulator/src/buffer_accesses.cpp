@@ -107,6 +107,10 @@ std::vector<BufferAccess> buffer_accesses(const isa::Instruction& i, const std::
       return {span(spad, r[i.rs1], r[i.rs3], type_bytes, false),
               span(spad, r[i.rs2], broadcast_elements(r[i.rs3]), type_bytes, false),
               span(spad, r[i.rd], r[i.rs3], 1, true)};
+    case Opcode::Vfma:
+      return {span(spad, r[i.rs1], r[i.rs3], type_bytes, false),
+              span(spad, r[i.rs2], broadcast_elements(r[i.rs3]), type_bytes, false),
+              span(spad, r[i.rd], r[i.rs3], type_bytes, true)};
     case Opcode::Vsel:
       return {span(spad, r[i.rs1], r[i.rs3], 1, false),
               span(spad, r[i.rs2], broadcast_elements(r[i.rs3]), type_bytes, false),

@@ -1,5 +1,6 @@
 // What the fused-kernel tests share: element values, the reference interpreter of a spec (fused.h) evaluating it point
-// by point in each node's precision (f32 arithmetic, one rounding to f16/bf16, wrapping integers, functions in double
+// by point in each node's precision (f32 arithmetic, one rounding to f16/bf16, a multiply-add rounded once in f32,
+// wrapping integers, functions in double
 // from the f32 value as the vector engine computes them, sums in f32 in row order, a product's elements by fused
 // multiply-adds in k order as the matrix engine accumulates them), running a kernel in both modes, and building specs.
 #pragma once
@@ -212,6 +213,11 @@ inline std::vector<Bytes> reference(const FusedSpec& spec, std::vector<Bytes> bu
           case Op::Constant: out[c] = round_to(node.type, node.constant); break;
           case Op::Product: out[c] = product_at(spec, buffers, point); break;
           case Op::Where: out[c] = operand(node.a, c) != 0 ? operand(node.b, c) : operand(node.c, c); break;
+          case Op::MulAdd:
+            out[c] = std::fma(static_cast<float>(operand(node.a, c)), static_cast<float>(operand(node.b, c)),
+                              static_cast<float>(operand(node.c, c)));
+            break;
+          case Op::Argument: ADD_FAILURE() << "the reference takes an Argument's value as a Constant"; break;
           case Op::ReduceSum:
           case Op::ReduceMax:
           case Op::ReduceMin: {

@@ -10,6 +10,12 @@
 // dimensions inside it, times the whole reduced space, so every access of a tile is one DMA of at most four
 // dimensions. A choice the header leaves open: a per-row value stored to a view that varies along the row is broadcast
 // over it.
+//
+// Segments (a multi-tensor kernel): each segment is cut into tiles of at most the tile's rows, and a table in the
+// kernel's .data lists every tile of every segment (its first element, its count and where its arguments start); core
+// c takes tiles c, c + n, ... of the table, so the cores share the work of all segments at once, and a tile's accesses
+// start from its segment's argument addresses. Arguments' values are loaded per tile into an argument tile (one per
+// set of slots, so that double buffering loads the next tile's values while this tile's steps read its own).
 #include "npusim/emitter/fused.h"
 
 #include <fmt/format.h>
@@ -38,9 +44,9 @@ using fused::Step;
 using isa::ElementType;
 using isa::Opcode;
 
-constexpr int kPointerRegisters = 6;
-constexpr int64_t kSinkBytes = 64;  // the tile a prefetch's sync is taken through (see emit_double_buffered_loop)  //
-                                    // arguments whose addresses stay in registers; the others are loaded per use
+constexpr int kPointerRegisters = 6;  // arguments whose addresses stay in registers; the others are loaded per use
+constexpr int64_t kSinkBytes = 64;    // the tile a prefetch's sync is taken through (see emit_double_buffered_loop)
+constexpr int64_t kMinTileElements = 4096;  // the smallest tile worth splitting a kernel's work further for
 
 class FusedEmitter {
  public:
@@ -67,6 +73,10 @@ class FusedEmitter {
             b_.tile(Space::Scratchpad, plan_.slot_bytes(slots_[k], tile_rows_),
                     fmt::format("{} {} of set {}", slots_[k].shape == Shape::Full ? "full" : "per-row", k, set)));
     if (plan_.has_scalars()) scalar_tile_ = b_.tile(Space::Scratchpad, plan_.scalar_tile_bytes(), "constants");
+    for (int set = 0; set < sets_ && plan_.has_arguments(); ++set)
+      argument_tiles_.push_back(
+          b_.tile(Space::Scratchpad, plan_.argument_tile_bytes(), fmt::format("arguments of set {}", set)));
+    if (segmented()) tile_table_ = b_.data(tile_table_words_);
     allocate_registers();
     fill_scalars();
     b_.li(cols_, layout_.row_length);
@@ -104,9 +114,10 @@ class FusedEmitter {
     std::vector<char> touched(slots_.size(), 0);
     for (size_t k = 0; k < steps.size(); ++k) {
       const Step& step = steps[k];
-      const bool early = step.access >= 0 && step.access < loads && step.first.kind == Ref::Kind::Slot &&
-                         step.index.kind == Ref::Kind::None && !touched[step.first.index] &&
-                         !(layout_known && transposed_load(step));
+      const bool early =
+          step.argument >= 0 || (step.access >= 0 && step.access < loads && step.first.kind == Ref::Kind::Slot &&
+                                 step.index.kind == Ref::Kind::None && !touched[step.first.index] &&
+                                 !(layout_known && transposed_load(step)));
       (early ? prefetched_ : k >= end ? trailing_stores_ : in_place_).push_back(k);
       for (const Ref& ref : {step.destination, step.first, step.second})
         if (ref.kind == Ref::Kind::Slot) touched[ref.index] = 1;
@@ -143,14 +154,19 @@ class FusedEmitter {
       return rows;
     };
     // Two sets of slots (and the sink a prefetch's sync goes through) when a row fits each, else one.
-    int64_t rows = most_rows((usable - kSinkBytes) / 2);
+    const int64_t arguments = plan_.has_arguments() ? round_up(plan_.argument_tile_bytes(), 64) : 0;
+    int64_t rows = most_rows((usable - kSinkBytes) / 2 - arguments);
     sets_ = rows >= 1 && !prefetched_.empty() ? 2 : 1;
-    if (sets_ == 1) rows = most_rows(usable);
+    if (sets_ == 1) rows = most_rows(usable - arguments);
     if (rows < 1)
       throw Unsupported(
           fmt::format("fused kernel {}: a row of {} elements does not fit the {}-byte scratchpad with "
                       "its {} tiles",
                       spec_.name, layout_.row_length, config_.scratchpad_bytes(), slots_.size()));
+    if (segmented()) {
+      choose_segment_tiles(rows);
+      return;
+    }
     const std::vector<int64_t>& outer = layout_.outer;
     const int reduced = static_cast<int>(layout_.reduced.size());
     chunk_dim_ = static_cast<int>(outer.size()) - 1;
@@ -169,7 +185,6 @@ class FusedEmitter {
     int64_t loop_tiles = 1;
     for (int d = 0; d < chunk_dim_; ++d) loop_tiles *= outer[d];
     // Too few tiles for the cores: smaller chunks, while a tile still has a few thousand elements.
-    constexpr int64_t kMinTileElements = 4096;
     const auto tile_count = [&] { return loop_tiles * ((chunk_size + chunk_ - 1) / chunk_); };
     if (tile_count() < config_.chip_cores) {
       const int64_t chunks_wanted = (config_.chip_cores + loop_tiles - 1) / loop_tiles;
@@ -189,10 +204,51 @@ class FusedEmitter {
                                     layout_.row_length));
   }
 
+  bool segmented() const { return !spec_.segments.empty(); }
+
+  // Tiles of at most `rows` elements (a multiple of 64 when larger), fewer when the segments' tiles would not keep
+  // every core busy; then the table of every segment's tiles: per tile, its first element, and its count with its
+  // segment's argument offset in bytes above it.
+  void choose_segment_tiles(int64_t rows) {
+    int64_t total = 0;
+    for (const FusedSegment& segment : spec_.segments) total += segment.elements;
+    int64_t size = rows >= 64 ? rows / 64 * 64 : rows;
+    const auto tiles_of = [&](int64_t tile) {
+      int64_t tiles = 0;
+      for (const FusedSegment& segment : spec_.segments) tiles += (segment.elements + tile - 1) / tile;
+      return tiles;
+    };
+    if (tiles_of(size) < config_.chip_cores) {
+      const int64_t even = (total + config_.chip_cores - 1) / config_.chip_cores;
+      size = std::min(size, std::max(round_up(even, 64), kMinTileElements));
+    }
+    for (const FusedSegment& segment : spec_.segments)
+      for (int64_t first = 0; first < segment.elements; first += size) {
+        const int64_t count = std::min(size, segment.elements - first);
+        tile_table_words_.push_back(static_cast<uint64_t>(first));
+        tile_table_words_.push_back(static_cast<uint64_t>(count) |
+                                    static_cast<uint64_t>(8 * int64_t{segment.first_argument}) << 32);
+      }
+    chunk_dim_ = 0;
+    block_rows_ = 1;
+    chunk_ = size;
+    chunks_ = (layout_.outer[0] + size - 1) / size;
+    tiles_ = static_cast<int64_t>(tile_table_words_.size() / 2);
+    tile_rows_ = size;
+    cores_ = std::clamp<int64_t>(tiles_, 1, config_.chip_cores);
+  }
+
   void describe() {
-    b_.describe(fmt::format("{}: sizes [{}], {} reduced; collapsed outer [{}], reduced [{}]", spec_.name,
-                            fmt::join(spec_.sizes, ", "), spec_.reduced_dims, fmt::join(layout_.outer, ", "),
-                            fmt::join(layout_.reduced, ", ")));
+    if (segmented()) {
+      std::vector<int64_t> elements;
+      for (const FusedSegment& segment : spec_.segments) elements.push_back(segment.elements);
+      b_.describe(fmt::format("{}: {} segments of [{}] elements, {} arguments each", spec_.name, spec_.segments.size(),
+                              fmt::join(elements, ", "), spec_.arguments));
+    } else {
+      b_.describe(fmt::format("{}: sizes [{}], {} reduced; collapsed outer [{}], reduced [{}]", spec_.name,
+                              fmt::join(spec_.sizes, ", "), spec_.reduced_dims, fmt::join(layout_.outer, ", "),
+                              fmt::join(layout_.reduced, ", ")));
+    }
     b_.describe(
         fmt::format("tiles: {} rows ({} of outer dimension {} x {}) x {}; {} tiles on {} cores, {} slots, {} "
                     "set{}",
@@ -228,8 +284,10 @@ class FusedEmitter {
     scratch_ = b_.reg("scratch");
     count_ = b_.reg("DMA count");
     stride_ = b_.reg("DMA stride");
+    if (segmented()) segment_ = b_.reg("segment's arguments");
     for (const FusedAccess* access : accesses_)
-      if (!pointers_.contains(access->argument) && static_cast<int>(pointers_.size()) < kPointerRegisters) {
+      if (!segmented() && !pointers_.contains(access->argument) &&
+          static_cast<int>(pointers_.size()) < kPointerRegisters) {
         Reg pointer = b_.reg(fmt::format("argument {}", access->argument));
         b_.Ld(pointer, kArgumentBlock, 8 * access->argument);
         pointers_.emplace(access->argument, std::move(pointer));
@@ -246,6 +304,10 @@ class FusedEmitter {
   // Where the tile numbered in `tile` lies: the index of each outer dimension outside the chunk dimension, the chunk's
   // first row, and the counts (the last chunk may be short).
   void emit_tile_position(R tile) {
+    if (segmented()) {
+      emit_segment_tile_position(tile);
+      return;
+    }
     const std::vector<int64_t>& outer = layout_.outer;
     if (chunks_ > 1) {
       b_.li(scratch_, chunks_);
@@ -279,6 +341,20 @@ class FusedEmitter {
     b_.mul_constant(rows_, block_rows_);
     b_.move(elements_, rows_);
     b_.mul_constant(elements_, layout_.row_length);
+  }
+
+  // A segment's tile, from its entry in the table: the first element, the count, and the segment's arguments.
+  void emit_segment_tile_position(R tile) {
+    b_.La(address_, *tile_table_);
+    b_.Slli(scratch_, tile, 4);
+    b_.Add(address_, address_, scratch_);
+    b_.Ld(chunk_start_, address_, 0);
+    b_.Ld(scratch_, address_, 8);
+    b_.Srli(segment_, scratch_, 32);
+    b_.Slli(chunk_rows_, scratch_, 32);
+    b_.Srli(chunk_rows_, chunk_rows_, 32);
+    b_.move(rows_, chunk_rows_);
+    b_.move(elements_, chunk_rows_);
   }
 
   // Two sets of slots, the tile loop unrolled by two so that each half's tiles are static. Each half issues, for its
@@ -316,7 +392,7 @@ class FusedEmitter {
     if (!prefetched_.empty()) {
       const Step& load = plan_.steps()[prefetched_.front()];
       b_.point(destination_, *sink_);
-      b_.point(first_, slot_tiles_[set][load.first.index]);
+      point(first_, load.first, set);
       b_.li(count_, 1);
       b_.Vmov(load.type, destination_, first_, count_);
     }
@@ -349,12 +425,17 @@ class FusedEmitter {
   R point(Reg& reg, Ref ref, int set) {
     if (ref.kind == Ref::Kind::Slot) b_.point(reg, slot_tiles_[set][ref.index]);
     if (ref.kind == Ref::Kind::Scalar) b_.point(reg, *scalar_tile_, kScalarBytes * ref.index);
+    if (ref.kind == Ref::Kind::Argument) b_.point(reg, argument_tiles_[set], kScalarBytes * ref.index);
     return reg;
   }
 
   void emit(const Step& s, int set) {
     if (s.access >= 0) {
       emit_dma(s, set);
+      return;
+    }
+    if (s.argument >= 0) {
+      emit_argument_load(s, set);
       return;
     }
     if (s.opcode == Opcode::Vtr) {  // an indexed load's runs: their first indices to the front
@@ -392,6 +473,21 @@ class FusedEmitter {
       dims = {{0, dims[0].stride}};  // one run: all of the tile's count
     return dims;
   }
+  // An Argument's value: one element from its entry of the argument block (the segment's, with segments).
+  void emit_argument_load(const Step& s, int set) {
+    if (segmented()) {
+      b_.Add(address_, kArgumentBlock, segment_);
+    } else {
+      b_.move(address_, kArgumentBlock);
+    }
+    b_.add_constant(address_, 8 * int64_t{s.argument});
+    const R spad = point(first_, s.first, set);
+    const auto bytes = static_cast<int64_t>(isa::element_bytes(s.type));
+    static constexpr Opcode loads[] = {Opcode::DmaLoad8, Opcode::DmaLoad16, Opcode::DmaLoad32, Opcode::DmaLoad64};
+    b_.li(count_, 1);
+    b_.emit(loads[std::countr_zero(static_cast<unsigned>(bytes))], {spad, address_, count_, bytes});
+  }
+
   // Whether load step s arrives transposed, to be put right by a vtr on the vector engine.
   bool transposed_load(const Step& s) const {
     if (s.index.kind != Ref::Kind::None) return false;
@@ -409,7 +505,10 @@ class FusedEmitter {
     const int64_t bytes = static_cast<int64_t>(isa::element_bytes(access.type));
     const std::vector<int64_t>& outer_strides = layout_.outer_strides[s.access];
     // The address of the tile's first element.
-    if (const auto pointer = pointers_.find(access.argument); pointer != pointers_.end()) {
+    if (segmented()) {
+      b_.Add(address_, kArgumentBlock, segment_);
+      b_.Ld(address_, address_, 8 * access.argument);
+    } else if (const auto pointer = pointers_.find(access.argument); pointer != pointers_.end()) {
       b_.move(address_, pointer->second);
     } else {
       b_.Ld(address_, kArgumentBlock, 8 * access.argument);
@@ -437,7 +536,7 @@ class FusedEmitter {
       b_.Add(address_, address_, scratch_);
     };
     for (int d = 0; d < chunk_dim_; ++d) add_index(loop_index_[d], outer_strides[d]);
-    if (chunks_ > 1) add_index(chunk_start_, outer_strides[chunk_dim_]);
+    if (chunks_ > 1 || segmented()) add_index(chunk_start_, outer_strides[chunk_dim_]);
 
     const std::vector<Dim> dims = dma_dims(s);
     const R spad = point(first_, s.first, set);
@@ -513,10 +612,13 @@ class FusedEmitter {
   KernelBuilder b_;                            // before the registers, which it must outlive
   std::vector<std::vector<Tile>> slot_tiles_;  // per set
   std::optional<Tile> scalar_tile_;
+  std::vector<Tile> argument_tiles_;  // per set
   std::optional<Tile> sink_;
+  std::vector<uint64_t> tile_table_words_;  // segments: two words per tile (see choose_segment_tiles)
+  std::optional<Label> tile_table_;
   Reg tile_, chunk_start_, chunk_rows_, rows_, elements_, cols_, previous_, next_;
   std::vector<Reg> loop_index_;
-  Reg destination_, first_, second_, address_, scratch_, count_, stride_;
+  Reg destination_, first_, second_, address_, scratch_, count_, stride_, segment_;
   std::map<int, Reg> pointers_;
 };
 
@@ -525,7 +627,10 @@ class FusedEmitter {
 Kernel emit_fused(const FusedSpec& spec, const config::ChipConfig& config) {
   fused::validate(spec);
   const std::string name = spec.name.empty() ? "fused" : spec.name;
-  const bool empty = std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end();
+  const bool empty =
+      std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end() ||
+      (!spec.segments.empty() && std::all_of(spec.segments.begin(), spec.segments.end(),
+                                             [](const FusedSegment& segment) { return segment.elements == 0; }));
   const bool stores = std::any_of(spec.nodes.begin(), spec.nodes.end(), [](const FusedNode& node) {
     return node.op == FusedOpcode::Store || node.op == FusedOpcode::ScatterAdd;
   });
@@ -536,7 +641,12 @@ Kernel emit_fused(const FusedSpec& spec, const config::ChipConfig& config) {
     b.Halt();
     return b.finish(1);
   }
-  if (spec.matmul) return emit_fused_gemm(spec, config, name);
+  if (spec.matmul) {
+    if (std::any_of(spec.nodes.begin(), spec.nodes.end(),
+                    [](const FusedNode& node) { return node.op == FusedOpcode::Argument; }))
+      throw Unsupported(fmt::format("fused kernel {}: an Argument in a GEMM template's epilogue", name));
+    return emit_fused_gemm(spec, config, name);
+  }
   return FusedEmitter(spec, config, name).build();
 }
 

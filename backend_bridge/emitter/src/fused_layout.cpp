@@ -22,6 +22,16 @@ Layout collapse(const FusedSpec& spec) {
   const size_t outer_dims = spec.sizes.size() - static_cast<size_t>(spec.reduced_dims);
 
   Layout layout;
+  if (!spec.segments.empty()) {  // one dimension, as long as the longest segment, with each access's one stride
+    int64_t longest = 1;
+    for (const FusedSegment& segment : spec.segments) longest = std::max(longest, segment.elements);
+    layout.outer = {longest};
+    for (const FusedAccess* access : accesses) {
+      layout.outer_strides.push_back({access->strides[0] * static_cast<int64_t>(isa::element_bytes(access->type))});
+      layout.reduced_strides.emplace_back();
+    }
+    return layout;
+  }
   layout.outer_strides.assign(accesses.size(), {});
   layout.reduced_strides.assign(accesses.size(), {});
   // Appends dimension `dim` to `sizes`, merged into the last one when every access steps over it contiguously.

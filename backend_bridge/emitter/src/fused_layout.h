@@ -28,7 +28,8 @@ struct Layout {
 // in order; the order of the outer points does not change any value, except a scatter-add's, which keeps the
 // space's order), the reduced ones in their order (a row sums in that order). Size-1 dimensions are dropped and
 // neighbours contiguous in every access merged. Throws Unsupported when more than kMaxReducedDims reduced dimensions
-// remain. The spec must be valid and have no empty dimension.
+// remain. The spec must be valid and have no empty dimension. With segments, the one dimension is the longest
+// segment's.
 Layout collapse(const FusedSpec& spec);
 
 }  // namespace npusim::emitter::fused

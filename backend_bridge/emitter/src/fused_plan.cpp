@@ -3,7 +3,8 @@
 // Each live value gets a slot, a full tile (rows x row length) or a per-row tile (rows), which is reused once the value
 // is dead. An operation mixing a per-row value into full rows broadcasts it (mode 3); constants sit in a scalar tile
 // filled at kernel start and are read with mode 1; f16/bf16 constants are rounded through f32 by vcvt, as the
-// device's own conversions round.
+// device's own conversions round. Arguments are read with mode 1 too, from an argument tile that the plan's first
+// steps load on every tile (a multi-tensor kernel's tiles belong to different segments, each with its own values).
 #include "fused_plan.h"
 
 #include <fmt/format.h>
@@ -141,7 +142,7 @@ void Plan::fill_scalars(KernelBuilder& b, const Tile& scalar_tile, R one, R firs
 
 // The operand's Ref as a step's second source, with the broadcast mode it needs in a step of `shape`.
 std::pair<Ref, int64_t> Plan::second_source(int node, Shape shape) const {
-  if (constant(node)) return {scalar(node), 1};
+  if (scalar_node(node)) return {scalar(node), 1};
   return {value(node), shape_of(node) == shape ? 0 : per_row_broadcast()};
 }
 
@@ -202,7 +203,8 @@ void Plan::release(Ref ref) {
 // Fills `destination` with a constant node's value.
 void Plan::fill(Ref destination, Shape shape, int node) {
   const ElementType type = type_of(node);
-  if (const auto immediate = fill_immediate(type, spec_.nodes[node].constant)) {
+  const auto immediate = constant(node) ? fill_immediate(type, spec_.nodes[node].constant) : std::nullopt;
+  if (immediate) {
     vector(Opcode::Vfill, type, destination, {}, {}, shape, *immediate);
     return;
   }
@@ -217,10 +219,10 @@ void Plan::broadcast(Ref destination, Ref per_row, ElementType type) {
 }
 // A slot holding the node's value in `shape`: its own, or `into` (a new temporary if none) filled or broadcast.
 Ref Plan::tile(int node, Shape shape, Ref into) {
-  if (!constant(node) && shape_of(node) == shape) return value(node);
-  if (!constant(node) && shape == Shape::Row) throw std::logic_error("a full row where a per-row value is needed");
+  if (!scalar_node(node) && shape_of(node) == shape) return value(node);
+  if (!scalar_node(node) && shape == Shape::Row) throw std::logic_error("a full row where a per-row value is needed");
   if (into.kind == Ref::Kind::None) into = temporary(shape, type_of(node));
-  if (constant(node)) {
+  if (scalar_node(node)) {
     fill(into, shape, node);
   } else {
     broadcast(into, value(node), type_of(node));
@@ -249,6 +251,16 @@ void Plan::plan() {
       scalar_index_[i] = static_cast<int>(scalars_.size());
       scalars_.push_back({type_of(i), spec_.nodes[i].constant});
     }
+  // Each live argument's value, loaded into its slot of the argument tile first.
+  for (int i = 0; i < count; ++i)
+    if (live[i] && spec_.nodes[i].op == Op::Argument) {
+      argument_index_[i] = static_cast<int>(arguments_++);
+      Step s;
+      s.type = type_of(i);
+      s.first = scalar(i);
+      s.argument = spec_.nodes[i].argument;
+      steps_.push_back(s);
+    }
   for (node_ = 0; node_ < count; ++node_) {
     if (!live[node_]) continue;
     plan_node(node_);
@@ -268,7 +280,7 @@ void Plan::plan_node(int i) {
   if (node.op == Op::Load) {
     values_[i] = allocate(shape_of(i), type);
     dma(node.access, values_[i], shape_of(i));
-  } else if (node.op == Op::Constant) {
+  } else if (node.op == Op::Constant || node.op == Op::Argument) {
     values_[i] = scalar(i);
   } else if (node.op == Op::Product) {
     values_[i] = {Ref::Kind::Product};
@@ -305,7 +317,7 @@ void Plan::plan_node(int i) {
   } else if (node.op == Op::Where) {
     const Shape shape = shape_of(i);
     values_[i] = allocate(shape, type);
-    if (constant(node.c)) {
+    if (scalar_node(node.c)) {
       fill(values_[i], shape, node.c);
     } else if (shape_of(node.c) == shape) {
       vector(Opcode::Vmov, type, values_[i], value(node.c), {}, shape);
@@ -316,6 +328,8 @@ void Plan::plan_node(int i) {
     const auto [second, mode] = second_source(node.b, shape);
     // vsel merges b into the destination where the condition holds.
     vector(Opcode::Vsel, type, values_[i], condition, second, shape, mode);
+  } else if (node.op == Op::MulAdd) {
+    plan_multiply_add(i);
   } else if (is_reduction(node.op)) {
     const Ref input = tile(node.a, row_length_ > 1 ? Shape::Full : Shape::Row);
     values_[i] = allocate(Shape::Row, type);
@@ -371,12 +385,36 @@ void Plan::plan_binary(int i) {
   int x = node.a, y = node.b;
   if (node.op == Op::Gt || node.op == Op::Ge) std::swap(x, y);
   const Shape shape = shape_of(x) == Shape::Full || shape_of(y) == Shape::Full ? Shape::Full : Shape::Row;
-  if (commutative && !constant(y) && (constant(x) || shape_of(x) != shape)) std::swap(x, y);
+  if (commutative && !scalar_node(y) && (scalar_node(x) || shape_of(x) != shape)) std::swap(x, y);
   const ElementType computed = instruction_type(node.op, type_of(x));
   values_[i] = allocate(shape, node.type);
   const Ref first = tile(x, shape, is_compare(node.op) ? Ref{} : values_[i]);
   const auto [second, mode] = second_source(y, shape);
   vector(vector_opcode(node.op), computed, values_[i], first, second, shape, mode);
+}
+
+}  // namespace npusim::emitter::fused
+
+namespace npusim::emitter::fused {
+
+// a * b + c: c goes into the result's slot first (filled or broadcast when it is a scalar or per-row), and vfma
+// accumulates a * b into it. a and b commute: a scalar or per-row one becomes the second source.
+void Plan::plan_multiply_add(int i) {
+  const FusedNode& node = spec_.nodes[i];
+  const Shape shape = shape_of(i);
+  int x = node.a, y = node.b;
+  if (!scalar_node(y) && (scalar_node(x) || shape_of(x) != shape)) std::swap(x, y);
+  values_[i] = allocate(shape, node.type);
+  if (scalar_node(node.c)) {
+    fill(values_[i], shape, node.c);
+  } else if (shape_of(node.c) == shape) {
+    vector(Opcode::Vmov, node.type, values_[i], value(node.c), {}, shape);
+  } else {
+    broadcast(values_[i], value(node.c), node.type);
+  }
+  const Ref first = tile(x, shape);
+  const auto [second, mode] = second_source(y, shape);
+  vector(Opcode::Vfma, node.type, values_[i], first, second, shape, mode);
 }
 
 }  // namespace npusim::emitter::fused

@@ -15,18 +15,19 @@
 
 namespace npusim::emitter::fused {
 
-// A value's place: a slot of the plan, a slot of the scalar tile, or the staged block of the kernel's matrix product
-// (f32, in the tile the walker gives for it).
+// A value's place: a slot of the plan, a slot of the scalar tile, the staged block of the kernel's matrix product
+// (f32, in the tile the walker gives for it), or a slot of the argument tile (an Argument's value, loaded per tile).
 struct Ref {
-  enum class Kind : uint8_t { None, Slot, Scalar, Product } kind = Kind::None;
+  enum class Kind : uint8_t { None, Slot, Scalar, Product, Argument } kind = Kind::None;
   int index = -1;
 };
 
 enum class Shape : uint8_t { Row, Full };  // a step's count: rows (per-row values), or rows x row length
 
-// One step of a tile: a vector instruction over slots, or (access >= 0) a DMA of an access to or from a slot (by the
-// indices in `index` when it is a Gather's or ScatterAdd's, an indexed load's run length in `immediate`). A vcheck's
-// bound is its immediate; a vtr's immediate is r, for a transpose of the tile's elements as (count / r) x r.
+// One step of a tile: a vector instruction over slots, (access >= 0) a DMA of an access to or from a slot (by the
+// indices in `index` when it is a Gather's or ScatterAdd's, an indexed load's run length in `immediate`), or
+// (argument >= 0) a DMA of an Argument's value from its entry of the argument block into its argument slot (first).
+// A vcheck's bound is its immediate; a vtr's immediate is r, for a transpose of the tile's elements as (count / r) x r.
 struct Step {
   isa::Opcode opcode{};
   isa::ElementType type = isa::ElementType::F32, source = isa::ElementType::F32;  // source: vcvt's
@@ -35,6 +36,7 @@ struct Step {
   int64_t immediate = 0;  // a binary instruction's broadcast mode, vfill's value
   int access = -1;        // loads, then stores
   Ref index;              // an indexed DMA's (dma.ldx, dma.stxadd) i64 element indices
+  int argument = -1;      // the entry of the argument block
 };
 
 struct Slot {
@@ -56,6 +58,9 @@ class Plan {
   const std::vector<Step>& steps() const { return steps_; }
   const std::vector<Slot>& slots() const { return slots_; }
   bool has_scalars() const { return !scalars_.empty(); }
+  // The argument tile: one kScalarBytes slot per Argument node, loaded by the plan's first steps on every tile.
+  bool has_arguments() const { return arguments_ > 0; }
+  int64_t argument_tile_bytes() const { return kScalarBytes * arguments_; }
   // Bytes of the scalar tile: one kScalarBytes slot per constant, and one more to round f16/bf16 constants through.
   int64_t scalar_tile_bytes() const { return kScalarBytes * (static_cast<int64_t>(scalars_.size()) + 1); }
   // The bytes of a slot's tile of `rows` rows, 64-byte aligned.
@@ -66,10 +71,15 @@ class Plan {
 
  private:
   bool constant(int node) const { return spec_.nodes[node].op == FusedOpcode::Constant; }
+  // A constant or an argument: one value at every point, read with broadcast mode 1.
+  bool scalar_node(int node) const { return constant(node) || spec_.nodes[node].op == FusedOpcode::Argument; }
   Shape shape_of(int node) const { return row_length_ > 1 && !per_row_[node] ? Shape::Full : Shape::Row; }
   isa::ElementType type_of(int node) const { return spec_.nodes[node].type; }
   int64_t per_row_broadcast() const { return 3 + (row_length_ << 2); }
-  Ref scalar(int node) const { return {Ref::Kind::Scalar, scalar_index_.at(node)}; }
+  Ref scalar(int node) const {
+    return constant(node) ? Ref{Ref::Kind::Scalar, scalar_index_.at(node)}
+                          : Ref{Ref::Kind::Argument, argument_index_.at(node)};
+  }
   Ref value(int node) const { return values_[node]; }
   std::pair<Ref, int64_t> second_source(int node, Shape shape) const;
 
@@ -90,6 +100,7 @@ class Plan {
   void plan();
   void plan_node(int i);
   void plan_binary(int i);
+  void plan_multiply_add(int i);
 
   const FusedSpec& spec_;
   int64_t row_length_;
@@ -98,7 +109,9 @@ class Plan {
   std::vector<Step> steps_;
   std::vector<Slot> slots_;
   std::vector<Ref> values_, temporaries_;
-  std::map<int, int> scalar_index_;                           // constant node -> scalar slot
+  std::map<int, int> scalar_index_;    // constant node -> scalar slot
+  std::map<int, int> argument_index_;  // argument node -> argument slot
+  int64_t arguments_ = 0;
   std::vector<std::pair<isa::ElementType, double>> scalars_;  // the scalar tile's constants
   std::optional<int> not_one_;                                // the u8 1 that Not xors with
 };

@@ -16,17 +16,34 @@ using isa::ElementType;
 using Op = FusedOpcode;
 
 constexpr std::array<std::string_view, static_cast<int>(Op::CheckIndex) + 1> kOpNames = {
-    "Load",      "Constant", "Neg",     "Abs",        "Exp",        "Log",       "Tanh",      "Sigmoid",
-    "Erf",       "Sqrt",     "Rsqrt",   "Reciprocal", "Sin",        "Cos",       "Log1p",     "Expm1",
-    "Floor",     "Ceil",     "Round",   "Trunc",      "Not",        "Convert",   "Add",       "Sub",
-    "Mul",       "Div",      "Maximum", "Minimum",    "And",        "Or",        "Xor",       "Eq",
-    "Ne",        "Lt",       "Le",      "Gt",         "Ge",         "Where",     "ReduceSum", "ReduceMax",
-    "ReduceMin", "Store",    "Product", "Gather",     "ScatterAdd", "CheckIndex"};
+    "Load",      "Constant",  "Argument",  "Neg",     "Abs",        "Exp",    "Log",        "Tanh",
+    "Sigmoid",   "Erf",       "Sqrt",      "Rsqrt",   "Reciprocal", "Sin",    "Cos",        "Log1p",
+    "Expm1",     "Floor",     "Ceil",      "Round",   "Trunc",      "Not",    "Convert",    "Add",
+    "Sub",       "Mul",       "Div",       "Maximum", "Minimum",    "And",    "Or",         "Xor",
+    "Eq",        "Ne",        "Lt",        "Le",      "Gt",         "Ge",     "Where",      "MulAdd",
+    "ReduceSum", "ReduceMax", "ReduceMin", "Store",   "Product",    "Gather", "ScatterAdd", "CheckIndex"};
 
 bool between(Op op, Op first, Op last) {
   return static_cast<int>(op) >= static_cast<int>(first) && static_cast<int>(op) <= static_cast<int>(last);
 }
 bool valid_type(ElementType type) { return static_cast<int>(type) < isa::kElementTypeCount; }
+
+// A multi-tensor kernel's segments: one-dimensional spaces, each with its own arguments.
+void validate_segments(const FusedSpec& spec) {
+  const auto error = [&](const std::string& what) {
+    return std::invalid_argument(fmt::format("fused kernel {}: segments: {}", spec.name, what));
+  };
+  if (!spec.sizes.empty() || spec.reduced_dims != 0)
+    throw error(fmt::format("the space is [{}] with {} reduced, not empty: each segment has its own",
+                            fmt::join(spec.sizes, ", "), spec.reduced_dims));
+  if (spec.matmul) throw error("a matrix product cannot run over segments");
+  for (size_t k = 0; k < spec.segments.size(); ++k) {
+    const FusedSegment& segment = spec.segments[k];
+    if (segment.elements < 0 || segment.first_argument < 0)
+      throw error(
+          fmt::format("segment {} has {} elements from argument {}", k, segment.elements, segment.first_argument));
+  }
+}
 
 // A GEMM template's product: its operands, and the iteration space (batch,) m, n it makes, with nothing reduced.
 void validate_matmul(const FusedSpec& spec) {
@@ -61,8 +78,8 @@ bool is_arithmetic(Op op) { return between(op, Op::Add, Op::Xor); }
 bool is_compare(Op op) { return between(op, Op::Eq, Op::Ge); }
 bool is_reduction(Op op) { return between(op, Op::ReduceSum, Op::ReduceMin); }
 int operand_count(Op op) {
-  if (op == Op::Load || op == Op::Constant || op == Op::Product) return 0;
-  if (op == Op::Where) return 3;
+  if (op == Op::Load || op == Op::Constant || op == Op::Argument || op == Op::Product) return 0;
+  if (op == Op::Where || op == Op::MulAdd) return 3;
   if (op == Op::Gather || op == Op::CheckIndex) return 1;
   if (op == Op::ScatterAdd) return 2;
   return is_arithmetic(op) || is_compare(op) ? 2 : 1;
@@ -74,7 +91,8 @@ bool node_per_row(const FusedSpec& spec, size_t i, const std::vector<char>& per_
     const auto& strides = spec.loads[node.access].strides;
     return std::all_of(strides.end() - spec.reduced_dims, strides.end(), [](int64_t stride) { return stride == 0; });
   }
-  if (node.op == Op::Constant || node.op == Op::Product || is_reduction(node.op)) return true;
+  if (node.op == Op::Constant || node.op == Op::Argument || node.op == Op::Product || is_reduction(node.op))
+    return true;
   if (node.op == Op::ScatterAdd) return false;  // a store: no value
   const int operands[] = {node.a, node.b, node.c};
   for (int k = 0; k < operand_count(node.op); ++k)
@@ -97,10 +115,11 @@ void validate(const FusedSpec& spec) {
   for (int64_t size : spec.sizes)
     if (size < 0) throw error(fmt::format("negative size in [{}]", fmt::join(spec.sizes, ", ")));
   if (spec.arguments < 0) throw error(fmt::format("{} arguments", spec.arguments));
+  if (!spec.segments.empty()) validate_segments(spec);
+  const size_t dims = spec.segments.empty() ? spec.sizes.size() : 1;  // a segment is one dimension
   const auto check_access = [&](const FusedAccess& access, const char* kind, size_t k) {
-    if (access.strides.size() != spec.sizes.size())
-      throw error(
-          fmt::format("{} {} has {} strides for {} dimensions", kind, k, access.strides.size(), spec.sizes.size()));
+    if (access.strides.size() != dims)
+      throw error(fmt::format("{} {} has {} strides for {} dimensions", kind, k, access.strides.size(), dims));
     if (access.argument < 0 || access.argument >= spec.arguments)
       throw error(fmt::format("{} {} uses argument {} of {}", kind, k, access.argument, spec.arguments));
     if (!valid_type(access.type)) throw error(fmt::format("{} {} has no element type", kind, k));
@@ -151,6 +170,15 @@ void validate(const FusedSpec& spec) {
             (!std::isfinite(node.constant) || std::trunc(node.constant) != node.constant ||
              std::fabs(node.constant) >= 0x1p63))
           throw node_error(fmt::format("{} is not a {} value", node.constant, isa::type_name(node.type)));
+        break;
+      case Op::Argument:
+        if (node.argument < 0 || node.argument >= spec.arguments)
+          throw node_error(fmt::format("argument {} of {}", node.argument, spec.arguments));
+        break;
+      case Op::MulAdd:
+        if (!isa::is_float(node.type))
+          throw node_error(fmt::format("a fused multiply-add of {}", isa::type_name(node.type)));
+        for (int k = 0; k < 3; ++k) expect(type_of(operands[k]), node.type, "an operand");
         break;
       case Op::Not:
         expect(node.type, ElementType::Bool, "its type");

@@ -76,7 +76,8 @@ std::vector<MemoryOperand> memory_operands(const isa::Instruction& instruction) 
     case Vcne:
     case Vclt:
     case Vcle: return {spad_write(Rd), spad_read(Rs1), spad_read(Rs2)};
-    case Vsel: return {{Rd, Space::Scratchpad, true, true}, spad_read(Rs1), spad_read(Rs2)};
+    case Vsel:
+    case Vfma: return {{Rd, Space::Scratchpad, true, true}, spad_read(Rs1), spad_read(Rs2)};
     case Vfill:
     case Vrand:
     case Vrandn: return {spad_write(Rd)};

@@ -208,6 +208,27 @@ void Vsel(ExecContext& c, const Instruction& i) {
   });
 }
 
+// out[k] = fma(a[k], b, out[k]): the product is not rounded before the sum, as CPU kernels' vectorised fmadd (PyTorch's
+// add with alpha, addcmul and lerp) compute it.
+void Vfma(ExecContext& c, const Instruction& i) {
+  visit_type(i.type, [&]<typename T>(T) {
+    if constexpr (kIsFloat<T>) {
+      const uint64_t count = c.reg(i.rs3);
+      const Broadcast broadcast(i);
+      c.stats().vector_elements += count;
+      const std::byte* a = c.scratchpad(c.reg(i.rs1), count, sizeof(T)).data();
+      const std::vector<T> b = broadcast.read<T>(c, c.reg(i.rs2), count);
+      std::byte* out = c.scratchpad(c.reg(i.rd), count, sizeof(T)).data();
+      for (uint64_t k = 0; k < count; ++k) {
+        const auto x = static_cast<float>(widen(load<T>(a, k)));
+        const auto y = static_cast<float>(widen(b[broadcast.index(k)]));
+        const auto z = static_cast<float>(widen(load<T>(out, k)));
+        store(out, k, narrow<T>(std::fma(x, y, z)));
+      }
+    }
+  });
+}
+
 void Vfill(ExecContext& c, const Instruction& i) {
   visit_type(i.type, [&]<typename T>(T) {
     const uint64_t count = c.reg(i.rs3);

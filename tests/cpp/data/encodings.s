@@ -80,6 +80,7 @@ vceq.i32 r11, r9, r11, r23, -1618640770         # encoding: 0x9f85807e5bad2b95
 vcne.bf16 r26, r19, r11, r29, -1852864887       # encoding: 0x918f86892eae7a96
 vclt.i64 r25, r22, r6, r17, -500880418          # encoding: 0xe2252bde689ad997
 vcle.i8 r17, r15, r22, r21, -1850150611         # encoding: 0x91b8f12d3ad9f198
+vfma.f16 r3, r4, r5, r6, 1                      # encoding: 0x000000011314839e
 vsel.bf16 r17, r6, r7, r7, 45                   # encoding: 0x0000002d239cd199
 vfill.i64 r8, r9, 1280740539                    # encoding: 0x4c568cbb6480089a
 vmov.bf16 r12, r16, r23                         # encoding: 0x000000002b820c9c

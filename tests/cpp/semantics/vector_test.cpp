@@ -134,6 +134,21 @@ TEST_F(Vsel, MergesWhereTheMaskIsSet) {
                                        std::vector<float>{9, 9, 9, 9});
   EXPECT_EQ(filled, (std::vector<float>{-kInf, 9, -kInf, 9}));  // masked_fill with a scalar
 }
+// The product is not rounded before the sum: 1 + 2^-12 squared is 1 + 2^-11 + 2^-24, whose last term a rounded
+// product (1 + 2^-11) would lose; minus (1 + 2^-11) leaves exactly 2^-24.
+TEST_F(Vfma, RoundsOnceAndAccumulatesIntoTheDestination) {
+  const float x = 1.0f + 0x1p-12f, minus = -(1.0f + 0x1p-11f);
+  const auto out = vector_op<float>("vfma.f32 r13, r10, r11, r14", {x, 2.0f, 3.0f}, {x, 0.5f, -1.0f}, {},
+                                    std::vector<float>{minus, 10.0f, 3.0f});
+  EXPECT_EQ(out[0], 0x1p-24f);
+  EXPECT_EQ(out[1], 11.0f);
+  EXPECT_EQ(bits(out[2]), bits(0.0f));
+  EXPECT_EQ(vector_op<float>("vfma.f32 r13, r10, r11, r14, 1", {1.0f, 2.0f}, {4.0f}, {}, std::vector<float>{1, 1}),
+            (std::vector<float>{5.0f, 9.0f}));  // a scalar multiplier
+  const auto half = vector_op<BFloat16>("vfma.bf16 r13, r10, r11, r14", {BFloat16(3.0f)}, {BFloat16(0.5f)}, {},
+                                        std::vector<BFloat16>{BFloat16(256.0f)});
+  EXPECT_EQ(float(half[0]), 258.0f);  // 257.5 rounds to bf16's 258
+}
 TEST_F(Vfill, TakesImmediateBitsForFloatsAndValuesForIntegers) {
   EXPECT_EQ(values_of<float>(tile("vfill.f32 r13, r14, 0x3fc00000", 3, 12, {})),
             (std::vector<float>{1.5f, 1.5f, 1.5f}));

@@ -4,6 +4,12 @@
 // stores. Every value lives in a scratchpad tile; a tile is a block of rows of the iteration space (a row is every
 // reduced element of one point of the outer space, one element when nothing is reduced), so a reduction finds its
 // whole row in one tile and its result broadcasts back over the row.
+//
+// A multi-tensor kernel (FusedSpec::segments) runs one program over a list of tensor groups in one launch: each
+// segment is a one-dimensional space of its own length with its own arguments, as an optimizer's foreach step
+// updates every parameter with its gradient and state. Scalars that change from launch to launch (an optimizer's
+// bias corrections, its learning rate) are Argument nodes, read from the argument block, so that a new value does
+// not build a new kernel.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +26,8 @@ namespace npusim::emitter {
 enum class FusedOpcode : uint8_t {
   Load,      // the view `access` of spec.loads; the value has the load's type
   Constant,  // `constant`, of `type`, the same at every point
+  Argument,  // entry `argument` of the argument block (of the segment's, with segments): a scalar of `type` in the
+             // entry's low bytes, given at launch, the same at every point
   // one operand (a): float types, except Neg and Abs (any numeric type) and Not (bool)
   Neg,
   Abs,
@@ -58,7 +66,8 @@ enum class FusedOpcode : uint8_t {
   Le,
   Gt,
   Ge,
-  Where,  // a (bool) ? b : c, b and c of `type`
+  Where,   // a (bool) ? b : c, b and c of `type`
+  MulAdd,  // a * b + c rounded once (a fused multiply-add, as CPU kernels' vectorised fmadd), float types
   // over the reduced dimensions of a (a row): a per-row value of a's type
   ReduceSum,
   ReduceMax,  // NaN if the row has one
@@ -92,6 +101,7 @@ struct FusedNode {
   int a = -1, b = -1, c = -1;                     // operands: indices of earlier nodes
   int access = -1;                                // Load and Store: index into loads / stores
   double constant = 0;                            // Constant: its value (integers exactly up to 2^53)
+  int argument = -1;                              // Argument: its entry of the argument block
 };
 
 // A GEMM template's product: C[e][i][j] = sum over l of A[e][i][l] B[e][l][j], accumulated in f32, for batch entry e
@@ -108,6 +118,14 @@ struct FusedMatmul {
   int64_t b_offset = 0, b_batch = 0, b_row = 0, b_col = 0;
 };
 
+// One tensor group of a multi-tensor kernel: `elements` points, and its argument k (the address of a tensor, or an
+// Argument's value) is entry first_argument + k of the argument block. Each access then has one stride (in elements;
+// 0 repeats one element over the segment) and its offset, and walks the segment's tensor with them.
+struct FusedSegment {
+  int64_t elements = 0;
+  int first_argument = 0;
+};
+
 struct FusedSpec {
   std::string name;            // the kernel's name in reports, e.g. "fused_add_exp_sum"
   std::vector<int64_t> sizes;  // the iteration space: the outer (pointwise) dimensions, then the reduced ones
@@ -116,6 +134,9 @@ struct FusedSpec {
   std::vector<FusedAccess> loads, stores;
   std::vector<FusedNode> nodes;  // in program order; a node reads only earlier nodes
   std::optional<FusedMatmul> matmul;
+  // A multi-tensor kernel: with segments, `sizes` is empty and nothing is reduced; `arguments` counts each segment's.
+  // The cores share the tiles of every segment; a segment with no elements has none.
+  std::vector<FusedSegment> segments;
 };
 
 // A value's shape: it varies along the reduced dimensions (a full row), or not (one value per row: a reduction's
