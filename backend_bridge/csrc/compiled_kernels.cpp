@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <optional>
 #include <utility>
 
 #include "bridge.h"
@@ -122,19 +124,29 @@ emitter::FusedSpec spec_from(const py::tuple& t) {
 
 // Launches the fused kernel on the tensors (the argument block, in order; all on one device). False when the
 // emitter cannot express the program: the caller runs it another way.
-bool launch(const emitter::FusedSpec& spec, const std::vector<at::Tensor>& tensors) {
-  TORCH_CHECK(static_cast<int>(tensors.size()) == spec.arguments, "compiled kernel ", spec.name, " takes ",
-              spec.arguments, " tensors, ", tensors.size(), " given");
-  TORCH_CHECK(!tensors.empty(), "compiled kernel ", spec.name, " has no tensor arguments");
-  const c10::Device device = tensors.front().device();
+// The argument block's entries, in order: a tensor's address, a float's f32 bits (an Argument node's value: a host
+// scalar computed at launch), or an int as it is (0 for a host tensor the kernel does not read).
+bool launch(const emitter::FusedSpec& spec, const py::list& arguments) {
+  TORCH_CHECK(static_cast<int>(arguments.size()) == spec.arguments, "compiled kernel ", spec.name, " takes ",
+              spec.arguments, " arguments, ", arguments.size(), " given");
+  std::optional<c10::Device> device;
   std::vector<uint64_t> addresses;
-  for (const at::Tensor& tensor : tensors) {
-    TORCH_CHECK(tensor.device() == device, "compiled kernel ", spec.name, ": tensors on ", device, " and ",
-                tensor.device());
-    addresses.push_back(tensor.numel() == 0 ? 0 : device_address(tensor));
+  for (const py::handle& argument : arguments) {
+    if (py::isinstance<py::float_>(argument)) {
+      addresses.push_back(std::bit_cast<uint32_t>(argument.cast<float>()));
+    } else if (py::isinstance<py::int_>(argument)) {
+      addresses.push_back(static_cast<uint64_t>(argument.cast<int64_t>()));
+    } else {
+      const auto tensor = argument.cast<at::Tensor>();
+      if (!device) device = tensor.device();
+      TORCH_CHECK(tensor.device() == *device, "compiled kernel ", spec.name, ": tensors on ", *device, " and ",
+                  tensor.device());
+      addresses.push_back(tensor.numel() == 0 ? 0 : device_address(tensor));
+    }
   }
-  runtime::Device& runtime = runtime_device(device.index());
-  const auto run = [&] { launch_fused(device.index(), runtime, spec, addresses); };
+  TORCH_CHECK(device.has_value(), "compiled kernel ", spec.name, " has no tensor arguments");
+  runtime::Device& runtime = runtime_device(device->index());
+  const auto run = [&] { launch_fused(device->index(), runtime, spec, addresses); };
   // A kernel that checks indices raises PyTorch's IndexError for one out of range, as the indexing operator does.
   const bool checks = std::any_of(spec.nodes.begin(), spec.nodes.end(),
                                   [](const emitter::FusedNode& node) { return node.op == FusedOpcode::CheckIndex; });
@@ -147,7 +159,7 @@ void register_compiled_kernels(py::module& m) {
   py::class_<emitter::FusedSpec>(m, "FusedSpec")
       .def(py::init(&spec_from), py::arg("description"))
       .def_readonly("name", &emitter::FusedSpec::name);
-  m.def("launch_fused", &launch, py::arg("spec"), py::arg("tensors"));
+  m.def("launch_fused", &launch, py::arg("spec"), py::arg("arguments"));
 }
 
 }  // namespace npusim::bridge

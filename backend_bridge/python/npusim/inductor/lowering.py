@@ -180,8 +180,13 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
             host_tables.append(table)
             ids[number] = table_load(("host", len(host_tables) - 1), torch.bool, Access(0, strides))
             continue
-        if number in hoisted:
-            dims = len(program.space) if space is None else len(space)
+        if number in hoisted and space is None:
+            # An Argument node: the value travels in the argument block (its entry is numbered below).
+            nodes.append(("Argument", "f32", -1, -1, -1, -1, 0.0, -1 - hoisted.index(number)))
+            ids[number] = len(nodes) - 1
+            continue
+        if number in hoisted:  # a GEMM epilogue reads it from a small tensor of the hoisted values
+            dims = len(space)
             loads.append((-1, "f32", hoisted.index(number), [0] * dims))  # the argument is numbered below
             ids[number] = emit("Load", torch.float32, access_index=len(loads) - 1)
             continue
@@ -297,7 +302,12 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
             kind = node.attr("kind")
             raise NotLowered(f"operation {node.op}{f' {kind}' if kind else ''}")
     sizes = [d.size for d in program.space] if space is None else space
-    arguments = len(program.arguments) + len(tables) + len(host_tables) + (1 if hoisted else 0)
+    # After the program's tensors, the index tables and host tables: the hoisted values, each an entry of its own
+    # (Argument nodes), or one tensor of them all (a GEMM epilogue's loads).
+    scalars = len(program.arguments) + len(tables) + len(host_tables)
+    as_arguments = space is None
+    arguments = scalars + (len(hoisted) if as_arguments else (1 if hoisted else 0))
+    nodes = [node[:7] + (scalars - 1 - node[7],) if node[0] == "Argument" else node for node in nodes]
 
     def numbered(argument):
         if argument == -1:
@@ -308,7 +318,7 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
 
     loads = [(numbered(argument), *rest) for argument, *rest in loads]
     description = (program.name, sizes, program.reduced_dims, arguments, loads, stores, nodes, matmul)
-    return description, list(tables.items()), (host_nodes, hoisted), host_tables
+    return description, list(tables.items()), (host_nodes, hoisted, as_arguments), host_tables
 
 
 _NOT_ELEMENTWISE = {

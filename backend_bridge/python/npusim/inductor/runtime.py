@@ -34,7 +34,7 @@ class CompiledKernel:
         self.function = namespace["program"]
         self.arguments = namespace["ARGUMENTS"]
         # (sizes, names of host tensor arguments, extents) -> (program, (FusedSpec, index tables, host scalars, host
-        # index tables) or None)
+        # index tables, the argument entries its accesses use) or None)
         self._prepared = {}
         self._interpreter_caches = {}  # (sizes, device) -> what the interpreter keeps between launches
         self._device_tables = {}  # (device, id of a host index table) -> (the table, its copy on the device)
@@ -53,7 +53,7 @@ class CompiledKernel:
                 description, tables, host_scalars, host_tables = lower(
                     program, host_arguments, dict(zip(self.arguments, extents, strict=True))
                 )
-                fused = (_C.FusedSpec(description), tables, host_scalars, host_tables)
+                fused = (_C.FusedSpec(description), tables, host_scalars, host_tables, _arguments_read(description))
             except NotLowered as why:
                 ROUTES[self.name] = f"interpreted: {why}"
                 log.info("npusim: compiled kernel %s runs op by op: %s", self.name, why)
@@ -92,23 +92,34 @@ class CompiledKernel:
 
     def _launch_fused(self, program, fused, given, device):
         """Launches the fused kernel; False when the kernel builder cannot express it."""
-        spec, tables, (host_nodes, hoisted), host_tables = fused
-        # Host tensors a graph passes to a device kernel are copied over for the launch; host scalar arithmetic on
-        # them (an optimizer's beta ** step) is done here and its results handed over in one tensor.
-        tensors = [t if t.device == device else t.to(device) for t in given]
+        spec, tables, (host_nodes, hoisted, as_arguments), host_tables, read = fused
+        # Host scalar arithmetic on host tensors (an optimizer's beta ** step from its step count) is done here and
+        # its results go in the launch's argument block (a GEMM epilogue's in one small tensor); host tensors the
+        # kernel itself reads are copied over, the others are not needed on the device (entry 0).
+        tensors = [t if t.device == device else t.to(device) if k in read else 0 for k, t in enumerate(given)]
         arguments = tensors + [_index_table(device, dtype, length) for dtype, length in tables]
         arguments += [self._device_table(device, table) for table in host_tables]
         if hoisted:
             values = interpreter.run(program, given, device, numbers=host_nodes)
-            arguments.append(torch.stack([values[n].reshape(()).to(torch.float32) for n in hoisted]).to(device))
+            scalars = [values[n].reshape(()).to(torch.float32) for n in hoisted]
+            if as_arguments:
+                arguments += [scalar.item() for scalar in scalars]
+            else:
+                arguments.append(torch.stack(scalars).to(device))
         if not _C.launch_fused(spec, arguments):
             ROUTES[self.name] = "interpreted: the kernel builder cannot express it"
             return False
         ROUTES[self.name] = "fused"
         for name, original, used in zip(self.arguments, given, tensors, strict=True):
-            if used is not original and name in program.stored:
+            if isinstance(used, torch.Tensor) and used is not original and name in program.stored:
                 original.copy_(used)
         return True
+
+
+def _arguments_read(description):
+    """The argument entries a spec's loads, stores and product read or write."""
+    _, _, _, _, loads, stores, _, matmul = description
+    return {argument for argument, *_ in loads + stores} | (set(matmul[:2]) if matmul is not None else set())
 
 
 _tables = {}  # (device, dtype) -> 0, 1, 2, ... on the device
