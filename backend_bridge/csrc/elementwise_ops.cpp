@@ -125,15 +125,11 @@ bool launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& o
   const uint64_t addresses[] = {device_address(out), argument(value_a, self, a), argument(value_b, other, b)};
   if (launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); }))
     return true;
-  if (out.dim() < 2) return false;
-  const int64_t dim = outermost_dimension(out);
-  for (int64_t index = 0; index < out.size(dim); ++index) {
+  return launch_by_slices(out, [&](int64_t dim, int64_t index) {
     at::Tensor slice = out.select(dim, index);
-    if (!launch_binary(op, value_a ? self : a.select(dim, index), value_b ? other : b.select(dim, index), slice,
-                       parameters))
-      return false;  // only the first slice can fail: they all have one layout
-  }
-  return true;
+    return launch_binary(op, value_a ? self : a.select(dim, index), value_b ? other : b.select(dim, index), slice,
+                         parameters);
+  });
 }
 
 namespace {
@@ -323,13 +319,10 @@ bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out, con
   const uint64_t addresses[] = {device_address(out), device_address(self)};
   if (launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); }))
     return true;
-  if (out.dim() < 2) return false;
-  const int64_t dim = outermost_dimension(out);
-  for (int64_t index = 0; index < out.size(dim); ++index) {
+  return launch_by_slices(out, [&](int64_t dim, int64_t index) {
     at::Tensor slice = out.select(dim, index);
-    if (!launch_unary(op, self.select(dim, index), slice, parameters)) return false;  // only the first slice can fail
-  }
-  return true;
+    return launch_unary(op, self.select(dim, index), slice, parameters);
+  });
 }
 
 namespace {

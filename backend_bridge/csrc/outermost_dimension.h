@@ -15,4 +15,15 @@ inline int64_t outermost_dimension(const at::Tensor& out) {
   return outermost;
 }
 
+// Runs launch_slice(dim, index) for each slice of out's outermost dimension `dim`; false when out has fewer than two
+// dimensions or a slice cannot run natively (only the first can fail: the slices share one layout).
+template <typename LaunchSlice>
+bool launch_by_slices(const at::Tensor& out, LaunchSlice&& launch_slice) {
+  if (out.dim() < 2) return false;
+  const int64_t dim = outermost_dimension(out);
+  for (int64_t index = 0; index < out.size(dim); ++index)
+    if (!launch_slice(dim, index)) return false;
+  return true;
+}
+
 }  // namespace npusim::bridge

@@ -257,13 +257,11 @@ void copy_on_device(const at::Tensor& source, const at::Tensor& destination) {
     return;
   }
   if (launched_natively([&] { launch_elementwise(destination.device().index(), device, spec, addresses); })) return;
-  if (destination.dim() > 1) {
-    const int64_t dim = outermost_dimension(destination);
-    for (int64_t index = 0; index < destination.size(dim); ++index)
-      copy_on_device(source.select(dim, index), destination.select(dim, index));
-    return;
-  }
-  copy_through_host(source, destination);
+  const bool sliced = launch_by_slices(destination, [&](int64_t dim, int64_t index) {
+    copy_on_device(source.select(dim, index), destination.select(dim, index));
+    return true;
+  });
+  if (!sliced) copy_through_host(source, destination);
 }
 
 namespace {
