@@ -102,8 +102,8 @@ emitter::FusedMatmul matmul_from(const py::tuple& t) {
   return matmul;
 }
 
-// (name, sizes, reduced_dims, arguments, loads, stores, nodes, matmul or None); a node is (op, type, a, b, c,
-// access, constant[, argument]).
+// (name, sizes, reduced_dims, arguments, loads, stores, nodes, matmul or None[, segments]); a node is (op, type, a,
+// b, c, access, constant[, argument]) and a segment (elements, first_argument).
 emitter::FusedSpec spec_from(const py::tuple& t) {
   emitter::FusedSpec spec;
   spec.name = t[0].cast<std::string>();
@@ -119,6 +119,11 @@ emitter::FusedSpec spec_from(const py::tuple& t) {
                           node[6].cast<double>(), node.size() > 7 ? node[7].cast<int>() : -1});
   }
   if (!t[7].is_none()) spec.matmul = matmul_from(t[7].cast<py::tuple>());
+  if (t.size() > 8)
+    for (const auto& item : t[8].cast<py::list>()) {
+      const auto segment = item.cast<py::tuple>();
+      spec.segments.push_back({segment[0].cast<int64_t>(), segment[1].cast<int>()});
+    }
   return spec;
 }
 
@@ -127,8 +132,11 @@ emitter::FusedSpec spec_from(const py::tuple& t) {
 // The argument block's entries, in order: a tensor's address, a float's f32 bits (an Argument node's value: a host
 // scalar computed at launch), or an int as it is (0 for a host tensor the kernel does not read).
 bool launch(const emitter::FusedSpec& spec, const py::list& arguments) {
-  TORCH_CHECK(static_cast<int>(arguments.size()) == spec.arguments, "compiled kernel ", spec.name, " takes ",
-              spec.arguments, " arguments, ", arguments.size(), " given");
+  int expected = spec.arguments;  // with segments, each segment's entries from its first one
+  for (const emitter::FusedSegment& segment : spec.segments)
+    expected = std::max(expected, segment.first_argument + spec.arguments);
+  TORCH_CHECK(static_cast<int>(arguments.size()) == expected, "compiled kernel ", spec.name, " takes ", expected,
+              " arguments, ", arguments.size(), " given");
   std::optional<c10::Device> device;
   std::vector<uint64_t> addresses;
   for (const py::handle& argument : arguments) {

@@ -368,6 +368,32 @@ def test_compiled_optimizer_step_equals_eager():
         assert_close(b, a.detach().cpu(), atol=1e-6, rtol=1e-5)
     # The bias corrections from the host step counts travel in each launch's argument block: no copies to the device.
     assert [r.name for r in report.records if r.is_copy] == []
+    # Inductor's foreach group (every parameter's update) is one multi-tensor kernel, each parameter a segment.
+    assert [r.op for r in report.records] == [report.records[0].op]
+    assert report.records[0].op.startswith("npusim_foreach_") and report.records[0].name.endswith("_x4")
+
+
+def test_foreach_group_launches_kernels_of_one_form_together():
+    """The members of a foreach group whose kernels are the same program over one-dimensional views are one
+    launch; a member walked another way (a transposed tensor) is launched on its own. Results equal the CPU's."""
+    torch.manual_seed(0)
+    xs = [torch.randn(5), torch.randn(3, 7), torch.randn(64, 33), torch.randn(7, 3)]
+    ys = [torch.randn(5), torch.randn(3, 7), torch.randn(64, 33), torch.randn(3, 7).t()]
+
+    def update(xs, ys):
+        return torch._foreach_addcmul(torch._foreach_mul(xs, 2.0), ys, ys)
+
+    function = torch.compile(update)
+    on_device = ([x.to("npusim") for x in xs], [y.to("npusim") for y in ys])
+    function(*on_device)  # compile outside the profile
+    with npusim.profile() as report:
+        results = function(*on_device)
+    for actual, expected in zip(results, update(xs, ys), strict=True):
+        assert_close(actual, expected)
+    launches = sorted(r.name.rsplit("_x", 1)[-1] if "_x" in r.name else "alone" for r in report.records)
+    assert launches == ["3", "alone"], [r.name for r in report.records]
+    ops = {r.name.endswith("_x3"): r.op for r in report.records}
+    assert ops[True].startswith("npusim_foreach_") and ops[False].startswith("npusim_poi_fused__foreach_addcmul")
 
 
 def test_max_pooling_stays_the_native_kernel():

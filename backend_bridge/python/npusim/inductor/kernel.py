@@ -160,6 +160,7 @@ class NpusimKernel(SIMDKernel):
         )
 
     template_output = None  # (buffer name, the product's CSE variable) inside a GEMM template (gemm.py)
+    launch_group = None  # inside a foreach group: the wrapper's LaunchTogether its call goes to (launch_together.py)
 
     def load(self, name, index):
         index = self.prepare_indexing(index)
@@ -270,7 +271,10 @@ class NpusimKernel(SIMDKernel):
         call_args = [str(a) for a in call_args]
         for tree in self._dynamic_numels():
             call_args.append(str(wrapper.generate_numel_expr(name, tree).inner))
-        wrapper.generate_kernel_call(name, call_args, device=torch.device("npusim"), triton=False)
+        if self.launch_group is not None:  # a foreach group's call: launched with the group's others
+            wrapper.writeline(f"{self.launch_group}.add({', '.join([name, *call_args])})")
+        else:
+            wrapper.generate_kernel_call(name, call_args, device=torch.device("npusim"), triton=False)
 
 
 class NpusimScheduling(SIMDScheduling):
@@ -278,7 +282,27 @@ class NpusimScheduling(SIMDScheduling):
     codegen_template = gemm.codegen_template
 
     def get_backend_features(self, device):
-        return OrderedSet([BackendFeature.REDUCE_TO_SINGLE_ELEMENT])
+        return OrderedSet([BackendFeature.REDUCE_TO_SINGLE_ELEMENT, BackendFeature.FOREACH])
+
+    def codegen_combo_kernel(self, combo_node):
+        """A foreach group (a compiled optimizer's update of every parameter): each member is generated as its own
+        kernel, and their calls go to one LaunchTogether, which launches those with the same program as one
+        multi-tensor kernel. Buffers are freed after the group, as its members run together."""
+        wrapper = V.graph.wrapper_code
+        group = f"npusim_foreach_{wrapper.next_kernel_suffix()}"
+        wrapper.writeline(f"{group} = npusim_launch_together({group!r})")
+        NpusimKernel.launch_group = group
+        try:
+            for node in combo_node.get_subkernel_nodes():
+                self.codegen_node(node)
+        finally:
+            NpusimKernel.launch_group = None
+        wrapper.writeline(f"{group}.launch()")
+        self.free_buffers_in_scheduler()
+
+    def free_buffers_in_scheduler(self):
+        if NpusimKernel.launch_group is None:  # a foreach group's members free nothing until the group has run
+            super().free_buffers_in_scheduler()
 
     @classmethod
     def get_tiling_and_scores(cls, node_schedule, numel, reduction_numel=sympy.S.One, coalesce_analysis=None):

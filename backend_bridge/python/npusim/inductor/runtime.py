@@ -8,6 +8,7 @@ the device. ``NPUSIM_COMPILE_INTERPRET=1`` interprets every kernel (to check the
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 
@@ -33,8 +34,8 @@ class CompiledKernel:
         self.source = source
         self.function = namespace["program"]
         self.arguments = namespace["ARGUMENTS"]
-        # (sizes, names of host tensor arguments, extents) -> (program, (FusedSpec, index tables, host scalars, host
-        # index tables, the argument entries its accesses use) or None)
+        # (sizes, names of host tensor arguments, extents) -> (program, (the spec's description, FusedSpec, index
+        # tables, host scalars, host index tables, the argument entries its accesses use) or None)
         self._prepared = {}
         self._interpreter_caches = {}  # (sizes, device) -> what the interpreter keeps between launches
         self._device_tables = {}  # (device, id of a host index table) -> (the table, its copy on the device)
@@ -53,7 +54,8 @@ class CompiledKernel:
                 description, tables, host_scalars, host_tables = lower(
                     program, host_arguments, dict(zip(self.arguments, extents, strict=True))
                 )
-                fused = (_C.FusedSpec(description), tables, host_scalars, host_tables, _arguments_read(description))
+                spec = _C.FusedSpec(description)
+                fused = (description, spec, tables, host_scalars, host_tables, _arguments_read(description))
             except NotLowered as why:
                 ROUTES[self.name] = f"interpreted: {why}"
                 log.info("npusim: compiled kernel %s runs op by op: %s", self.name, why)
@@ -61,6 +63,11 @@ class CompiledKernel:
         return program, fused
 
     def __call__(self, *args):
+        self.launch(self.resolve(args))
+
+    def resolve(self, args):
+        """What a call with these arguments launches: a :class:`Launch` (its program built and lowered once per
+        size)."""
         given, sizes = args[: len(self.arguments)], tuple(int(s) for s in args[len(self.arguments) :])
         host_arguments = frozenset(
             name for name, t in zip(self.arguments, given, strict=True) if t.device.type == "cpu"
@@ -74,14 +81,18 @@ class CompiledKernel:
         key = (sizes, host_arguments, extents)
         program, fused = self._prepared.get(key) or self._prepare(key)
         device = next(t.device for t in given if t.device.type == "npusim")
-        _C.set_op(self.name, device.index or 0)
+        return Launch(self, key, program, fused, given, device)
+
+    def launch(self, launch):
+        """Runs one resolved call: its fused kernel, or the program op by op when there is none."""
+        _C.set_op(self.name, launch.device.index or 0)
         try:
-            if fused is None or not self._launch_fused(program, fused, given, device):
-                self._prepared[key] = (program, None)
-                cache = self._interpreter_caches.setdefault((sizes, device), {})
-                interpreter.run(program, given, device, cache)
+            if launch.fused is None or not self._launch_fused(launch):
+                self._prepared[launch.key] = (launch.program, None)
+                cache = self._interpreter_caches.setdefault((launch.key[0], launch.device), {})
+                interpreter.run(launch.program, launch.given, launch.device, cache)
         finally:
-            _C.set_op("", device.index or 0)
+            _C.set_op("", launch.device.index or 0)
 
     def _device_table(self, device, table):
         """A host-computed index table's copy on the device, made at its first launch there."""
@@ -90,9 +101,11 @@ class CompiledKernel:
             kept = self._device_tables[(device, id(table))] = (table, table.to(device))
         return kept[1]
 
-    def _launch_fused(self, program, fused, given, device):
-        """Launches the fused kernel; False when the kernel builder cannot express it."""
-        spec, tables, (host_nodes, hoisted, as_arguments), host_tables, read = fused
+    def argument_block(self, launch):
+        """The fused kernel's argument block for a resolved call, and the tensors it passes for the program's
+        arguments (a host tensor the kernel writes is copied back by :meth:`copy_back` after the launch)."""
+        program, (_, _, tables, (host_nodes, hoisted, as_arguments), host_tables, read) = launch.program, launch.fused
+        given, device = launch.given, launch.device
         # Host scalar arithmetic on host tensors (an optimizer's beta ** step from its step count) is done here and
         # its results go in the launch's argument block (a GEMM epilogue's in one small tensor); host tensors the
         # kernel itself reads are copied over, the others are not needed on the device (entry 0).
@@ -106,14 +119,35 @@ class CompiledKernel:
                 arguments += [scalar.item() for scalar in scalars]
             else:
                 arguments.append(torch.stack(scalars).to(device))
-        if not _C.launch_fused(spec, arguments):
+        return arguments, tensors
+
+    def copy_back(self, launch, tensors):
+        for name, original, used in zip(self.arguments, launch.given, tensors, strict=True):
+            if isinstance(used, torch.Tensor) and used is not original and name in launch.program.stored:
+                original.copy_(used)
+
+    def _launch_fused(self, launch):
+        """Launches the fused kernel; False when the kernel builder cannot express it."""
+        arguments, tensors = self.argument_block(launch)
+        if not _C.launch_fused(launch.fused[1], arguments):
             ROUTES[self.name] = "interpreted: the kernel builder cannot express it"
             return False
         ROUTES[self.name] = "fused"
-        for name, original, used in zip(self.arguments, given, tensors, strict=True):
-            if isinstance(used, torch.Tensor) and used is not original and name in program.stored:
-                original.copy_(used)
+        self.copy_back(launch, tensors)
         return True
+
+
+@dataclasses.dataclass
+class Launch:
+    """One call of a compiled kernel, resolved: its program for the call's sizes, its fused kernel (None when it runs
+    op by op), the tensors given and their device."""
+
+    kernel: CompiledKernel
+    key: tuple
+    program: object
+    fused: tuple | None
+    given: tuple
+    device: torch.device
 
 
 def _arguments_read(description):

@@ -17,6 +17,7 @@ class NpusimWrapperCodegen(PythonWrapperCodegen):
     def write_header(self):
         super().write_header()
         self.imports.writeline("from npusim.inductor.runtime import load_kernel as npusim_load_kernel")
+        self.imports.writeline("from npusim.inductor.launch_together import LaunchTogether as npusim_launch_together")
 
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
         if device is not None and device.type == "npusim":
