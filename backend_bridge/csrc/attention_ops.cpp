@@ -1,9 +1,9 @@
 // torch.nn.functional.scaled_dot_product_attention on npusim: PyTorch asks each device which SDPA backend to use
 // (its _fused_sdp_choice dispatch stub); npusim answers "overrideable" for float attention without dropout, an
 // explicit mask or grouped-query heads, and implements that backend's forward as the fused attention kernel (the
-// score matrix never reaches DRAM) and its backward from the saved log-sum-exp with native kernels (P recomputed
-// as exp(S - lse), then the products for dQ, dK and dV), in float32 for float16 and bfloat16 inputs too. Everything
-// else takes PyTorch's math path, itself native.
+// score matrix never reaches DRAM) and its backward as the two fused backward kernels, which recompute P from the
+// saved log-sum-exp block by block (native kernels op by op where those do not fit), in float32 for float16 and
+// bfloat16 inputs too. Everything else takes PyTorch's math path, itself native.
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/transformers/attention.h>
@@ -123,15 +123,53 @@ FusedAttention npusim_fused_attention(const at::Tensor& query, const at::Tensor&
           at::Tensor()};
 }
 
+// The backward's two fused kernels (emit_attention_gradient), in float32: dQ (and D = rowsum(dO O)), then dK and dV.
+// nullopt when they cannot tile this attention; the caller then takes the unfused path.
+std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> fused_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& out, const at::Tensor& logsumexp, bool is_causal, std::optional<double> scale) {
+  auto spec = attention_spec(query, key, value, is_causal, scale);
+  if (!spec || grad_out.sizes() != out.sizes() || logsumexp.scalar_type() != at::kFloat) return std::nullopt;
+  spec->type = isa::ElementType::F32;
+  runtime::Device& device = runtime_device(query);
+  if (!emitter::attention_gradient_fits(*spec, device.config())) return std::nullopt;
+  const auto wide = [](const at::Tensor& t) { return t.to(at::kFloat).contiguous(); };
+  const at::Tensor q = wide(query), k = wide(key), v = wide(value), d_out = wide(grad_out), o = wide(out),
+                   lse = logsumexp.contiguous();
+  const at::Tensor grad_query = at::empty_like(q), grad_key = at::empty_like(k), grad_value = at::empty_like(v),
+                   row_dots = at::empty_like(lse);
+  const int index = query.device().index();
+  const uint64_t first[] = {device_address(grad_query), device_address(row_dots), device_address(q),
+                            device_address(k),          device_address(v),        device_address(d_out),
+                            device_address(o),          device_address(lse)};
+  launch_attention_gradient(index, device, {*spec, emitter::AttentionGradient::Query}, first);
+  const uint64_t second[] = {device_address(grad_key), device_address(grad_value), device_address(q),
+                             device_address(k),        device_address(v),          device_address(d_out),
+                             device_address(lse),      device_address(row_dots)};
+  launch_attention_gradient(index, device, {*spec, emitter::AttentionGradient::KeyValue}, second);
+  return std::tuple{grad_query, grad_key, grad_value};
+}
+
 // With P = softmax(S), S = scale Q K^T (causal: -inf right of the diagonal), dO the output's gradient:
 // dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO O)), dQ = scale dS K, dK = scale dS^T Q; in float32, as the
-// forward computes, the gradients then rounded to the inputs' type.
+// forward computes, the gradients then rounded to the inputs' type. The fused kernels where they fit, else native
+// kernels op by op.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npusim_fused_attention_backward(
     const at::Tensor& grad_out_, const at::Tensor& query_, const at::Tensor& key_, const at::Tensor& value_,
     const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out_,
     const at::Tensor& logsumexp, const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k, int64_t max_q, int64_t max_k,
     double dropout_p, bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset,
     std::optional<double> scale) {
+  // Laid out like the inputs, as the meta function (empty_like) promises.
+  const auto like = [](const at::Tensor& input, const at::Tensor& gradient) {
+    const at::Tensor result = at::empty_like(input);
+    const bool same = result.strides() == gradient.strides() && result.scalar_type() == gradient.scalar_type();
+    return same ? gradient : result.copy_(gradient);
+  };
+  if (const auto fused = fused_attention_backward(grad_out_, query_, key_, value_, out_, logsumexp, is_causal, scale)) {
+    const auto& [grad_query, grad_key, grad_value] = *fused;
+    return {like(query_, grad_query), like(key_, grad_key), like(value_, grad_value), at::Tensor()};
+  }
   const auto wide = [](const at::Tensor& t) { return t.to(at::kFloat); };
   const at::Tensor grad_out = wide(grad_out_), query = wide(query_), key = wide(key_), value = wide(value_),
                    out = wide(out_);
@@ -148,10 +186,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npusim_fused_attentio
   const at::Tensor grad_scores = probabilities.mul(grad_probabilities.sub_(row_dot));
   const at::Tensor grad_query = at::matmul(grad_scores, key).mul_(factor);
   const at::Tensor grad_key = at::matmul(grad_scores.transpose(-2, -1), query).mul_(factor);
-  // Laid out like the inputs, as the meta function (empty_like) promises.
-  const auto like = [](const at::Tensor& input, const at::Tensor& gradient) {
-    return at::empty_like(input).copy_(gradient);
-  };
   return {like(query_, grad_query), like(key_, grad_key), like(value_, grad_value), at::Tensor()};
 }
 

@@ -111,6 +111,13 @@ void launch_attention(int device_index, runtime::Device& device, const emitter::
       device, device_index, spec, [&] { return emitter::emit_attention(spec, device.config()); }, operand_addresses);
 }
 
+void launch_attention_gradient(int device_index, runtime::Device& device, const emitter::AttentionGradientSpec& spec,
+                               std::span<const uint64_t> operand_addresses) {
+  launch_cached(
+      device, device_index, spec, [&] { return emitter::emit_attention_gradient(spec, device.config()); },
+      operand_addresses);
+}
+
 void launch_nll_loss(int device_index, runtime::Device& device, const emitter::NllLossSpec& spec, bool backward,
                      std::span<const uint64_t> operand_addresses) {
   launch_cached(

@@ -38,6 +38,9 @@ void launch_sgd(int device_index, runtime::Device& device, const emitter::SgdSpe
                 std::span<const uint64_t> arguments);
 void launch_attention(int device_index, runtime::Device& device, const emitter::AttentionSpec& spec,
                       std::span<const uint64_t> operand_addresses);
+// The argument block emit_attention_gradient documents for spec.part.
+void launch_attention_gradient(int device_index, runtime::Device& device, const emitter::AttentionGradientSpec& spec,
+                               std::span<const uint64_t> operand_addresses);
 void launch_indexed_elements(int device_index, runtime::Device& device, const emitter::IndexedElementsSpec& spec,
                              std::span<const uint64_t> operand_addresses);
 // The forward kernel, or with `backward` the gradient's.

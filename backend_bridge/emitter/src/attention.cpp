@@ -17,18 +17,20 @@
 #include <bit>
 #include <limits>
 
+#include "attention_rows.h"
 #include "npusim/emitter/kernel_builder.h"
 
 namespace npusim::emitter {
 namespace {
 
+using attention_rows::ceil_div;
+using attention_rows::ChunkedRows;
+using attention_rows::padded;
 using isa::ElementType;
 
 constexpr int64_t kFloat = 4;
 constexpr ElementType kF32 = ElementType::F32;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t padded(int64_t bytes) { return ceil_div(bytes, 64) * 64; }  // tiles start on 64-byte boundaries
 int32_t float_bits(float value) { return std::bit_cast<int32_t>(value); }
 
 // The chunking of the head and value dimensions, and the largest blocks that fit the buffers.
@@ -73,14 +75,6 @@ struct AttentionTiling {
   }
 };
 
-// A [heads][length][dim] tensor's block of rows as chunks of `chunk` columns, each an f32 tile (and, for half
-// precision, the tile its 2-byte elements are staged in).
-struct ChunkedRows {
-  int64_t length, dim, chunk, block;  // block: the rows of a block of this tensor (Bq or Bk)
-  std::vector<Tile> tiles, staged;
-  int64_t width(size_t c) const { return std::min(chunk, dim - static_cast<int64_t>(c) * chunk); }
-};
-
 class AttentionEmitter {
  public:
   AttentionEmitter(const AttentionSpec& spec, const config::ChipConfig& config, const AttentionTiling& tiling,
@@ -91,19 +85,13 @@ class AttentionEmitter {
         block_q_(tiling.block_q),
         block_k_(tiling.block_k),
         b_(name, config) {
-    const auto chunked = [&](int64_t length, int64_t dim, int64_t chunk, int64_t chunks, int64_t block,
-                             std::string_view what) {
-      ChunkedRows rows{length, dim, chunk, block, {}, {}};
-      for (int64_t c = 0; c < chunks; ++c)
-        rows.tiles.push_back(b_.tile(Space::Scratchpad, block * chunk * kFloat, fmt::format("{} {}", what, c)));
-      return rows;
-    };
-    q_ = chunked(s_.q_len, s_.head_dim, tiling.d_chunk, tiling.d_chunks, block_q_, "Q");
-    k_ = chunked(s_.k_len, s_.head_dim, tiling.d_chunk, tiling.d_chunks, block_k_, "K");
-    v_ = chunked(s_.k_len, s_.value_dim, tiling.v_chunk, tiling.v_chunks, block_k_, "V");
+    using attention_rows::chunked_rows;
+    q_ = chunked_rows(b_, s_.q_len, s_.head_dim, tiling.d_chunk, block_q_, "Q");
+    k_ = chunked_rows(b_, s_.k_len, s_.head_dim, tiling.d_chunk, block_k_, "K");
+    v_ = chunked_rows(b_, s_.k_len, s_.value_dim, tiling.v_chunk, block_k_, "V");
     scores_ = b_.tile(Space::Scratchpad, block_q_ * block_k_ * kFloat, "S");
-    o_ = chunked(s_.q_len, s_.value_dim, tiling.v_chunk, tiling.v_chunks, block_q_, "O");
-    product_ = chunked(s_.q_len, s_.value_dim, tiling.v_chunk, tiling.v_chunks, block_q_, "P V");
+    o_ = chunked_rows(b_, s_.q_len, s_.value_dim, tiling.v_chunk, block_q_, "O");
+    product_ = chunked_rows(b_, s_.q_len, s_.value_dim, tiling.v_chunk, block_q_, "P V");
     max_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "row maximum");
     new_max_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "new row maximum");
     sum_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "row sum");
@@ -251,28 +239,7 @@ class AttentionEmitter {
 
   // Moves those rows between DRAM and the chunks (half precision: their staging tiles), either way.
   void move_rows(bool load, R base, const ChunkedRows& tensor, R block, R rows) {
-    Reg pointer = b_.reg("DRAM rows"), scratch = b_.reg("DRAM offset"), width = b_.reg("chunk width"),
-        at = b_.reg("chunk tile");
-    b_.li(scratch, tensor.length * tensor.dim * bytes_);
-    b_.Mul(pointer, head_, scratch);
-    b_.li(scratch, tensor.block * tensor.dim * bytes_);
-    b_.Mul(scratch, block, scratch);
-    b_.Add(pointer, pointer, scratch);
-    b_.Add(pointer, pointer, base);
-    for (size_t c = 0; c < tensor.tiles.size(); ++c) {
-      b_.Addi(scratch, pointer, static_cast<int64_t>(c) * tensor.chunk * bytes_);
-      b_.li(width, tensor.width(c));
-      b_.point(at, half_ ? tensor.staged[c] : tensor.tiles[c]);
-      const int64_t stride = tensor.dim * bytes_;
-      if (load && half_)
-        b_.DmaLoad2d16(at, scratch, width, rows, stride);
-      else if (load)
-        b_.DmaLoad2d32(at, scratch, width, rows, stride);
-      else if (half_)
-        b_.DmaStore2d16(scratch, at, width, rows, stride);
-      else
-        b_.DmaStore2d32(scratch, at, width, rows, stride);
-    }
+    attention_rows::move_rows(b_, load, base, head_, tensor, block, rows, bytes_);
   }
 
   // The staged half-precision chunks of a load_rows, widened into their f32 tiles.
@@ -408,15 +375,9 @@ class AttentionEmitter {
   // Rows of the mask are padded to whole words.
   int64_t mask_row_bytes() const { return ceil_div(block_q_, 8) * 8; }
 
-  // mask[i][j] = 1 where key j is right of query i, Bq rows of Bq bytes, little-endian in words.
+  // mask[i][j] = 1 where key j is right of query i, Bq rows of Bq bytes.
   std::vector<uint64_t> mask_words() const {
-    std::vector<uint64_t> words(block_q_ * mask_row_bytes() / 8);
-    for (int64_t i = 0; i < block_q_; ++i)
-      for (int64_t j = i + 1; j < block_q_; ++j) {
-        const int64_t byte = i * mask_row_bytes() + j;
-        words[byte / 8] |= uint64_t{1} << (8 * (byte % 8));
-      }
-    return words;
+    return attention_rows::mask_words(block_q_, block_q_, mask_row_bytes(), [](int64_t i, int64_t j) { return j > i; });
   }
 
   AttentionSpec s_;

@@ -30,4 +30,27 @@ Kernel emit_attention(const AttentionSpec& spec, const config::ChipConfig& confi
 // Whether emit_attention can tile this attention on this chip.
 bool attention_fits(const AttentionSpec& spec, const config::ChipConfig& config);
 
+// The backward of emit_attention, as FlashAttention-2 computes it without atomic adds: two kernels, run in order,
+// that recompute P = exp(scale Q K^T - lse) block by block from the saved log-sum-exp, so that no L x S matrix goes
+// to DRAM. With dO the output's gradient and D = rowsum(dO * O):
+//  - Query: per block of query rows (tall, as the forward's), over the key blocks: dP = dO V^T, dS = P (dP - D),
+//    dQ = scale * sum of dS K. It writes D for the second kernel.
+//  - KeyValue: per block of key rows (tall), over the query blocks: dV = sum of P^T dO, dK = scale * sum of dS^T Q,
+//    computed transposed (S^T = K Q^T) so that every product streams the key block's rows.
+// float32 only (the caller widens half precision).
+enum class AttentionGradient : uint8_t { Query, KeyValue };
+
+struct AttentionGradientSpec {
+  AttentionSpec attention;  // its type must be f32
+  AttentionGradient part = AttentionGradient::Query;
+};
+
+// Argument blocks: Query: dQ [heads][q_len][head_dim], D [heads][q_len] (written), query, key, value, dO, O, lse;
+// KeyValue: dK [heads][k_len][head_dim], dV [heads][k_len][value_dim], query, key, value, dO, lse, D. Throws
+// Unsupported when a block does not fit the scratchpad or accumulator.
+Kernel emit_attention_gradient(const AttentionGradientSpec& spec, const config::ChipConfig& config);
+
+// Whether both kernels of the backward can tile this attention on this chip.
+bool attention_gradient_fits(const AttentionSpec& spec, const config::ChipConfig& config);
+
 }  // namespace npusim::emitter

@@ -1,0 +1,40 @@
+// What the fused attention kernels (attention.cpp, attention_backward.cpp) share: a [heads][length][dim] tensor's
+// blocks of rows held as chunks of columns in the scratchpad, moved between DRAM and the chunks, and the causal
+// triangles their masks are windows of.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "npusim/emitter/kernel_builder.h"
+
+namespace npusim::emitter::attention_rows {
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t padded(int64_t bytes) { return ceil_div(bytes, 64) * 64; }  // tiles start on 64-byte boundaries
+
+// A [heads][length][dim] tensor's block of rows as chunks of `chunk` columns, each an f32 tile (and, for half
+// precision, the tile its 2-byte elements are staged in).
+struct ChunkedRows {
+  int64_t length, dim, chunk, block;  // block: the rows of one block of this tensor
+  std::vector<Tile> tiles, staged;
+  int64_t width(size_t c) const { return std::min(chunk, dim - static_cast<int64_t>(c) * chunk); }
+};
+
+// The f32 chunk tiles of blocks of `block` rows (no staging).
+ChunkedRows chunked_rows(KernelBuilder& b, int64_t length, int64_t dim, int64_t chunk, int64_t block,
+                         std::string_view what);
+
+// Moves `rows` rows of block `block` of head `head` of the tensor at `base` between DRAM and its chunks (with 2-byte
+// elements, their staging tiles), either way.
+void move_rows(KernelBuilder& b, bool load, R base, R head, const ChunkedRows& tensor, R block, R rows,
+               int64_t element_bytes);
+
+// A mask of bytes, `rows` x `columns`, rows padded to `row_bytes` (a multiple of 8), little-endian in words (for a
+// kernel's .data): element [i][j] is 1 where hidden(i, j), else 0. Causal masks are windows of such triangles.
+std::vector<uint64_t> mask_words(int64_t rows, int64_t columns, int64_t row_bytes,
+                                 const std::function<bool(int64_t, int64_t)>& hidden);
+
+}  // namespace npusim::emitter::attention_rows
