@@ -18,7 +18,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <optional>
 
 #include "bridge.h"
 #include "kernel_launcher.h"
@@ -52,8 +54,36 @@ std::optional<emitter::AttentionSpec> attention_spec(const at::Tensor& query, co
   spec.causal = is_causal;
   spec.scale = static_cast<float>(softmax_scale(query, scale));
   spec.type = float_element_type(query);
+  spec.heads_per_batch = query.dim() >= 3 ? query.size(-3) : 1;
   if (!emitter::attention_fits(spec, runtime_device(query).config())) return std::nullopt;
   return spec;
+}
+
+// Where the kernels find a [..., length, dim] tensor's rows in place (its leading dimensions as batch entries x
+// heads, the heads being the last of them): nullopt when no layout says it (a row's elements not contiguous, leading
+// dimensions before the heads that do not collapse into one, or a stride beyond the DMA's immediate).
+std::optional<emitter::AttentionLayout> layout_of(const at::Tensor& t) {
+  const int64_t n = t.dim();
+  if (t.size(-1) > 1 && t.stride(-1) != 1) return std::nullopt;
+  emitter::AttentionLayout layout;
+  layout.row = t.size(-2) > 1 ? t.stride(-2) : t.size(-1);
+  if (n >= 3) layout.head = t.stride(n - 3);
+  if (n >= 4) layout.batch = t.stride(n - 4);
+  for (int64_t d = 0; d + 4 < n; ++d)
+    if (t.size(d) > 1 && t.stride(d) != t.stride(d + 1) * t.size(d + 1)) return std::nullopt;
+  if (layout.row == 0 || layout.row * t.element_size() > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  return layout;
+}
+
+// The tensor itself where the kernels can read or write it in place (setting `layout`), else a contiguous copy (the
+// layout left contiguous).
+at::Tensor in_place_or_contiguous(const at::Tensor& t, emitter::AttentionLayout& layout) {
+  if (const auto found = layout_of(t)) {
+    layout = *found;
+    return t;
+  }
+  layout = {};
+  return t.contiguous();
 }
 
 }  // namespace
@@ -102,13 +132,15 @@ FusedAttention npusim_fused_attention(const at::Tensor& query, const at::Tensor&
   at::DimVector out_shape(query.sizes().begin(), query.sizes().end());
   out_shape.back() = value.size(-1);
   const at::Tensor result = empty_like_query(query, out_shape);
-  at::Tensor out = result.is_contiguous() ? result : at::empty(out_shape, query.options());
+  emitter::AttentionSpec kernel = *spec;
+  at::Tensor out = in_place_or_contiguous(result, kernel.output);
   at::Tensor logsumexp =
       at::empty(at::IntArrayRef(out_shape).slice(0, out_shape.size() - 1), query.options().dtype(at::kFloat));
-  const at::Tensor q = query.contiguous(), k = key.contiguous(), v = value.contiguous();
+  const at::Tensor q = in_place_or_contiguous(query, kernel.query), k = in_place_or_contiguous(key, kernel.key),
+                   v = in_place_or_contiguous(value, kernel.value);
   const uint64_t addresses[] = {device_address(out), device_address(logsumexp), device_address(q), device_address(k),
                                 device_address(v)};
-  launch_attention(query.device().index(), runtime_device(query), *spec, addresses);
+  launch_attention(query.device().index(), runtime_device(query), kernel, addresses);
   if (!result.is_same(out)) result.copy_(out);
   // As the meta function: no cumulative sequence lengths or debug mask, and 0-dimensional seed and offset.
   const at::Tensor seed = at::empty({}, query.options().dtype(at::kLong));
@@ -133,20 +165,30 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> fused_attention_ba
   spec->type = isa::ElementType::F32;
   runtime::Device& device = runtime_device(query);
   if (!emitter::attention_gradient_fits(*spec, device.config())) return std::nullopt;
-  const auto wide = [](const at::Tensor& t) { return t.to(at::kFloat).contiguous(); };
-  const at::Tensor q = wide(query), k = wide(key), v = wide(value), d_out = wide(grad_out), o = wide(out),
-                   lse = logsumexp.contiguous();
-  const at::Tensor grad_query = at::empty_like(q), grad_key = at::empty_like(k), grad_value = at::empty_like(v),
+  // Every tensor read and written where it is when a layout says where (the heads of a fused projection), else a
+  // contiguous copy; the gradients laid out as their inputs, as the meta function's empty_like.
+  emitter::AttentionGradientSpec kernel{*spec};
+  emitter::AttentionSpec& a = kernel.attention;
+  const auto wide = [](const at::Tensor& t, emitter::AttentionLayout& layout) {
+    return in_place_or_contiguous(t.to(at::kFloat), layout);
+  };
+  const at::Tensor q = wide(query, a.query), k = wide(key, a.key), v = wide(value, a.value),
+                   d_out = wide(grad_out, kernel.grad_output), o = wide(out, a.output), lse = logsumexp.contiguous();
+  const at::Tensor grad_query = in_place_or_contiguous(at::empty_like(q), kernel.grad_query),
+                   grad_key = in_place_or_contiguous(at::empty_like(k), kernel.grad_key),
+                   grad_value = in_place_or_contiguous(at::empty_like(v), kernel.grad_value),
                    row_dots = at::empty_like(lse);
   const int index = query.device().index();
   const uint64_t first[] = {device_address(grad_query), device_address(row_dots), device_address(q),
                             device_address(k),          device_address(v),        device_address(d_out),
                             device_address(o),          device_address(lse)};
-  launch_attention_gradient(index, device, {*spec, emitter::AttentionGradient::Query}, first);
+  kernel.part = emitter::AttentionGradient::Query;
+  launch_attention_gradient(index, device, kernel, first);
   const uint64_t second[] = {device_address(grad_key), device_address(grad_value), device_address(q),
                              device_address(k),        device_address(v),          device_address(d_out),
                              device_address(lse),      device_address(row_dots)};
-  launch_attention_gradient(index, device, {*spec, emitter::AttentionGradient::KeyValue}, second);
+  kernel.part = emitter::AttentionGradient::KeyValue;
+  launch_attention_gradient(index, device, kernel, second);
   return std::tuple{grad_query, grad_key, grad_value};
 }
 

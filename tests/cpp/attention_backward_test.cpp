@@ -138,6 +138,38 @@ void launch(runtime::Device& device, const emitter::Kernel& kernel, std::vector<
     EXPECT_EQ(record.stats.hazards, 0u) << kernel.name << ": " << record.first_hazard;
 }
 
+// A [heads][length][dim] tensor stored batch-first, [batch][length][heads_per_batch][dim] with each row padded by
+// 3 elements, as the heads of a fused q, k, v projection are views of its output.
+struct Interleaved {
+  int64_t heads, heads_per_batch, length, dim;
+  emitter::AttentionLayout layout() const {
+    const int64_t row = heads_per_batch * dim + 3;
+    return {length * row, dim, row};
+  }
+  int64_t elements() const { return heads / heads_per_batch * layout().batch; }
+  size_t at(int64_t head, int64_t i, int64_t d) const {
+    const emitter::AttentionLayout l = layout();
+    return (head / heads_per_batch) * l.batch + (head % heads_per_batch) * l.head + i * l.row + d;
+  }
+  Floats place(const Floats& values) const {
+    Floats out(elements(), -7.0f);  // padding the kernels must neither read into results nor write
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < length; ++i)
+        for (int64_t d = 0; d < dim; ++d) out[at(h, i, d)] = values[(h * length + i) * dim + d];
+    return out;
+  }
+  Floats gather(const Floats& stored) const {
+    Floats out(heads * length * dim);
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < length; ++i)
+        for (int64_t d = 0; d < dim; ++d) out[(h * length + i) * dim + d] = stored[at(h, i, d)];
+    for (int64_t h = 0; h < heads; ++h)  // the padding after each row is untouched
+      for (int64_t i = 0; i < length; ++i)
+        if (h % heads_per_batch == heads_per_batch - 1) EXPECT_EQ(stored[at(h, i, dim)], -7.0f);
+    return out;
+  }
+};
+
 void expect_near(const Floats& actual, const std::vector<double>& expected, const char* what) {
   ASSERT_EQ(actual.size(), expected.size());
   // float32 sums of a few dozen terms against double
@@ -145,10 +177,24 @@ void expect_near(const Floats& actual, const std::vector<double>& expected, cons
     EXPECT_NEAR(actual[n], expected[n], 2e-5 * (1 + std::abs(expected[n]))) << what << " " << n;
 }
 
-// The kernels built for a scratchpad of `scratchpad_kib` (no larger than the devices'), run on the devices.
-void expect_gradients(const emitter::AttentionSpec& s, int64_t scratchpad_kib = 16) {
+// Runs `kernel` on device `m` over `buffers` of floats (the others' bytes as they are) and returns them.
+std::vector<Floats> run(int m, const emitter::Kernel& kernel, const std::vector<Floats>& buffers) {
+  std::vector<std::vector<std::byte>> data;
+  for (const Floats& buffer : buffers) data.push_back(bytes(buffer));
+  launch(devices()[m], kernel, data);
+  std::vector<Floats> out;
+  for (const auto& buffer : data) out.push_back(floats(buffer));
+  return out;
+}
+
+// The kernels built for a scratchpad of `scratchpad_kib` (no larger than the devices'), run on the devices. With
+// `interleaved`, every tensor but the log-sum-exp and D is stored batch-first with padded rows (Interleaved), the
+// spec's heads split into batch entries of 2 heads: the kernels read and write them in place, and the results are
+// the same bits as the contiguous ones.
+void expect_gradients(emitter::AttentionSpec s, int64_t scratchpad_kib = 16, bool interleaved = false) {
   SCOPED_TRACE(testing::Message() << s.heads << " heads, " << s.q_len << " queries, " << s.k_len << " keys"
-                                  << (s.causal ? ", causal" : "") << ", " << scratchpad_kib << " KiB");
+                                  << (s.causal ? ", causal" : "") << ", " << scratchpad_kib << " KiB"
+                                  << (interleaved ? ", interleaved" : ""));
   config::ChipConfig config = tiny_config();
   config.core_scratchpad_kib = scratchpad_kib;
   std::mt19937 random(5);
@@ -166,35 +212,43 @@ void expect_gradients(const emitter::AttentionSpec& s, int64_t scratchpad_kib = 
             {}};
   forward(s, in);
   const Gradients expected = backward(s, in);
-  const emitter::Kernel query = emitter::emit_attention_gradient({s, emitter::AttentionGradient::Query}, config);
-  const emitter::Kernel key_value = emitter::emit_attention_gradient({s, emitter::AttentionGradient::KeyValue}, config);
-  std::vector<std::vector<std::byte>> results[2];
+  const auto layout_of = [&](int64_t length, int64_t dim) {
+    return Interleaved{s.heads, interleaved ? 2 : 1, length, dim};
+  };
+  const Interleaved q = layout_of(s.q_len, s.head_dim), k = layout_of(s.k_len, s.head_dim),
+                    v = layout_of(s.k_len, s.value_dim), o = layout_of(s.q_len, s.value_dim);
+  emitter::AttentionGradientSpec spec{s};
+  if (interleaved) {
+    spec.attention.heads_per_batch = 2;
+    spec.attention.query = spec.grad_query = q.layout();
+    spec.attention.key = spec.grad_key = k.layout();
+    spec.attention.value = spec.grad_value = v.layout();
+    spec.attention.output = spec.grad_output = o.layout();
+  }
+  const auto place = [&](const Interleaved& layout, const Floats& values) {
+    return interleaved ? layout.place(values) : values;
+  };
+  const auto gather = [&](const Interleaved& layout, const Floats& stored) {
+    return interleaved ? layout.gather(stored) : stored;
+  };
+  spec.part = emitter::AttentionGradient::Query;
+  const emitter::Kernel query = emitter::emit_attention_gradient(spec, config);
+  spec.part = emitter::AttentionGradient::KeyValue;
+  const emitter::Kernel key_value = emitter::emit_attention_gradient(spec, config);
+  std::vector<Floats> results[2];
   for (int m = 0; m < 2; ++m) {
-    runtime::Device& device = devices()[m];
-    std::vector<std::vector<std::byte>> first = {std::vector<std::byte>(in.q.size() * 4),
-                                                 std::vector<std::byte>(in.lse.size() * 4),
-                                                 bytes(in.q),
-                                                 bytes(in.k),
-                                                 bytes(in.v),
-                                                 bytes(in.grad_out),
-                                                 bytes(in.out),
-                                                 bytes(in.lse)};
-    launch(device, query, first);
-    std::vector<std::vector<std::byte>> second = {std::vector<std::byte>(in.k.size() * 4),
-                                                  std::vector<std::byte>(in.v.size() * 4),
-                                                  bytes(in.q),
-                                                  bytes(in.k),
-                                                  bytes(in.v),
-                                                  bytes(in.grad_out),
-                                                  bytes(in.lse),
-                                                  first[1]};
-    launch(device, key_value, second);
-    results[m] = {first[0], second[0], second[1]};
+    const Floats pq = place(q, in.q), pk = place(k, in.k), pv = place(v, in.v), pd = place(o, in.grad_out),
+                 po = place(o, in.out);
+    const std::vector<Floats> first =
+        run(m, query, {place(q, Floats(in.q.size())), Floats(in.lse.size()), pq, pk, pv, pd, po, in.lse});
+    const std::vector<Floats> second = run(
+        m, key_value, {place(k, Floats(in.k.size())), place(v, Floats(in.v.size())), pq, pk, pv, pd, in.lse, first[1]});
+    results[m] = {gather(q, first[0]), gather(k, second[0]), gather(v, second[1])};
   }
   EXPECT_EQ(results[0], results[1]) << "functional and timed modes differ";
-  expect_near(floats(results[1][0]), expected.q, "dQ");
-  expect_near(floats(results[1][1]), expected.k, "dK");
-  expect_near(floats(results[1][2]), expected.v, "dV");
+  expect_near(results[1][0], expected.q, "dQ");
+  expect_near(results[1][1], expected.k, "dK");
+  expect_near(results[1][2], expected.v, "dV");
 }
 
 TEST(AttentionGradient, MatchesDoublePrecisionInBothModes) {
@@ -204,6 +258,46 @@ TEST(AttentionGradient, MatchesDoublePrecisionInBothModes) {
     expect_gradients({2, 30, 23, 6, 5, causal, 0.7f});  // fewer keys than queries: causal rows that see every key
   }
   expect_gradients({3, 10, 10, 6, 5, true, 0.4f});  // the causal square: diagonal blocks masked in both kernels
+}
+
+TEST(AttentionGradient, ReadsAndWritesInterleavedHeadsInPlace) {
+  for (bool causal : {false, true}) {
+    expect_gradients({4, 11, 9, 6, 5, causal, 0.4f}, 16, true);
+    expect_gradients({2, 37, 45, 6, 5, causal, 0.3f}, 4, true);  // groups of short blocks reloaded
+  }
+}
+
+TEST(AttentionForward, ReadsAndWritesInterleavedHeadsInPlace) {
+  // The forward kernel with the same layouts: the same bits as on contiguous tensors, in both modes.
+  for (bool causal : {false, true}) {
+    emitter::AttentionSpec s{4, 11, 9, 6, 5, causal, 0.4f};
+    std::mt19937 random(3);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const auto fill = [&](int64_t n) {
+      Floats values(n);
+      for (float& x : values) x = normal(random);
+      return values;
+    };
+    const Floats q = fill(s.heads * s.q_len * s.head_dim), k = fill(s.heads * s.k_len * s.head_dim),
+                 v = fill(s.heads * s.k_len * s.value_dim);
+    const Interleaved lq{4, 2, s.q_len, s.head_dim}, lk{4, 2, s.k_len, s.head_dim}, lv{4, 2, s.k_len, s.value_dim},
+        lo{4, 2, s.q_len, s.value_dim};
+    const emitter::Kernel contiguous = emitter::emit_attention(s, tiny_config());
+    s.heads_per_batch = 2;
+    s.query = lq.layout();
+    s.key = lk.layout();
+    s.value = lv.layout();
+    s.output = lo.layout();
+    const emitter::Kernel strided = emitter::emit_attention(s, tiny_config());
+    for (int m = 0; m < 2; ++m) {
+      const Floats lse(s.heads * s.q_len);
+      const std::vector<Floats> plain = run(m, contiguous, {Floats(s.heads * s.q_len * s.value_dim), lse, q, k, v});
+      const std::vector<Floats> placed =
+          run(m, strided, {lo.place(Floats(plain[0].size())), lse, lq.place(q), lk.place(k), lv.place(v)});
+      EXPECT_EQ(lo.gather(placed[0]), plain[0]) << "output, causal " << causal;
+      EXPECT_EQ(placed[1], plain[1]) << "log-sum-exp, causal " << causal;
+    }
+  }
 }
 
 TEST(AttentionGradient, HoldsGroupsOfShortBlocksAndReloadsThem) {

@@ -1,7 +1,7 @@
 """scaled_dot_product_attention on npusim: attention without mask or dropout runs as one fused kernel
 (flash-attention style, the score matrix never in DRAM; float16 and bfloat16 computed in float32 and rounded once)
-with a native backward from its saved log-sum-exp; other cases take PyTorch's math path, native too. Results and
-gradients against the CPU."""
+and its backward as two fused kernels that recompute P from the saved log-sum-exp; other cases take PyTorch's math
+path, native too. Results and gradients against the CPU."""
 
 import pytest
 import torch
@@ -51,6 +51,35 @@ def test_fused_attention_and_its_gradients_match_cpu(name, causal, device, no_fa
     (actual * weights.to(device)).sum().backward()
     for cpu, npu in zip((q, k, v), on_device, strict=True):
         torch.testing.assert_close(npu.grad.cpu(), cpu.grad, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_heads_of_a_fused_projection_are_read_and_written_in_place(causal, device, no_fallback):
+    """Multi-head attention's q, k and v are views of one projection's output ([batch, length, 3, heads, dim]
+    permuted to [batch, heads, length, dim]): the forward kernel reads them and writes its output where they are, and
+    the backward's two kernels write the gradients laid out as the inputs, with no copy before or after."""
+    generator = torch.Generator().manual_seed(2)
+    projected = torch.randn(2, 19, 3, 4, 8, generator=generator, requires_grad=True)
+    weights = torch.randn(2, 4, 19, 8, generator=generator)
+    on_device = projected.detach().to(device).requires_grad_()
+
+    def attention(x):
+        q, k, v = x.permute(2, 0, 3, 1, 4).unbind(0)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    expected, grad_output = attention(projected), weights.to(device)
+    with npusim.profile() as report:
+        actual = attention(on_device)
+        (gradient,) = torch.autograd.grad(actual, on_device, grad_output)
+    attention_records = [record.name for record in report.records if "scaled_dot_product" in record.op]
+    assert attention_records == [
+        "attention_f32",
+        "attention_backward_query_f32",
+        "attention_backward_key_value_f32",
+    ], attention_records
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=2e-6)
+    (expected_gradient,) = torch.autograd.grad(expected, projected, weights)
+    torch.testing.assert_close(gradient.cpu(), expected_gradient, rtol=1e-5, atol=2e-5)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -86,12 +86,13 @@ class AttentionEmitter {
         block_k_(tiling.block_k),
         b_(name, config) {
     using attention_rows::chunked_rows;
-    q_ = chunked_rows(b_, s_.q_len, s_.head_dim, tiling.d_chunk, block_q_, "Q");
-    k_ = chunked_rows(b_, s_.k_len, s_.head_dim, tiling.d_chunk, block_k_, "K");
-    v_ = chunked_rows(b_, s_.k_len, s_.value_dim, tiling.v_chunk, block_k_, "V");
+    const int64_t hpb = s_.heads_per_batch;
+    q_ = chunked_rows(b_, s_.q_len, s_.head_dim, tiling.d_chunk, block_q_, s_.query, hpb, "Q");
+    k_ = chunked_rows(b_, s_.k_len, s_.head_dim, tiling.d_chunk, block_k_, s_.key, hpb, "K");
+    v_ = chunked_rows(b_, s_.k_len, s_.value_dim, tiling.v_chunk, block_k_, s_.value, hpb, "V");
     scores_ = b_.tile(Space::Scratchpad, block_q_ * block_k_ * kFloat, "S");
-    o_ = chunked_rows(b_, s_.q_len, s_.value_dim, tiling.v_chunk, block_q_, "O");
-    product_ = chunked_rows(b_, s_.q_len, s_.value_dim, tiling.v_chunk, block_q_, "P V");
+    o_ = chunked_rows(b_, s_.q_len, s_.value_dim, tiling.v_chunk, block_q_, s_.output, hpb, "O");
+    product_ = chunked_rows(b_, s_.q_len, s_.value_dim, tiling.v_chunk, block_q_, {}, hpb, "P V");
     max_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "row maximum");
     new_max_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "new row maximum");
     sum_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "row sum");

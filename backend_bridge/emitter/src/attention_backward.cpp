@@ -108,15 +108,18 @@ class GradientEmitter {
         b_(query_kernel_ ? "attention_backward_query_f32" : "attention_backward_key_value_f32", config) {
     const int64_t held = resident_ * short_;  // rows of the short tensors held at once
     const int64_t tall_q = query_kernel_ ? tall_ : held, tall_k = query_kernel_ ? held : tall_;
-    q_ = chunked_rows(b_, s_.q_len, s_.head_dim, t_.d_chunk, tall_q, "Q");
-    k_ = chunked_rows(b_, s_.k_len, s_.head_dim, t_.d_chunk, tall_k, "K");
-    v_ = chunked_rows(b_, s_.k_len, s_.value_dim, t_.v_chunk, tall_k, "V");
-    grad_out_ = chunked_rows(b_, s_.q_len, s_.value_dim, t_.v_chunk, tall_q, "dO");
+    const int64_t hpb = s_.heads_per_batch;
+    q_ = chunked_rows(b_, s_.q_len, s_.head_dim, t_.d_chunk, tall_q, s_.query, hpb, "Q");
+    k_ = chunked_rows(b_, s_.k_len, s_.head_dim, t_.d_chunk, tall_k, s_.key, hpb, "K");
+    v_ = chunked_rows(b_, s_.k_len, s_.value_dim, t_.v_chunk, tall_k, s_.value, hpb, "V");
+    grad_out_ = chunked_rows(b_, s_.q_len, s_.value_dim, t_.v_chunk, tall_q, spec.grad_output, hpb, "dO");
+    // O's rows are read chunk by chunk into a product tile (row_dot_products): only where they are is needed.
+    out_ = {s_.q_len, s_.value_dim, t_.v_chunk, tall_, resolved(s_.output, hpb, s_.q_len, s_.value_dim), hpb, {}, {}};
     if (query_kernel_) {
-      grad_q_ = chunked_rows(b_, s_.q_len, s_.head_dim, t_.d_chunk, tall_, "dQ");
+      grad_q_ = chunked_rows(b_, s_.q_len, s_.head_dim, t_.d_chunk, tall_, spec.grad_query, hpb, "dQ");
     } else {
-      grad_k_ = chunked_rows(b_, s_.k_len, s_.head_dim, t_.d_chunk, tall_, "dK");
-      grad_v_ = chunked_rows(b_, s_.k_len, s_.value_dim, t_.v_chunk, tall_, "dV");
+      grad_k_ = chunked_rows(b_, s_.k_len, s_.head_dim, t_.d_chunk, tall_, spec.grad_key, hpb, "dK");
+      grad_v_ = chunked_rows(b_, s_.k_len, s_.value_dim, t_.v_chunk, tall_, spec.grad_value, hpb, "dV");
     }
     for (Buffers& set : sets_) {
       set.p = b_.tile(Space::Scratchpad, tall_ * short_ * kFloat, "P");
@@ -240,20 +243,15 @@ class GradientEmitter {
         width = b_.reg("chunk width");
     b_.point(d, d_);
     b_.Vfill(kF32, d, tall_rows_, 0);
-    b_.li(scratch, s_.q_len * s_.value_dim * kFloat);
-    b_.Mul(pointer, head_, scratch);
-    b_.li(scratch, s_.value_dim * kFloat);
-    b_.Mul(scratch, first_tall_, scratch);
-    b_.Add(pointer, pointer, scratch);
     b_.Ld(scratch, kArgumentBlock, 8 * kIn0);
-    b_.Add(pointer, pointer, scratch);
+    attention_rows::block_address(b_, pointer, scratch, head_, out_, tall_block_, kFloat);
     b_.point(partial, partial_);
     for (size_t c = 0; c < grad_out_.tiles.size(); ++c) {
       const int64_t columns = grad_out_.width(c);
       b_.Addi(scratch, pointer, static_cast<int64_t>(c) * t_.v_chunk * kFloat);
       b_.li(width, columns);
       b_.point(o, sets_[0].product);
-      b_.DmaLoad2d32(o, scratch, width, tall_rows_, s_.value_dim * kFloat);
+      b_.DmaLoad2d32(o, scratch, width, tall_rows_, out_.layout.row * kFloat);
       count(n, tall_rows_, columns);
       b_.point(at, grad_out_.tiles[c]);
       b_.Vmul(kF32, o, o, at, n, 0);
@@ -643,7 +641,7 @@ class GradientEmitter {
   GradientTiling t_;
   int64_t tall_, short_, resident_;
   KernelBuilder b_;
-  ChunkedRows q_, k_, v_, grad_out_, grad_q_, grad_k_, grad_v_;
+  ChunkedRows q_, k_, v_, grad_out_, out_, grad_q_, grad_k_, grad_v_;
   // Two sets of a short block's matrices, alternating between blocks, so that one block's products on the matrix
   // engine overlap the other's vector work (the builder orders each set's tiles; the sets are independent).
   struct Buffers {

@@ -2,14 +2,38 @@
 
 #include <fmt/format.h>
 
-namespace npusim::emitter::attention_rows {
+namespace npusim::emitter {
+
+AttentionLayout resolved(const AttentionLayout& layout, int64_t heads_per_batch, int64_t length, int64_t dim) {
+  if (layout.batch != 0 || layout.head != 0 || layout.row != 0) return layout;
+  return {heads_per_batch * length * dim, length * dim, dim};
+}
+
+namespace attention_rows {
 
 ChunkedRows chunked_rows(KernelBuilder& b, int64_t length, int64_t dim, int64_t chunk, int64_t block,
-                         std::string_view what) {
-  ChunkedRows rows{length, dim, chunk, block, {}, {}};
+                         const AttentionLayout& layout, int64_t heads_per_batch, std::string_view what) {
+  ChunkedRows rows{length, dim, chunk, block, resolved(layout, heads_per_batch, length, dim), heads_per_batch, {}, {}};
   for (int64_t c = 0; c < ceil_div(dim, chunk); ++c)
     rows.tiles.push_back(b.tile(Space::Scratchpad, block * chunk * 4, fmt::format("{} {}", what, c)));
   return rows;
+}
+
+void block_address(KernelBuilder& b, R pointer, R base, R head, const ChunkedRows& tensor, R block,
+                   int64_t element_bytes) {
+  Reg scratch = b.reg("DRAM offset"), index = b.reg("batch entry or head");
+  b.li(scratch, tensor.heads_per_batch);
+  b.Divu(index, head, scratch);
+  b.li(pointer, tensor.layout.batch * element_bytes);
+  b.Mul(pointer, index, pointer);
+  b.Remu(index, head, scratch);
+  b.li(scratch, tensor.layout.head * element_bytes);
+  b.Mul(scratch, index, scratch);
+  b.Add(pointer, pointer, scratch);
+  b.li(scratch, tensor.block * tensor.layout.row * element_bytes);
+  b.Mul(scratch, block, scratch);
+  b.Add(pointer, pointer, scratch);
+  b.Add(pointer, pointer, base);
 }
 
 void move_rows(KernelBuilder& b, bool load, R base, R head, const ChunkedRows& tensor, R block, R rows,
@@ -17,17 +41,12 @@ void move_rows(KernelBuilder& b, bool load, R base, R head, const ChunkedRows& t
   const bool staged = element_bytes == 2;
   Reg pointer = b.reg("DRAM rows"), scratch = b.reg("DRAM offset"), width = b.reg("chunk width"),
       at = b.reg("chunk tile");
-  b.li(scratch, tensor.length * tensor.dim * element_bytes);
-  b.Mul(pointer, head, scratch);
-  b.li(scratch, tensor.block * tensor.dim * element_bytes);
-  b.Mul(scratch, block, scratch);
-  b.Add(pointer, pointer, scratch);
-  b.Add(pointer, pointer, base);
+  block_address(b, pointer, base, head, tensor, block, element_bytes);
+  const int64_t stride = tensor.layout.row * element_bytes;
   for (size_t c = 0; c < tensor.tiles.size(); ++c) {
     b.Addi(scratch, pointer, static_cast<int64_t>(c) * tensor.chunk * element_bytes);
     b.li(width, tensor.width(c));
     b.point(at, staged ? tensor.staged[c] : tensor.tiles[c]);
-    const int64_t stride = tensor.dim * element_bytes;
     if (load && staged)
       b.DmaLoad2d16(at, scratch, width, rows, stride);
     else if (load)
@@ -51,4 +70,5 @@ std::vector<uint64_t> mask_words(int64_t rows, int64_t columns, int64_t row_byte
   return words;
 }
 
-}  // namespace npusim::emitter::attention_rows
+}  // namespace attention_rows
+}  // namespace npusim::emitter

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "npusim/emitter/attention.h"
 #include "npusim/emitter/kernel_builder.h"
 
 namespace npusim::emitter::attention_rows {
@@ -16,16 +17,22 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t padded(int64_t bytes) { return ceil_div(bytes, 64) * 64; }  // tiles start on 64-byte boundaries
 
 // A [heads][length][dim] tensor's block of rows as chunks of `chunk` columns, each an f32 tile (and, for half
-// precision, the tile its 2-byte elements are staged in).
+// precision, the tile its 2-byte elements are staged in), and where the tensor's rows are in DRAM.
 struct ChunkedRows {
   int64_t length, dim, chunk, block;  // block: the rows of one block of this tensor
+  AttentionLayout layout;             // resolved (never all zeros)
+  int64_t heads_per_batch;
   std::vector<Tile> tiles, staged;
   int64_t width(size_t c) const { return std::min(chunk, dim - static_cast<int64_t>(c) * chunk); }
 };
 
-// The f32 chunk tiles of blocks of `block` rows (no staging).
+// The f32 chunk tiles of blocks of `block` rows (no staging) of a tensor laid out as `layout` says.
 ChunkedRows chunked_rows(KernelBuilder& b, int64_t length, int64_t dim, int64_t chunk, int64_t block,
-                         std::string_view what);
+                         const AttentionLayout& layout, int64_t heads_per_batch, std::string_view what);
+
+// pointer = the DRAM address of the first row of block `block` of head `head` of the tensor at `base`.
+void block_address(KernelBuilder& b, R pointer, R base, R head, const ChunkedRows& tensor, R block,
+                   int64_t element_bytes);
 
 // Moves `rows` rows of block `block` of head `head` of the tensor at `base` between DRAM and its chunks (with 2-byte
 // elements, their staging tiles), either way.

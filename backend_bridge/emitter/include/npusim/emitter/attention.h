@@ -12,19 +12,31 @@
 
 namespace npusim::emitter {
 
-// Contiguous tensors of `type`: query [heads][q_len][head_dim], key [heads][k_len][head_dim], value
-// [heads][k_len][value_dim]; heads is batch x heads. float16 and bfloat16 inputs are widened to float32 in the
-// scratchpad, everything is computed in float32, and the output is rounded once.
+// Where a [batch][heads][length][dim] tensor's elements are, in elements: column d of row i of head h of batch entry
+// b is at b * batch + h * head + i * row + d (a view such as the heads of a fused q, k, v projection, read and
+// written where it is). All zero: contiguous, [heads][length][dim].
+struct AttentionLayout {
+  int64_t batch = 0, head = 0, row = 0;
+};
+
+// Tensors of `type`: query [heads][q_len][head_dim], key [heads][k_len][head_dim], value [heads][k_len][value_dim],
+// the output [heads][q_len][value_dim]; heads is batch entries x heads_per_batch, each tensor laid out as its layout
+// says. float16 and bfloat16 inputs are widened to float32 in the scratchpad, everything is computed in float32, and
+// the output is rounded once.
 struct AttentionSpec {
   int64_t heads = 1, q_len = 1, k_len = 1, head_dim = 1, value_dim = 1;
   bool causal = false;                            // query i sees keys 0..i (PyTorch's is_causal: the top-left triangle)
   float scale = 1.0f;                             // multiplies Q K^T
   isa::ElementType type = isa::ElementType::F32;  // of query, key, value and the output: f32, f16 or bf16
+  int64_t heads_per_batch = 1;
+  AttentionLayout query, key, value, output;
 };
 
-// The argument block is the addresses of the output [heads][q_len][value_dim] (of `type`), the log-sum-exp
-// [heads][q_len] (float32), query, key and value. Throws Unsupported when a block does not fit the scratchpad or
-// accumulator.
+// The layout itself, or for all zeros the contiguous one of a [heads][length][dim] tensor.
+AttentionLayout resolved(const AttentionLayout& layout, int64_t heads_per_batch, int64_t length, int64_t dim);
+
+// The argument block is the addresses of the output (of `type`), the log-sum-exp [heads][q_len] (float32,
+// contiguous), query, key and value. Throws Unsupported when a block does not fit the scratchpad or accumulator.
 Kernel emit_attention(const AttentionSpec& spec, const config::ChipConfig& config);
 
 // Whether emit_attention can tile this attention on this chip.
@@ -41,13 +53,14 @@ bool attention_fits(const AttentionSpec& spec, const config::ChipConfig& config)
 enum class AttentionGradient : uint8_t { Query, KeyValue };
 
 struct AttentionGradientSpec {
-  AttentionSpec attention;  // its type must be f32
+  AttentionSpec attention;  // its type must be f32; its output layout is O's
   AttentionGradient part = AttentionGradient::Query;
+  AttentionLayout grad_output, grad_query, grad_key, grad_value;  // dO's (as O's shape), dQ's, dK's and dV's
 };
 
-// Argument blocks: Query: dQ [heads][q_len][head_dim], D [heads][q_len] (written), query, key, value, dO, O, lse;
-// KeyValue: dK [heads][k_len][head_dim], dV [heads][k_len][value_dim], query, key, value, dO, lse, D. Throws
-// Unsupported when a block does not fit the scratchpad or accumulator.
+// Argument blocks: Query: dQ, D [heads][q_len] (written), query, key, value, dO, O, lse; KeyValue: dK, dV, query,
+// key, value, dO, lse, D (D and lse contiguous). Throws Unsupported when a block does not fit the scratchpad or
+// accumulator.
 Kernel emit_attention_gradient(const AttentionGradientSpec& spec, const config::ChipConfig& config);
 
 // Whether both kernels of the backward can tile this attention on this chip.
