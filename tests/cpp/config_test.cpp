@@ -1,6 +1,8 @@
 // Configuration loading and validation.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "npusim/config/chip_config.h"
 
 namespace npusim::config {
@@ -44,6 +46,22 @@ TEST(Config, OutOfRangeValueIsAnError) {
 
 TEST(Config, NotANumberIsOutOfRange) {
   EXPECT_EQ(error_of("chip:\n  clock_ghz: .nan\n"), "bad.yaml:2: key 'chip.clock_ghz' = nan is outside [0.01, 10] GHz");
+}
+
+TEST(Config, TextValueOutsideItsChoicesIsAnError) {
+  EXPECT_EQ(error_of("core:\n  systolic_rows: 8\n  dataflow: row_stationary\n"),
+            "bad.yaml:3: key 'core.dataflow' = 'row_stationary' is not one of weight_stationary, output_stationary");
+  EXPECT_EQ(load_config_text("core:\n  dataflow: output_stationary\n", "good.yaml").core_dataflow, "output_stationary");
+}
+
+TEST(Config, EveryTextDefaultIsOneOfItsChoices) {
+  for (const auto& param : parameter_table()) {
+    const auto choices = text_choices(param);
+    if (choices.empty()) continue;
+    const std::string yaml = fmt::format("{}:\n  {}: {}\n", param.section, param.key,
+                                         param.default_text.substr(1, param.default_text.size() - 2));
+    EXPECT_NO_THROW(load_config_text(yaml, "defaults.yaml")) << yaml;
+  }
 }
 
 TEST(Config, NameMustBeAString) { EXPECT_EQ(error_of("name:\n  a: 1\n"), "bad.yaml:2: 'name' must be a string"); }
