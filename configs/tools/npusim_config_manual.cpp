@@ -29,5 +29,8 @@ int main(int argc, char** argv) {
     out << fmt::format("| `{}.{}` | {} | {} | {} | {} | {} |\n", param.section, param.key, type, param.default_text,
                        text ? "" : param.unit, range, param.doc);
   }
+  out << "\nEnergy and area come from tables by technology node (`chip.technology_nm`), PE type (`core.pe_type`), "
+         "memory\nsize and banking, and DRAM technology (`dram.kind`), each figure with its published source: "
+         "[costs.md](costs.md).\n";
   return out ? 0 : 1;
 }

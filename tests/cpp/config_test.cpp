@@ -24,7 +24,7 @@ TEST(Config, PresetsLoadAndDiffer) {
   EXPECT_EQ(edge.name, "edge");
   EXPECT_EQ(load_config("default", dirs).chip_cores, 1);
   EXPECT_GT(datacenter.dram_bandwidth_gbps, 10 * edge.dram_bandwidth_gbps);
-  EXPECT_EQ(list_presets(dirs), (std::vector<std::string>{"datacenter", "default", "edge"}));
+  EXPECT_EQ(list_presets(dirs), (std::vector<std::string>{"datacenter", "default", "edge", "eyeriss", "tpu_v1"}));
 }
 
 TEST(Config, UnknownKeyNamesFileLineAndKey) {
@@ -71,7 +71,7 @@ TEST(Config, UnknownPresetListsTheKnownOnes) {
     load_config("huge", {source_config_dir()});
     FAIL();
   } catch (const ConfigError& error) {
-    EXPECT_STREQ(error.what(), "unknown configuration 'huge'; presets: datacenter, default, edge");
+    EXPECT_STREQ(error.what(), "unknown configuration 'huge'; presets: datacenter, default, edge, eyeriss, tpu_v1");
   }
 }
 

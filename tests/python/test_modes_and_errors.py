@@ -48,7 +48,7 @@ def test_bad_config_key_names_file_and_key(tmp_path):
 def test_unknown_preset_lists_presets():
     process = run_python("import npusim; npusim.init(config='huge')")
     assert process.returncode != 0
-    assert "unknown configuration 'huge'; presets: datacenter, default, edge" in process.stderr
+    assert "unknown configuration 'huge'; presets: datacenter, default, edge, eyeriss, tpu_v1" in process.stderr
 
 
 def test_presets_change_the_timing():
