@@ -9,7 +9,8 @@ process each: one SystemC design per process), a @ b for each shape. Compared: S
 COMPUTE_REPORT's "Total Cycles", the 0-based cycle of the last output, + 1) against the npusim kernel's
 ``array_cycles`` (the cycles its systolic array loaded weights, streamed operands or drained results; docs/timing.md).
 The kernel's own ``kernel_cycles`` are printed too: they add what SCALE-Sim does not model (launch, DMA, the scalar
-unit, mx.st). Wall times are each tool's, for the whole group of shapes. Not a test: a report
+unit, mx.st). Wall times are each tool's for the whole group of shapes: SCALE-Sim's run, npusim's products (and its
+whole process, start-up included, apart). Not a test: a report
 (tests/python/test_scalesim_validation.py runs a small grid).
 """
 
@@ -122,7 +123,9 @@ def scalesim_compute_cycles(rows, cols, dataflow, shapes):
 
 
 def npusim_cycles(rows, cols, dataflow, shapes):
-    """npusim's array and kernel cycles for each shape, timed, on the SCALE-Sim-compatible chip; its wall time."""
+    """npusim's array and kernel cycles for each shape, timed, on the SCALE-Sim-compatible chip; its wall time for the
+    products (kernel built, launched, simulated, result copied back) and for its whole process (Python, torch and the
+    device's start-up included)."""
     config = yaml.safe_load(COMPATIBLE_CONFIG.read_text())
     config["name"] = f"scalesim_compatible_{dataflow}_{rows}x{cols}"
     config["core"].update(systolic_rows=rows, systolic_cols=cols, dataflow=dataflow)
@@ -130,6 +133,7 @@ def npusim_cycles(rows, cols, dataflow, shapes):
         yaml.safe_dump(config, file)
         file.flush()
         environment = {**os.environ, "NPUSIM_MODE": "timed", "NPUSIM_CONFIG": file.name}
+        started = time.perf_counter()
         process = subprocess.run(
             [sys.executable, "-c", NPUSIM_WORKER, json.dumps(shapes)],
             capture_output=True,
@@ -137,8 +141,9 @@ def npusim_cycles(rows, cols, dataflow, shapes):
             env=environment,
             check=True,
         )
+        process_seconds = time.perf_counter() - started
     results = json.loads(process.stdout.strip().splitlines()[-1])
-    return results, sum(r["seconds"] for r in results)
+    return results, sum(r["seconds"] for r in results), process_seconds
 
 
 def compare(arrays, shapes):
@@ -147,9 +152,15 @@ def compare(arrays, shapes):
     for dataflow in DATAFLOWS:
         for size in arrays:
             reference, reference_seconds = scalesim_compute_cycles(size, size, dataflow, shapes)
-            ours, our_seconds = npusim_cycles(size, size, dataflow, shapes)
+            ours, our_seconds, process_seconds = npusim_cycles(size, size, dataflow, shapes)
             groups.append(
-                {"dataflow": dataflow, "array": size, "scalesim_s": reference_seconds, "npusim_s": our_seconds}
+                {
+                    "dataflow": dataflow,
+                    "array": size,
+                    "scalesim_s": reference_seconds,
+                    "npusim_s": our_seconds,
+                    "npusim_process_s": process_seconds,
+                }
             )
             for shape, expected, result in zip(shapes, reference, ours, strict=True):
                 rows.append(
@@ -179,12 +190,12 @@ def main():
             f"{row['dataflow']:<19}{row['array']:>5}^2  {f'{m} x {k} x {n}':<16}{row['scalesim']:>11}"
             f"{row['npusim']:>11}{row['error']:>9.2%}{row['kernel_cycles']:>11}"
         )
-    print(f"\n{'dataflow':<19}{'array':>8}{'SCALE-Sim s':>13}{'npusim s':>10}{'ratio':>8}")
+    print(f"\n{'dataflow':<19}{'array':>8}{'SCALE-Sim s':>13}{'npusim s':>10}{'ratio':>9}{'npusim process s':>18}")
     for group in groups:
         ratio = group["scalesim_s"] / group["npusim_s"]
         print(
             f"{group['dataflow']:<19}{group['array']:>5}^2{group['scalesim_s']:>13.3f}{group['npusim_s']:>10.3f}"
-            f"{ratio:>7.1f}x"
+            f"{ratio:>8.0f}x{group['npusim_process_s']:>18.2f}"
         )
     worst = max(abs(row["error"]) for row in rows)
     print(f"\nlargest error {worst:.2%} over {len(rows)} GEMMs (npusim array_cycles against SCALE-Sim compute cycles)")
