@@ -3,6 +3,7 @@ the input type, the node and the memory sizes, and reports carry them."""
 
 import json
 import math
+import pathlib
 
 import pytest
 from conftest import run_python
@@ -113,3 +114,22 @@ def test_area_grows_with_the_array_and_shrinks_with_the_node():
     assert costs.area_breakdown_mm2(older)["scratchpad"] == pytest.approx(breakdown["scratchpad"] / 0.059)
     int8 = {**parameters, "core.pe_type": "int8"}
     assert costs.area_breakdown_mm2(int8)["systolic_array"] < breakdown["systolic_array"]
+
+
+def test_docs_compare_the_presets_with_the_figures_the_model_gives():
+    """docs/costs.md's table of presets against published chips quotes costs.py's estimates: it must follow them."""
+    table = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "costs.md").read_text()
+    presets = npusim._C.presets(npusim.config_dirs())
+    rows = {
+        line.split("`")[1]: line.split("|")
+        for line in table.splitlines()
+        if line.startswith("| `") and line.split("`")[1] in presets
+    }
+    for name in ("tpu_v1", "eyeriss", "datacenter", "default", "edge"):
+        parameters = preset(name)
+        breakdown = costs.area_breakdown_mm2(parameters)
+        row = rows[name]
+        area_text, power_text = row[4], row[6]
+        core_area = costs.area_mm2(parameters) - breakdown["dram_phy"]
+        assert f"{costs.area_mm2(parameters):.1f} mm²" in area_text or f"{core_area:.1f} mm²" in area_text, name
+        assert float(power_text.split()[0]) == pytest.approx(costs.peak_power_w(parameters), rel=0.01, abs=0.006), name

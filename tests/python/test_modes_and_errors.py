@@ -70,6 +70,21 @@ def test_presets_change_the_timing():
     assert seconds["datacenter"] < seconds["edge"] / 20
 
 
+def test_the_published_chip_presets_run_a_product():
+    # tpu_v1's 256 x 256 int8 array and 24 MiB buffer, eyeriss's 12 x 14 array and 108 KiB buffer: emitted kernels fit
+    # both, and the product is the CPU's.
+    code = """
+        import torch, npusim
+        torch.manual_seed(0)
+        a, b = torch.randn(37, 45), torch.randn(45, 21)
+        print(torch.allclose((a.to("npusim") @ b.to("npusim")).cpu(), a @ b, atol=1e-4))
+    """
+    for preset in ("tpu_v1", "eyeriss"):
+        process = run_python(code, NPUSIM_MODE="timed", NPUSIM_CONFIG=preset)
+        assert process.returncode == 0, process.stderr
+        assert process.stdout.splitlines()[-1] == "True", preset
+
+
 def test_fallback_warns_once_and_can_be_made_an_error():
     code = """
         import warnings, torch, npusim
