@@ -8,8 +8,10 @@ cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(build-essential cmake ninja-build pkg-config ccache libsystemc-dev libboost-program-options-dev
   libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libeigen3-dev pybind11-dev clang-format)
-PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest numpy matplotlib ruff==0.17.6 transformers==5.23.0
-  expecttest==0.3.0)
+# scalesim: SCALE-Sim, the reference the systolic array is validated against (bench/scalesim_validation.py); its 3.0.0
+# converts one-element arrays with int(), which numpy 2.4 rejects, hence numpy<2.4.
+PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest "numpy<2.4" matplotlib ruff==0.17.6 transformers==5.23.0
+  expecttest==0.3.0 scalesim==3.0.0)
 PYTHON=${PYTHON:-python3}
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -37,6 +39,8 @@ assert torch.__version__.split("+")[0] == pins["torch"]
 assert version("ruff") == pins["ruff"]  # formatting must not change with ruff releases
 assert version("transformers") == pins["transformers"]  # the GPT-2 test's model code
 assert version("expecttest") == pins["expecttest"]  # PyTorch's OpInfo test machinery imports it
+assert version("scalesim") == pins["scalesim"]  # the reference of tests/python/test_scalesim_validation.py
+assert tuple(map(int, version("numpy").split(".")[:2])) < (2, 4)  # SCALE-Sim 3.0.0 needs numpy < 2.4
 for name in ("scikit-build-core", "ninja", "pytest", "numpy", "matplotlib"):
     version(name)
 PY

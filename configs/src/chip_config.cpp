@@ -31,7 +31,12 @@ T convert(const YAML::Node& node, const std::string& source, const ParamInfo& in
   if (!YAML::convert<T>::decode(node, value))
     throw ConfigError(fmt::format("{}: key '{}.{}' must be a {}, found '{}'", where, info.section, info.key, type_name,
                                   node.Scalar()));
-  if constexpr (!std::is_same_v<T, std::string>) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    const std::vector<std::string_view> allowed = text_choices(info);
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+      throw ConfigError(fmt::format("{}: key '{}.{}' = '{}' is not one of {}", where, info.section, info.key, value,
+                                    fmt::join(allowed, ", ")));
+  } else {
     if (!(static_cast<double>(value) >= info.min && static_cast<double>(value) <= info.max))  // NaN fails too
       throw ConfigError(fmt::format("{}: key '{}.{}' = {} is outside [{}, {}]{}", where, info.section, info.key, value,
                                     info.min, info.max, info.unit.empty() ? "" : fmt::format(" {}", info.unit)));
@@ -70,6 +75,17 @@ const std::vector<ParamBinding>& bindings() {
 }
 
 }  // namespace
+
+std::vector<std::string_view> text_choices(const ParamInfo& info) {
+  std::vector<std::string_view> choices;
+  if (info.type != ParamType::Text || info.unit.empty()) return choices;
+  for (size_t start = 0;;) {
+    const size_t end = info.unit.find('|', start);
+    choices.push_back(info.unit.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) return choices;
+    start = end + 1;
+  }
+}
 
 const std::vector<ParamInfo>& parameter_table() {
   static const std::vector<ParamInfo> table = [] {

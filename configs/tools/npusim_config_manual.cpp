@@ -22,8 +22,15 @@ int main(int argc, char** argv) {
   for (const auto& param : npusim::config::parameter_table()) {
     const bool text = param.type == npusim::config::ParamType::Text;
     const char* type = text ? "text" : param.type == npusim::config::ParamType::Int ? "integer" : "real";
+    const auto choices = npusim::config::text_choices(param);
+    const std::string range = !text             ? fmt::format("{} … {}", param.min, param.max)
+                              : choices.empty() ? std::string()
+                                                : fmt::format("`{}`", fmt::join(choices, "` \\| `"));
     out << fmt::format("| `{}.{}` | {} | {} | {} | {} | {} |\n", param.section, param.key, type, param.default_text,
-                       param.unit, text ? "" : fmt::format("{} … {}", param.min, param.max), param.doc);
+                       text ? "" : param.unit, range, param.doc);
   }
+  out << "\nEnergy and area come from tables by technology node (`chip.technology_nm`), PE type (`core.pe_type`), "
+         "memory\nsize and banking, and DRAM technology (`dram.kind`), each figure with its published source: "
+         "[costs.md](costs.md).\n";
   return out ? 0 : 1;
 }

@@ -142,6 +142,7 @@ NpuCore::NpuCore(sc_core::sc_module_name name, int index, const config::ChipConf
       scratchpad_(config.scratchpad_bytes()),
       accumulator_(config.accumulator_bytes()),
       banks_(config),
+      array_(config, clock_),
       dma_queue_("dma_queue", static_cast<int>(config.core_engine_queue_depth)),
       vector_queue_("vector_queue", static_cast<int>(config.core_engine_queue_depth)),
       matrix_queue_("matrix_queue", static_cast<int>(config.core_engine_queue_depth)) {
@@ -185,7 +186,7 @@ void NpuCore::run_kernel() {
   trace_.clear();
   issued_state_ = {};
   ordered_before_ = {};
-  array_ = {};
+  array_.reset();
   dma_shape_ = {};
   issued_semaphores_.reset();
   for (auto& posts : issued_posts_) posts.clear();
@@ -249,6 +250,7 @@ void NpuCore::run_kernel() {
   stats.busy_cycles_dma = clock_.to_cycles(busy_time_[static_cast<int>(emulator::Engine::Dma)]);
   stats.busy_cycles_vector = clock_.to_cycles(busy_time_[static_cast<int>(emulator::Engine::Vector)]);
   stats.busy_cycles_matrix = clock_.to_cycles(busy_time_[static_cast<int>(emulator::Engine::Matrix)]);
+  stats.array_cycles = clock_.to_cycles(array_.working_time());
   stats.stall_cycles_fence = clock_.to_cycles(stall_time_fence_);
   stats.stall_cycles_queue_full = clock_.to_cycles(stall_time_queue_full_);
   stats.stall_cycles_scalar_memory = clock_.to_cycles(stall_time_scalar_memory_);
@@ -308,7 +310,6 @@ void NpuCore::issue_semaphore(const isa::Instruction& instruction, emulator::Eng
 sc_core::sc_time NpuCore::engine_time(const IssuedInstruction& item, const sc_core::sc_time& memory_time,
                                       uint64_t vector_elements) const {
   const auto operand = [&](uint8_t reg) { return item.registers[reg]; };
-  const auto cols = static_cast<uint64_t>(config_.core_systolic_cols);
   const auto lanes = static_cast<uint64_t>(config_.core_vector_lanes);
   const isa::Instruction& instruction = item.instruction;
   switch (instruction.opcode) {  // engine bookkeeping: semaphores take no engine time, dma.dim one cycle
@@ -336,14 +337,7 @@ sc_core::sc_time NpuCore::engine_time(const IssuedInstruction& item, const sc_co
                            lane_groups * static_cast<uint64_t>(config_.core_vector_special_function_cycles));
     default: break;
   }
-  switch (instruction.opcode) {
-    case isa::Opcode::MatrixLoadWeights:  // one weight row shifts in per cycle
-    case isa::Opcode::MatrixLoadWeightsTransposed: return clock_.cycles(operand(instruction.rs2));
-    case isa::Opcode::MatrixMultiply:  // M input rows stream in; schedule_on_array adds the drain behind them
-      return clock_.cycles(operand(instruction.rs2));
-    default:  // mx.st: one accumulator row of `cols` elements per cycle
-      return clock_.cycles((operand(instruction.rs2) + cols - 1) / cols);
-  }
+  return clock_.cycles(array_.own_cycles(instruction, item.registers, weights_));
 }
 
 uint64_t NpuCore::bank_stall_cycles(const IssuedInstruction& item, const std::vector<emulator::BufferAccess>& accesses,
@@ -392,7 +386,8 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::
         state_.stats.bank_conflict_cycles += bank_stall;
         count_buffer_bytes(tile->accesses);
         busy = engine_time(item, context.memory_time, elements) + clock_.cycles(bank_stall);
-        if (engine == emulator::Engine::Matrix) busy = schedule_on_array(item, busy);
+        if (engine == emulator::Engine::Matrix)
+          busy = array_.schedule(item.instruction, item.registers, item.issued_at, busy, sc_core::sc_time_stamp());
       } catch (const Trap& trap) {
         record_fault(context, item.pc, trap);
       }
@@ -406,34 +401,6 @@ void NpuCore::engine_loop(sc_core::sc_fifo<IssuedInstruction>& queue, emulator::
     std::erase_if(pending_, [&](const PendingTile& tile) { return tile.id == item.id; });
     --outstanding_;
     engine_idle_event_.notify();
-  }
-}
-
-// The systolic array pipelines its work. An mx.mac holds the matrix engine only while its M input rows stream in;
-// its results drain into the accumulator over the next R + C - 1 cycles (the skewed wavefront) while the next product
-// may already stream. The array holds two weight sets: a weight load after a product shifts into the idle set from
-// the product's start (or from its own issue, or the last sem.wait.mx, if later), once the product before that one
-// has drained out of it, and takes only the time that outlasts the product. mx.st reads the accumulator, so it waits
-// for the drain, and so do fences and the kernel's end.
-sc_core::sc_time NpuCore::schedule_on_array(const IssuedInstruction& item, sc_core::sc_time busy) {
-  const sc_core::sc_time now = sc_core::sc_time_stamp();
-  const auto after = [&](sc_core::sc_time end) { return end > now ? end - now : sc_core::SC_ZERO_TIME; };
-  switch (item.instruction.opcode) {
-    case isa::Opcode::MatrixLoadWeights:
-    case isa::Opcode::MatrixLoadWeightsTransposed:
-      if (!array_.after_product) return busy;
-      return after(std::max({item.issued_at, array_.product_start, array_.idle_set_free, array_.ordered}) + busy);
-    case isa::Opcode::MatrixMultiply:
-      array_.idle_set_free = array_.drained;  // the set the previous product used
-      array_.product_start = now;
-      array_.drained = now + busy +
-                       clock_.cycles(static_cast<uint64_t>(config_.core_systolic_rows) +
-                                     static_cast<uint64_t>(config_.core_systolic_cols) - 1);
-      array_.after_product = true;
-      return busy;
-    case isa::Opcode::MatrixStore: array_.after_product = false; return after(array_.drained) + busy;
-    case isa::Opcode::SemWaitMatrix: array_.ordered = now; return busy;
-    default: return busy;
   }
 }
 
@@ -463,7 +430,7 @@ void NpuCore::check_hazards(const PendingTile& issued) {
 void NpuCore::wait_engines_idle() {
   while (outstanding_ > 0) sc_core::wait(engine_idle_event_);
   const sc_core::sc_time now = sc_core::sc_time_stamp();
-  if (array_.drained > now) sc_core::wait(array_.drained - now);  // the last product's results
+  if (array_.drained() > now) sc_core::wait(array_.drained() - now);  // the last product's results
 }
 
 void NpuCore::record_fault(emulator::ExecContext& context, uint64_t pc, const Trap& trap) {

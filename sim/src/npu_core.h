@@ -20,6 +20,7 @@
 #include "npusim/emulator/exec_context.h"
 #include "npusim/emulator/trap.h"
 #include "scratchpad_banks.h"
+#include "systolic_array.h"
 
 namespace npusim::sim {
 
@@ -82,9 +83,6 @@ class NpuCore : public sc_core::sc_module {
   // Cycles the instruction waits for scratchpad banks (scratchpad_banks.h); `accesses` as found at its issue.
   uint64_t bank_stall_cycles(const IssuedInstruction& item, const std::vector<emulator::BufferAccess>& accesses,
                              uint64_t vector_elements);
-  // The systolic array's pipeline: the matrix-engine time of a weight load, product or store given the products
-  // before it still running or draining (docs/timing.md).
-  sc_core::sc_time schedule_on_array(const IssuedInstruction& item, sc_core::sc_time busy);
   void wait_engines_idle();
   void record_fault(emulator::ExecContext& context, uint64_t pc, const emulator::Trap& trap);
 
@@ -97,6 +95,7 @@ class NpuCore : public sc_core::sc_module {
   std::vector<std::byte> accumulator_;
   emulator::MatrixWeights weights_;
   ScratchpadBanks banks_;
+  SystolicArray array_;
   emulator::ScalarState state_;
   sc_core::sc_fifo<IssuedInstruction> dma_queue_, vector_queue_, matrix_queue_;
   sc_core::sc_event start_event_, done_event_, engine_idle_event_;
@@ -140,13 +139,6 @@ class NpuCore : public sc_core::sc_module {
   // with them.
   std::array<EngineOrder, emulator::kEngineNames.size()> ordered_before_{};
   uint64_t next_tile_id_ = 0;
-  struct ArrayPipeline {             // the systolic array's schedule within a kernel (schedule_on_array)
-    bool after_product = false;      // an mx.mac ran and no mx.st since: a weight load may overlap it
-    sc_core::sc_time product_start;  // the last mx.mac's first row entered the array
-    sc_core::sc_time drained;        // its last result reached the accumulator
-    sc_core::sc_time idle_set_free;  // the product before it drained: the other weight set is free
-    sc_core::sc_time ordered;        // the last sem.wait.mx returned
-  } array_;
   std::string first_hazard_;
   bool tracing_ = false;
   std::vector<emulator::EngineInterval> trace_;

@@ -1,6 +1,8 @@
 // Configuration loading and validation.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "npusim/config/chip_config.h"
 
 namespace npusim::config {
@@ -22,7 +24,7 @@ TEST(Config, PresetsLoadAndDiffer) {
   EXPECT_EQ(edge.name, "edge");
   EXPECT_EQ(load_config("default", dirs).chip_cores, 1);
   EXPECT_GT(datacenter.dram_bandwidth_gbps, 10 * edge.dram_bandwidth_gbps);
-  EXPECT_EQ(list_presets(dirs), (std::vector<std::string>{"datacenter", "default", "edge"}));
+  EXPECT_EQ(list_presets(dirs), (std::vector<std::string>{"datacenter", "default", "edge", "eyeriss", "tpu_v1"}));
 }
 
 TEST(Config, UnknownKeyNamesFileLineAndKey) {
@@ -46,6 +48,22 @@ TEST(Config, NotANumberIsOutOfRange) {
   EXPECT_EQ(error_of("chip:\n  clock_ghz: .nan\n"), "bad.yaml:2: key 'chip.clock_ghz' = nan is outside [0.01, 10] GHz");
 }
 
+TEST(Config, TextValueOutsideItsChoicesIsAnError) {
+  EXPECT_EQ(error_of("core:\n  systolic_rows: 8\n  dataflow: row_stationary\n"),
+            "bad.yaml:3: key 'core.dataflow' = 'row_stationary' is not one of weight_stationary, output_stationary");
+  EXPECT_EQ(load_config_text("core:\n  dataflow: output_stationary\n", "good.yaml").core_dataflow, "output_stationary");
+}
+
+TEST(Config, EveryTextDefaultIsOneOfItsChoices) {
+  for (const auto& param : parameter_table()) {
+    const auto choices = text_choices(param);
+    if (choices.empty()) continue;
+    const std::string yaml = fmt::format("{}:\n  {}: {}\n", param.section, param.key,
+                                         param.default_text.substr(1, param.default_text.size() - 2));
+    EXPECT_NO_THROW(load_config_text(yaml, "defaults.yaml")) << yaml;
+  }
+}
+
 TEST(Config, NameMustBeAString) { EXPECT_EQ(error_of("name:\n  a: 1\n"), "bad.yaml:2: 'name' must be a string"); }
 
 TEST(Config, UnknownPresetListsTheKnownOnes) {
@@ -53,7 +71,7 @@ TEST(Config, UnknownPresetListsTheKnownOnes) {
     load_config("huge", {source_config_dir()});
     FAIL();
   } catch (const ConfigError& error) {
-    EXPECT_STREQ(error.what(), "unknown configuration 'huge'; presets: datacenter, default, edge");
+    EXPECT_STREQ(error.what(), "unknown configuration 'huge'; presets: datacenter, default, edge, eyeriss, tpu_v1");
   }
 }
 

@@ -48,7 +48,7 @@ def test_bad_config_key_names_file_and_key(tmp_path):
 def test_unknown_preset_lists_presets():
     process = run_python("import npusim; npusim.init(config='huge')")
     assert process.returncode != 0
-    assert "unknown configuration 'huge'; presets: datacenter, default, edge" in process.stderr
+    assert "unknown configuration 'huge'; presets: datacenter, default, edge, eyeriss, tpu_v1" in process.stderr
 
 
 def test_presets_change_the_timing():
@@ -68,6 +68,21 @@ def test_presets_change_the_timing():
     # edge: 12 MiB at 12.8 GB/s is about 1 ms; datacenter: 12 MiB at 1600 GB/s is about 8 us plus latencies.
     assert 0.9e-3 < seconds["edge"] < 2e-3
     assert seconds["datacenter"] < seconds["edge"] / 20
+
+
+def test_the_published_chip_presets_run_a_product():
+    # tpu_v1's 256 x 256 int8 array and 24 MiB buffer, eyeriss's 12 x 14 array and 108 KiB buffer: emitted kernels fit
+    # both, and the product is the CPU's.
+    code = """
+        import torch, npusim
+        torch.manual_seed(0)
+        a, b = torch.randn(37, 45), torch.randn(45, 21)
+        print(torch.allclose((a.to("npusim") @ b.to("npusim")).cpu(), a @ b, atol=1e-4))
+    """
+    for preset in ("tpu_v1", "eyeriss"):
+        process = run_python(code, NPUSIM_MODE="timed", NPUSIM_CONFIG=preset)
+        assert process.returncode == 0, process.stderr
+        assert process.stdout.splitlines()[-1] == "True", preset
 
 
 def test_fallback_warns_once_and_can_be_made_an_error():

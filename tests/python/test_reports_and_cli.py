@@ -176,7 +176,11 @@ def test_npusim_configs_lists_presets():
     assert process.returncode == 0, process.stderr
     lines = process.stdout.splitlines()
     assert lines[0].split()[0] == "preset"
-    assert [line.split()[0] for line in lines[1:]] == ["datacenter", "default", "edge"]
+    rows = lines[1 : lines.index("")]
+    assert [line.split()[0] for line in rows] == ["datacenter", "default", "edge", "eyeriss", "tpu_v1"]
+    for row in rows:  # every preset has a positive area and peak power (the last columns: mm^2, peak W, DRAM W)
+        area, power, _ = map(float, row.split()[-3:])
+        assert area > 0 and power > 0
 
 
 def test_commands_are_attributed_to_the_module_that_issued_them():
@@ -304,7 +308,9 @@ with npusim.profile() as report:
     y.cpu()
 print(json.dumps([
     {"name": r.name, "op": r.op, "bytes": r.bytes, "instructions": r.instructions,
-     "kernel_cycles": r.kernel_cycles, "device_cycles": r.device_cycles}
+     "kernel_cycles": r.kernel_cycles, "device_cycles": r.device_cycles,
+     "array_cycles": r.stats.get("array_cycles", 0),
+     "energy_breakdown_pj": {k: round(v * 1e6, 3) for k, v in report.energy_breakdown_uj(r).items()}}
     for r in report.records
 ], indent=1))
 """

@@ -95,8 +95,12 @@ class Loop::Emitter {
       return std::min(
           {spec_.m, acc / nb, (spad - 2 * tile_k_ * nb * bytes_) / (2 * a_parts() * tile_k_ * bytes_ + nb * staged)});
     };
+    // Output-stationary: a block is one tile of outputs the PEs hold (R rows, one sub-tile), so that its K steps
+    // follow each other on the array and it drains once.
+    const bool output_stationary = config.output_stationary();
+    if (output_stationary) block_sub_tiles = 1;
     block_n_ = block_sub_tiles * sub_cols_;
-    block_m_ = tallest(block_n_);
+    block_m_ = output_stationary ? std::min(tallest(block_n_), config.core_systolic_rows) : tallest(block_n_);
     // Enough blocks for every core: narrower first, then shorter.
     const auto blocks = [&] { return spec_.batch * ceil_div(spec_.m, block_m_) * ceil_div(spec_.n, block_n_); };
     while (blocks() < config.chip_cores && (block_sub_tiles > 1 || block_m_ > 1)) {

@@ -12,6 +12,7 @@ import sys
 
 import npusim
 
+from . import costs
 from .device_map import map_device
 from .progress import Progress
 
@@ -20,18 +21,20 @@ def list_configs():
     rows = []
     for name in npusim._C.presets(npusim.config_dirs()):
         c = npusim._C.configuration(name, npusim.config_dirs())
-        peak_gflops = 2 * c["core.systolic_rows"] * c["core.systolic_cols"] * c["chip.clock_ghz"] * c["chip.cores"]
         rows.append(
-            f"{name:<12}{c['chip.cores']:>6}{c['chip.clock_ghz']:>8.2f}"
-            f"{c['core.systolic_rows']:>6}x{c['core.systolic_cols']:<5}{c['core.vector_lanes']:>7}"
-            f"{c['core.scratchpad_kib']:>9}{c['dram.kind']:>9}{c['dram.bandwidth_gbps']:>9.1f}"
-            f"{c['dram.capacity_mib'] // 1024:>8}{peak_gflops:>11.0f}"
+            f"{name:<12}{c['chip.cores']:>6}{c['chip.clock_ghz']:>8.2f}{c['chip.technology_nm']:>5}"
+            f"{c['core.systolic_rows']:>6}x{c['core.systolic_cols']:<5}{c['core.pe_type']:>6}{c['core.vector_lanes']:>7}"
+            f"{c['core.scratchpad_kib']:>9}{c['dram.kind']:>8}{c['dram.bandwidth_gbps']:>9.1f}"
+            f"{c['dram.capacity_mib'] // 1024:>6}{costs.peak_tops(c):>10.2f}{costs.area_mm2(c):>9.1f}"
+            f"{costs.peak_power_w(c):>9.2f}{costs.peak_power_breakdown_w(c)['dram']:>8.2f}"
         )
     header = (
-        f"{'preset':<12}{'cores':>6}{'GHz':>8}{'array':>12}{'lanes':>7}{'SPAD KiB':>9}{'DRAM':>9}{'GB/s':>9}"
-        f"{'GiB':>8}{'fp32 GFLOP/s':>13}"
+        f"{'preset':<12}{'cores':>6}{'GHz':>8}{'nm':>5}{'array':>12}{'PE':>6}{'lanes':>7}{'SPAD KiB':>9}{'DRAM':>8}"
+        f"{'GB/s':>9}{'GiB':>6}{'peak TOPS':>10}{'mm^2':>9}{'peak W':>9}{'DRAM W':>8}"
     )
     print("\n".join([header, *rows]))
+    print("\nTOPS: 2 x MACs per second in the PE type; area and peak power (the chip's; DRAM W: its memory devices at")
+    print("peak bandwidth): estimates from published figures scaled to the node, docs/costs.md")
 
 
 def exit_code_of(stop):

@@ -7,7 +7,7 @@ The statistics of each kernel are declared once in C++ (``emulator/include/npusi
 import json
 from dataclasses import asdict, dataclass, field
 
-from . import _C
+from . import _C, costs
 
 SCHEMA_VERSION = 1
 _ENGINES = ("dma", "vector", "matrix")  # the engines whose utilisation the table shows
@@ -76,18 +76,26 @@ class Report:
     def seconds(self, cycles):
         return cycles / (self.clock_ghz * 1e9)
 
-    def energy_uj(self, record):
-        """Energy of one command in microjoules, from the per-operation figures of the configuration's `energy`
-        section: MACs, vector elements, DRAM and scratchpad bytes, and static power while the kernel runs."""
-        p, s = self.parameters, record.stats
-        picojoules = (
-            s.get("matrix_macs", 0) * p["energy.mac_pj"]
-            + s.get("vector_elements", 0) * p["energy.vector_element_pj"]
-            + record.bytes * p["energy.dram_pj_per_byte"]
-            + (0 if record.is_copy else record.bytes * p["energy.sram_pj_per_byte"])  # DMA bytes pass the scratchpad
-            + p["energy.static_mw_per_core"] * 1e-3 * record.cores * self.seconds(record.kernel_cycles) * 1e12
+    def energy_breakdown_uj(self, record):
+        """Energy of one command by component in microjoules (costs.py, docs/costs.md): MACs by input type, vector
+        work, scratchpad and accumulator bytes, DRAM transfer and activation, static power while the kernel runs."""
+        parts = costs.energy_breakdown_pj(
+            self.parameters,
+            record.stats,
+            record.bytes,
+            record.cores,
+            self.seconds(record.kernel_cycles),
+            is_copy=record.is_copy,
         )
-        return picojoules * 1e-6
+        return {name: picojoules * 1e-6 for name, picojoules in parts.items()}
+
+    def energy_uj(self, record):
+        """Energy of one command in microjoules: the sum of its components (energy_breakdown_uj)."""
+        return sum(self.energy_breakdown_uj(record).values())
+
+    def area_mm2(self):
+        """The chip's area estimate (costs.py), by component and in total."""
+        return costs.area_breakdown_mm2(self.parameters)
 
     def peak_gflops(self):
         p = self.parameters
@@ -147,6 +155,11 @@ class Report:
             seconds=self.seconds(self.total_device_cycles),
             energy_uj=sum(self.energy_uj(r) for r in self.records),
         )
+        breakdown = {}
+        for record in self.records:
+            for name, microjoules in self.energy_breakdown_uj(record).items():
+                breakdown[name] = breakdown.get(name, 0.0) + microjoules
+        summed["energy_breakdown_uj"] = breakdown
         return summed
 
     def _totals_by(self, key, unnamed):
@@ -287,11 +300,14 @@ class Report:
             "config": self.config,
             "mode": self.mode,
             "clock_ghz": self.clock_ghz,
+            "area_mm2": sum(self.area_mm2().values()),
+            "area_breakdown_mm2": self.area_mm2(),
             "statistics": [{"name": n, "unit": u, "description": d} for n, u, d in statistics()],
             "records": [
                 {
                     **{k: v for k, v in asdict(r).items() if k != "trace"},
                     "energy_uj": self.energy_uj(r),
+                    "energy_breakdown_uj": self.energy_breakdown_uj(r),
                     **({} if r.is_copy else {"roofline": self.roofline(r)}),
                 }
                 for r in self.records

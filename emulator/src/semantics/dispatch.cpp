@@ -10,9 +10,17 @@ namespace npusim::emulator {
 void execute(ExecContext& context, const isa::Instruction& instruction) {
   context.next_pc = context.pc + isa::kInstructionBytes;
   switch (instruction.opcode) {
-#define NPUSIM_INSTRUCTION(Name, mnemonic, code, operands, timing, types, doc) \
-  case isa::Opcode::Name:                                                      \
-    semantics::Name(context, instruction);                                     \
+    // Division and special functions cost more energy per element than other vector work: counted apart.
+#define NPUSIM_INSTRUCTION(Name, mnemonic, code, operands, timing, types, doc)   \
+  case isa::Opcode::Name:                                                        \
+    if constexpr (isa::TimingClass::timing == isa::TimingClass::VectorSpecial) { \
+      KernelStats& stats = context.stats();                                      \
+      const uint64_t before = stats.vector_elements;                             \
+      semantics::Name(context, instruction);                                     \
+      stats.vector_special_elements += stats.vector_elements - before;           \
+    } else {                                                                     \
+      semantics::Name(context, instruction);                                     \
+    }                                                                            \
     break;
 #include "npusim/isa/instructions.def"
 #undef NPUSIM_INSTRUCTION

@@ -54,7 +54,17 @@ void multiply(ExecContext& c, const Instruction& i, const MatrixWeights& weights
   const uint64_t rows = c.reg(i.rs2), depth = weights.rows, cols = weights.cols;
   const std::byte* input = c.scratchpad(c.reg(i.rs1), rows, depth * sizeof(T)).data();
   std::byte* output = c.accumulator(c.reg(i.rd), rows, cols * 4).data();
-  c.stats().matrix_macs += rows * depth * cols;
+  KernelStats& stats = c.stats();
+  const uint64_t macs = rows * depth * cols;
+  stats.matrix_macs += macs;
+  if constexpr (std::is_same_v<T, int8_t>)
+    stats.matrix_macs_i8 += macs;
+  else if constexpr (std::is_same_v<T, Eigen::half>)
+    stats.matrix_macs_f16 += macs;
+  else if constexpr (std::is_same_v<T, Eigen::bfloat16>)
+    stats.matrix_macs_bf16 += macs;
+  else
+    stats.matrix_macs_f32 += macs;
   using Word = std::conditional_t<kIsFloat<T>, float, uint32_t>;
   const auto word = [](auto value) {
     if constexpr (kIsFloat<T>)

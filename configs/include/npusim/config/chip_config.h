@@ -26,6 +26,8 @@ struct ChipConfig {
   uint64_t dram_capacity_bytes() const { return static_cast<uint64_t>(dram_capacity_mib) << 20; }
   uint64_t scratchpad_bytes() const { return static_cast<uint64_t>(core_scratchpad_kib) << 10; }
   uint64_t accumulator_bytes() const { return static_cast<uint64_t>(core_accumulator_kib) << 10; }
+  bool output_stationary() const { return core_dataflow == "output_stationary"; }
+  bool weight_load_all_rows() const { return core_weight_load_rows == "all"; }
 };
 
 // Raised for a bad configuration; the message names the file, line, key and reason.
@@ -43,6 +45,8 @@ struct ParamInfo {
   std::string_view doc;
 };
 const std::vector<ParamInfo>& parameter_table();
+// The values a Text parameter accepts (its unit, split at '|'); empty when it accepts any string.
+std::vector<std::string_view> text_choices(const ParamInfo& info);
 
 ChipConfig load_config_file(const std::filesystem::path& path);
 ChipConfig load_config_text(const std::string& yaml_text, const std::string& source_name);
