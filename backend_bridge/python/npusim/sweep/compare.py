@@ -22,7 +22,8 @@ def _per_op(report):
 def difference(a, b, columns):
     """Side by side: each column in A and B, B - A, and B / A; rows present in one report only are kept (zero in
     the other); largest absolute time difference first."""
-    joined = a[columns].join(b[columns], how="outer", lsuffix="_a", rsuffix="_b").fillna(0)
+    joined = a[columns].merge(b[columns], how="outer", left_index=True, right_index=True, suffixes=("_a", "_b"))
+    joined = joined.fillna(0)
     for column in columns:
         joined[f"{column}_diff"] = joined[f"{column}_b"] - joined[f"{column}_a"]
     joined["seconds_ratio"] = joined["seconds_b"] / joined["seconds_a"].where(joined["seconds_a"] != 0)

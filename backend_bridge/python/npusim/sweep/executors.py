@@ -5,6 +5,7 @@ result directory."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -15,6 +16,9 @@ from pathlib import Path
 import yaml
 
 STDERR_TAIL_CHARS = 4000
+INTERRUPTED = (-signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT)
+# Outcomes that say nothing about the design point; they are not cached, so the next run of the sweep retries them.
+NOT_CACHED = ("interrupted", "lost")
 
 
 def run_one(task):
@@ -46,7 +50,12 @@ def run_one(task):
                 check=False,
             )
             returncode, stderr = process.returncode, process.stderr
-            status = "ok" if returncode == 0 and report_path.exists() else "failed"
+            if returncode == 0 and report_path.exists():
+                status = "ok"
+            elif returncode in INTERRUPTED:  # Ctrl-C or a stopped worker: not the design's fault, run it again
+                status = "interrupted"
+            else:
+                status = "failed"
         except subprocess.TimeoutExpired as expired:
             returncode, status = None, "timeout"
             stderr = expired.stderr or ""

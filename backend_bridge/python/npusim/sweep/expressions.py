@@ -53,7 +53,10 @@ class Expression:
 
     def _check(self, node):
         if isinstance(node, (ast.Name, ast.Attribute)):
-            self.names.add(_dotted_name(node))
+            name = _dotted_name(node)
+            if any(part.startswith("_") for part in name.split(".")):
+                raise ExpressionError(f"unsupported name '{name}' in '{self.text}'")
+            self.names.add(name)
         elif isinstance(node, ast.Constant):
             if not isinstance(node.value, (int, float, str)):
                 raise ExpressionError(f"unsupported constant {node.value!r} in '{self.text}'")

@@ -44,6 +44,6 @@ class LocatedYaml:
 
     def error(self, message, *path):
         """A SweepFileError located at `path`, naming its key."""
-        keys = ".".join(str(p) for p in path if not isinstance(p, int))
+        keys = ".".join(str(p) for p in path if not isinstance(p, int) and p != "<key>")
         where = f" key '{keys}':" if keys else ""
         return SweepFileError(f"{self.path}:{self.line(*path)}:{where} {message}")

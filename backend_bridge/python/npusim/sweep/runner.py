@@ -12,11 +12,9 @@ import npusim
 
 from . import cache as cache_module
 from . import metrics, results
-from .executors import make_executor
+from .executors import NOT_CACHED, make_executor
 from .points import axis_names, generate
 from .progress import SweepProgress
-
-FAILED = ("failed", "timeout")
 
 
 class SweepError(RuntimeError):
@@ -116,7 +114,7 @@ class RunScheduler:
         outcomes = {}
         for (key, workload_name, index), outcome in self.executor.run(tasks):
             outcome.update(key=key, workload=workload_name, point=index)
-            if outcome["status"] != "lost":
+            if outcome["status"] not in NOT_CACHED:
                 self.cache.put(key, outcome)
             outcomes[key] = outcome
             progress.finished(outcome["status"])
@@ -142,33 +140,36 @@ class RunScheduler:
 
 def run_sweep(sweep, out_dir, executor_kind="local", jobs=None, scheduler=None, retry_failed=False, quiet=False):
     """Runs every point of a grid/zip/list/sampled sweep; returns the summary table (pandas)."""
+    executor = make_executor(executor_kind, jobs, scheduler)
+    try:
+        return _run_points(sweep, Path(out_dir), executor, retry_failed, quiet)
+    finally:
+        executor.close()
+
+
+def _run_points(sweep, out_dir, executor, retry_failed, quiet):
     points = generate(sweep)
     validate_with_loader(sweep, points)
-    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     described = [(point, describe(sweep, point)) for point in points]
     cache_module.write_atomically(
         out_dir / "sweep.json", json.dumps(sweep_metadata(sweep, [entry for _, entry in described]), indent=1)
     )
-    executor = make_executor(executor_kind, jobs, scheduler)
+    run_scheduler = RunScheduler(sweep, out_dir, executor, retry_failed, quiet)
+    cached, failed, to_run = run_scheduler.pending(described)
+    total = len(cached) + len(failed) + len(to_run)
+    if not quiet:
+        rejected = sum(1 for p in points if p.rejected_by)
+        print(
+            f"npusim sweep {sweep.name}: {len(points)} points ({rejected} rejected by constraints), "
+            f"{total} runs: {len(cached)} cached, {len(failed)} failed before, {len(to_run)} to run "
+            f"({executor.description})",
+            file=sys.stderr,
+        )
+    progress = SweepProgress(total, len(cached), len(failed), quiet, sweep.name)
     try:
-        scheduler_ = RunScheduler(sweep, out_dir, executor, retry_failed, quiet)
-        cached, failed, to_run = scheduler_.pending(described)
-        total = len(cached) + len(failed) + len(to_run)
-        if not quiet:
-            rejected = sum(1 for p in points if p.rejected_by)
-            print(
-                f"npusim sweep {sweep.name}: {len(points)} points ({rejected} rejected by constraints), "
-                f"{total} runs: {len(cached)} cached, {len(failed)} failed before, {len(to_run)} to run "
-                f"({executor.description})",
-                file=sys.stderr,
-            )
-        progress = SweepProgress(total, len(cached), len(failed), quiet, sweep.name)
-        try:
-            scheduler_.execute(to_run, progress)
-        finally:
-            progress.close()
-            table = results.write_results(out_dir)
+        run_scheduler.execute(to_run, progress)
     finally:
-        executor.close()
+        progress.close()
+        table = results.write_results(out_dir)
     return table

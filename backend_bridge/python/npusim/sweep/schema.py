@@ -1,6 +1,7 @@
 """The chip's parameter schema (declared once in parameters.def, read through ``npusim._C``), used to check axis
 values before any point runs."""
 
+import difflib
 import functools
 
 import npusim
@@ -21,7 +22,7 @@ def base_configuration(base):
 def check_name(name):
     """Raises ValueError unless `name` is a declared parameter."""
     if name not in parameters():
-        close = [known for known in parameters() if known.split(".")[-1] == name.split(".")[-1]]
+        close = difflib.get_close_matches(name, parameters(), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise ValueError(f"unknown parameter '{name}'{hint}")
 

@@ -96,10 +96,10 @@ def run_search(
 ):
     """Runs NSGA-II trials until the study holds `trials` finished ones; returns the summary table."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    executor = make_executor(executor_kind, jobs, scheduler)
     out_dir.mkdir(parents=True, exist_ok=True)
     study = open_study(sweep, out_dir)
     _requeue_interrupted(study)
-    executor = make_executor(executor_kind, jobs, scheduler)
     run_scheduler = RunScheduler(sweep, out_dir, executor, retry_failed, quiet)
     finished = len(study.get_trials(deepcopy=False, states=FINISHED))
     progress = SweepProgress(max(trials - finished, 0) * len(sweep.workloads), 0, 0, quiet, f"{sweep.name} (optuna)")
