@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 DEBIAN_PACKAGES=(build-essential cmake ninja-build pkg-config ccache libsystemc-dev libboost-program-options-dev
   libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libeigen3-dev pybind11-dev clang-format)
 PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest numpy matplotlib ruff==0.17.6 transformers==5.23.0
-  expecttest==0.3.0)
+  expecttest==0.3.0 dask==2026.8.0 distributed==2026.8.0 optuna==5.0.0 pandas==3.1.1 pyarrow==26.0.1 pyyaml scipy
+  tqdm)
 PYTHON=${PYTHON:-python3}
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -37,7 +38,9 @@ assert torch.__version__.split("+")[0] == pins["torch"]
 assert version("ruff") == pins["ruff"]  # formatting must not change with ruff releases
 assert version("transformers") == pins["transformers"]  # the GPT-2 test's model code
 assert version("expecttest") == pins["expecttest"]  # PyTorch's OpInfo test machinery imports it
-for name in ("scikit-build-core", "ninja", "pytest", "numpy", "matplotlib"):
+for name in ("dask", "distributed", "optuna", "pandas", "pyarrow"):  # npusim sweep (docs/sweeps.md)
+    assert version(name) == pins[name], name
+for name in ("scikit-build-core", "ninja", "pytest", "numpy", "matplotlib", "pyyaml", "scipy", "tqdm"):
     version(name)
 PY
     echo "== installing Python packages: ${PYTHON_PACKAGES[*]}"
