@@ -76,6 +76,12 @@ def _run(args):
     out_dir = Path(args.out or f"{Path(args.sweep_file).stem}-results")
     jobs = args.jobs or os.cpu_count() or 1
     try:
+        if args.dry_run and args.search:
+            print(f"optuna NSGA-II search of {args.trials} trials, seed {sweep.seed}, over:")
+            for axis in sweep.axes.values():
+                space = list(axis.values) if axis.values is not None else f"[{axis.low}, {axis.high}]"
+                print(f"  {axis.name}: {space}{' (log)' if axis.log else ''}")
+            return 0
         if args.dry_run:
             dry_run(sweep, out_dir, jobs)
             return 0

@@ -36,12 +36,13 @@ def _objective_values(objectives, figures):
     return values
 
 
-def point_rows(meta, run_cache):
-    """One dict per point: axes, status, figures totalled over the workloads, objectives, feasibility."""
+def point_rows(meta, entries):
+    """One dict per point: axes, status, figures totalled over the workloads, objectives, feasibility.
+    `entries`: {run key: cached outcome or None}."""
     rows = []
     for point in meta["points"]:
         row = {"point": point["index"], **{axis: point["config"][axis] for axis in meta["axes"]}}
-        stored = {name: run_cache.get(key) for name, key in point["runs"].items()}
+        stored = {name: entries[key] for name, key in point["runs"].items()}
         if point["rejected_by"]:
             row.update(status="rejected", rejected_by=point["rejected_by"])
         elif any(entry is None for entry in stored.values()):
@@ -69,12 +70,12 @@ def point_rows(meta, run_cache):
     return rows
 
 
-def kernel_rows(meta, run_cache):
+def kernel_rows(meta, entries):
     """One dict per point, workload and kernel of every successful run."""
     rows = []
     for point in meta["points"]:
         for workload, key in point["runs"].items():
-            entry = run_cache.get(key)
+            entry = entries[key]
             if not entry or entry["status"] != "ok":
                 continue
             axes = {axis: point["config"][axis] for axis in meta["axes"]}
@@ -91,8 +92,9 @@ def write_results(out_dir):
     """Writes summary.csv and results.parquet; returns the summary as a DataFrame."""
     out_dir = Path(out_dir)
     meta, run_cache = load_meta(out_dir), RunCache(out_dir / "cache")
-    summary = pandas.DataFrame(point_rows(meta, run_cache))
-    kernels = pandas.DataFrame(kernel_rows(meta, run_cache))
+    entries = {key: run_cache.get(key) for point in meta["points"] for key in point["runs"].values()}
+    summary = pandas.DataFrame(point_rows(meta, entries))
+    kernels = pandas.DataFrame(kernel_rows(meta, entries))
     write_atomically(out_dir / "summary.csv", summary.to_csv(index=False))
     descriptor, temporary = tempfile.mkstemp(dir=out_dir, prefix=".results.", suffix=".parquet")
     os.close(descriptor)

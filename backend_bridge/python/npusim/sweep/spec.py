@@ -178,7 +178,9 @@ def load_sweep(path, search=False):
     sweep.mode = data.get("mode", "timed")
     if sweep.mode not in ("timed", "functional"):
         raise located.error("mode must be 'timed' or 'functional'", "mode")
-    sweep.timeout_s = float(data.get("timeout_s", sweep.timeout_s))
+    sweep.timeout_s = data.get("timeout_s", sweep.timeout_s)
+    if isinstance(sweep.timeout_s, bool) or not isinstance(sweep.timeout_s, (int, float)) or sweep.timeout_s <= 0:
+        raise located.error("timeout_s must be a positive number of seconds", "timeout_s")
     axes = data.get("axes") or {}
     if not isinstance(axes, dict):
         raise located.error("axes is a map of parameter: values", "axes")
