@@ -78,14 +78,24 @@ def _requeue_interrupted(study):
         study.enqueue_trial(trial.params, user_attrs={"requeued_from": trial.number})
 
 
+def _superseded(study):
+    """Numbers of the interrupted trials that were asked again: the new trial stands for them."""
+    return {t.user_attrs["requeued_from"] for t in study.get_trials(deepcopy=False) if "requeued_from" in t.user_attrs}
+
+
+def _finished(study):
+    trials = study.get_trials(deepcopy=False, states=FINISHED)
+    return len(trials) - len(_superseded(study) & {t.number for t in trials})
+
+
 def _point_of(sweep, trial):
     return make_point(sweep, trial.number, {name: trial.params[name] for name in sweep.axes})
 
 
 def _write_meta(sweep, study, out_dir):
-    described = []
+    described, superseded = [], _superseded(study)
     for trial in study.get_trials(deepcopy=False):
-        if set(sweep.axes) <= set(trial.params):
+        if trial.number not in superseded and set(sweep.axes) <= set(trial.params):
             described.append(describe(sweep, _point_of(sweep, trial)))
     extra = {"search": {"sampler": "NSGAIISampler", "seed": sweep.seed, "study": str(out_dir / "study.db")}}
     cache_module.write_atomically(out_dir / "sweep.json", json.dumps(sweep_metadata(sweep, described, extra), indent=1))
@@ -101,7 +111,7 @@ def run_search(
     study = open_study(sweep, out_dir)
     _requeue_interrupted(study)
     run_scheduler = RunScheduler(sweep, out_dir, executor, retry_failed, quiet)
-    finished = len(study.get_trials(deepcopy=False, states=FINISHED))
+    finished = _finished(study)
     progress = SweepProgress(max(trials - finished, 0) * len(sweep.workloads), 0, 0, quiet, f"{sweep.name} (optuna)")
     try:
         while finished < trials:
