@@ -24,9 +24,11 @@ def add_commands(commands):
     actions = sweep.add_subparsers(dest="sweep_command", required=True)
     run = actions.add_parser("run", help="run a sweep file (the default: `npusim sweep SWEEP.yaml`)")
     run.add_argument("sweep_file", help="the sweep file (YAML; docs/sweeps.md)")
-    run.add_argument("--out", help="result directory (default: SWEEP-results beside the current directory)")
+    run.add_argument("--out", help="result directory (default: ./SWEEP-results, SWEEP the sweep file's stem)")
     run.add_argument("--jobs", type=int, help="runs at once on this machine (default: the cores)")
-    run.add_argument("--executor", choices=["local", "dask"], default="local")
+    run.add_argument(
+        "--executor", choices=["local", "dask"], default="local", help="where runs execute (default local)"
+    )
     run.add_argument("--scheduler", help="the Dask scheduler's address, tcp://HOST:PORT (--executor dask)")
     run.add_argument("--dry-run", action="store_true", help="list the points and rejections, estimate the time")
     run.add_argument("--retry-failed", action="store_true", help="run again the runs that failed before")
