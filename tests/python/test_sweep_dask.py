@@ -57,8 +57,8 @@ def cluster(tmp_path):
     with Client(address, timeout="60s") as client:
         client.wait_for_workers(2, timeout=60)
     yield address
-    for process, _ in processes:
-        process.terminate()
+    with Client(address, timeout="30s") as client:
+        client.shutdown()  # the scheduler and its workers, gracefully
     for process, log in processes:
         try:
             process.wait(timeout=10)
