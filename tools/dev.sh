@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(build-essential cmake ninja-build pkg-config ccache libsystemc-dev libboost-program-options-dev
-  libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libeigen3-dev pybind11-dev clang-format)
+  libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libeigen3-dev pybind11-dev clang-format
+  chromium-headless-shell)  # the last renders `npusim sweep report`'s page in a test
 PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest numpy matplotlib ruff==0.17.6 transformers==5.23.0
   expecttest==0.3.0 dask==2026.8.0 distributed==2026.8.0 optuna==5.0.0 pandas==3.1.1 pyarrow==26.0.1 pyyaml scipy
   tqdm)

@@ -3,11 +3,14 @@ resuming an interrupted sweep, the report's files and npusim compare."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
+import matplotlib.image
+import numpy
 import pandas
 import pytest
 from sweep_helpers import PICKY_SCRIPT, sweep_in_process, write
@@ -104,6 +107,23 @@ def test_report_files_are_written(swept):
     page = (report / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 4  # self-contained: every plot embedded
     assert "Pareto front" in page and "picky" in page and "<table" in page
+
+
+@pytest.mark.skipif(not shutil.which("chromium-headless-shell"), reason="needs Debian's chromium-headless-shell")
+def test_report_page_shows_its_plots_in_a_headless_browser(swept, tmp_path):
+    page = write_report(swept["out"])
+    screenshot = tmp_path / "page.png"
+    subprocess.run(
+        ["chromium-headless-shell", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,1000"]
+        + [f"--screenshot={screenshot}", page.resolve().as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    pixels = matplotlib.image.imread(screenshot)[:, :, :3]
+    # The Pareto plot's front markers are matplotlib's tab:blue (31, 119, 180); the page's text and tables are not.
+    blue = (abs(pixels - numpy.array([31, 119, 180]) / 255).max(axis=2) < 0.05).sum()
+    assert blue > 100, blue
 
 
 def test_compare_shows_per_kernel_and_per_operator_differences(swept, tmp_path):
