@@ -178,3 +178,21 @@ def test_interrupted_sweep_resumes_without_losing_or_repeating_runs(tmp_path):
     summary = pandas.read_csv(out / "summary.csv")
     assert list(summary["point"]) == [0, 1] and (summary["status"] == "ok").all()
     assert pandas.read_parquet(out / "results.parquet").groupby(["point", "kernel"]).size().max() == 1
+
+
+def test_a_run_over_its_timeout_is_killed_and_recorded(tmp_path):
+    write(tmp_path / "slow.py", "import time\ntime.sleep(120)\n")
+    sweep_file = write(
+        tmp_path / "slow.yaml",
+        """
+        mode: functional
+        timeout_s: 3
+        workloads:
+          - script: slow.py
+        """,
+    )
+    started = time.monotonic()
+    process = sweep_in_process(sweep_file, "--out", tmp_path / "out", "--quiet")
+    assert process.returncode == 1 and time.monotonic() - started < 60
+    row = pandas.read_csv(tmp_path / "out" / "summary.csv").iloc[0]
+    assert row["status"] == "timeout" and "killed after the timeout of 3 s" in row["error"]

@@ -6,6 +6,7 @@ import textwrap
 import pytest
 from sweep_helpers import sweep_in_process
 
+import npusim
 from npusim.sweep.expressions import Expression, ExpressionError
 from npusim.sweep.located_yaml import SweepFileError
 from npusim.sweep.points import generate
@@ -180,3 +181,16 @@ def test_schema_error_stops_the_command_before_anything_runs(tmp_path):
         f"{path}:2: key 'axes.core.systolic_rows': 'core.systolic_rows' = 0 is outside [1, 1024] PEs" in process.stderr
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_parameter_schema_matches_the_configuration_loader(tmp_path):
+    rows = {row["name"]: row for row in npusim._C.parameter_schema()}
+    empty = write(tmp_path, "name: defaults\n", "defaults.yaml")  # every parameter at its declared default
+    defaults = npusim._C.configuration(str(empty), npusim.config_dirs())
+    assert set(rows) == set(defaults) - {"name", "source"}
+    for name, row in rows.items():
+        value = defaults[name]
+        if row["type"] == "text":
+            assert row["default"].strip('"') == value
+        else:
+            assert float(row["default"]) == value and row["min"] <= value <= row["max"], name
