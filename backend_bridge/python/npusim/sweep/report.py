@@ -134,10 +134,11 @@ def plot_rooflines(summary, kernels, meta, path, points):
         x = numpy.logspace(-2, 4, 100)
         axis.loglog(x, numpy.minimum(peak, bandwidth * x), c="k", lw=1)
         axis.scatter(intensity, achieved, s=12, alpha=0.7)
-        axis.set_title(f"point {point}", fontsize=9)
+        axis.set_title(" ".join([f"point {point}:", *(f"{c[name]}" for name in meta["axes"])]), fontsize=8)
         axis.tick_params(labelsize=7)
     for axis in list(grid.flat)[len(points) :]:
         axis.axis("off")
+    figure.suptitle(f"each point's kernels on its roofline (point: {', '.join(meta['axes'])})", fontsize=9)
     figure.supxlabel("FLOP per DRAM byte")
     figure.supylabel("GFLOP/s")
     figure.tight_layout()
