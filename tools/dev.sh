@@ -7,11 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(build-essential cmake ninja-build pkg-config ccache libsystemc-dev libboost-program-options-dev
-  libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libeigen3-dev pybind11-dev clang-format)
+  libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libeigen3-dev pybind11-dev clang-format
+  chromium-headless-shell)  # the last renders `npusim sweep report`'s page in a test
 # scalesim: SCALE-Sim, the reference the systolic array is validated against (bench/scalesim_validation.py); its 3.0.0
 # converts one-element arrays with int(), which numpy 2.4 rejects, hence numpy<2.4.
 PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest "numpy<2.4" matplotlib ruff==0.17.6 transformers==5.23.0
-  expecttest==0.3.0 scalesim==3.0.0)
+  expecttest==0.3.0 scalesim==3.0.0 dask==2026.8.0 distributed==2026.8.0 optuna==5.0.0 pandas==3.1.1 pyarrow==26.0.1
+  pyyaml scipy tqdm)
 PYTHON=${PYTHON:-python3}
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -41,7 +43,9 @@ assert version("transformers") == pins["transformers"]  # the GPT-2 test's model
 assert version("expecttest") == pins["expecttest"]  # PyTorch's OpInfo test machinery imports it
 assert version("scalesim") == pins["scalesim"]  # the reference of tests/python/test_scalesim_validation.py
 assert tuple(map(int, version("numpy").split(".")[:2])) < (2, 4)  # SCALE-Sim 3.0.0 needs numpy < 2.4
-for name in ("scikit-build-core", "ninja", "pytest", "numpy", "matplotlib"):
+for name in ("dask", "distributed", "optuna", "pandas", "pyarrow"):  # npusim sweep (docs/sweeps.md)
+    assert version(name) == pins[name], name
+for name in ("scikit-build-core", "ninja", "pytest", "numpy", "matplotlib", "pyyaml", "scipy", "tqdm"):
     version(name)
 PY
     echo "== installing Python packages: ${PYTHON_PACKAGES[*]}"

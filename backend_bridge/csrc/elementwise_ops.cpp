@@ -457,11 +457,13 @@ at::Tensor& npusim_relu_(at::Tensor& self) {
   return binary_<ElementwiseOp::MaxF32>(self, at::scalar_tensor(0, self.options().device(c10::kCPU)));
 }
 
-// fill_ broadcasts one element over the tensor with a zero-stride DMA: a copy kernel, any dtype.
+// fill_ broadcasts one element over the tensor with a zero-stride DMA: a copy kernel, any dtype. A single element
+// (a loss's gradient seed) is the host-to-device copy alone.
 at::Tensor& npusim_fill_(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
-  const at::Tensor element = at::scalar_tensor(value, self.options().device(c10::kCPU)).to(self.device());
-  copy_on_device(element.expand_as(self), self);
+  const at::Tensor host = at::scalar_tensor(value, self.options().device(c10::kCPU));
+  if (self.numel() == 1) return self.copy_(host.reshape(self.sizes()));
+  copy_on_device(host.to(self.device()).expand_as(self), self);
   return self;
 }
 at::Tensor& npusim_fill_tensor_(at::Tensor& self, const at::Tensor& value) {

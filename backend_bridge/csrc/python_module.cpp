@@ -104,6 +104,25 @@ py::dict configuration(const std::string& name_or_path, const std::vector<std::s
   return parameters_of(config::load_config(name_or_path, {config_dirs.begin(), config_dirs.end()}));
 }
 
+// The declared parameters (parameters.def) as rows, so Python tools validate values against the same schema.
+py::list parameter_schema() {
+  py::list rows;
+  for (const config::ParamInfo& info : config::parameter_table()) {
+    py::dict row;
+    row["name"] = std::string(info.section) + "." + std::string(info.key);
+    row["type"] = info.type == config::ParamType::Int    ? "integer"
+                  : info.type == config::ParamType::Real ? "real"
+                                                         : "text";
+    row["default"] = std::string(info.default_text);
+    row["unit"] = std::string(info.unit);
+    row["min"] = info.min;
+    row["max"] = info.max;
+    row["description"] = std::string(info.doc);
+    rows.append(row);
+  }
+  return rows;
+}
+
 py::list presets(const std::vector<std::string>& config_dirs) {
   py::list names;
   for (const std::string& name : config::list_presets({config_dirs.begin(), config_dirs.end()})) names.append(name);
@@ -206,6 +225,7 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "device_configuration", [](int index) { return parameters_of(device(index).config()); }, py::arg("device") = 0);
   m.def("presets", &presets, py::arg("config_dirs"));
+  m.def("parameter_schema", &parameter_schema);
   m.def("fallback_counts", &fallback_counts);
   m.def("reset_fallback_counts", &reset_fallback_counts);
   register_compiled_kernels(m);

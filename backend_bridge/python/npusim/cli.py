@@ -3,6 +3,8 @@
 npusim run [--config C] [--mode M] [--map-device cuda] [--trace T.json] [--report R.json] [--progress S]
            SCRIPT.py [ARGS...]
 npusim configs
+npusim sweep [run] SWEEP.yaml [...] | npusim sweep report DIR   (design-space exploration: docs/sweeps.md)
+npusim compare REPORT_A.json REPORT_B.json
 """
 
 import argparse
@@ -15,6 +17,7 @@ import npusim
 from . import costs
 from .device_map import map_device
 from .progress import Progress
+from .sweep import cli as sweep_cli
 
 
 def list_configs():
@@ -71,13 +74,14 @@ def run_script(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="npusim", description="PyTorch on a simulated NPU.")
+    parser = argparse.ArgumentParser(prog="npusim", description="PyTorch on a simulated NPU.", allow_abbrev=False)
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(
         "run",
         help="run a PyTorch script on the simulated NPU and print its performance report",
         description="Runs SCRIPT unchanged with the npusim device available, then prints the report of everything "
         "the device did. Options go before SCRIPT; what follows SCRIPT is passed to it.",
+        allow_abbrev=False,  # a script's own --m must not be taken for an abbreviation of --mode
     )
     run.add_argument("--config", help="preset name or YAML path (default: $NPUSIM_CONFIG or 'default')")
     run.add_argument("--mode", choices=["functional", "timed"], help="default: $NPUSIM_MODE or 'functional'")
@@ -98,10 +102,13 @@ def main(argv=None):
     run.add_argument("script", help="the PyTorch script to run")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
     commands.add_parser("configs", help="list the chip presets with their key figures")
-    args = parser.parse_args(argv)
+    sweep_cli.add_commands(commands)
+    args = parser.parse_args(sweep_cli.normalise_argv(sys.argv[1:] if argv is None else argv))
     if args.command == "configs":
         list_configs()
         return 0
+    if args.command in ("sweep", "compare"):
+        return sweep_cli.run_command(args)
     return run_script(args)
 
 

@@ -1,0 +1,196 @@
+"""Sweep files: schema errors located at file, line and key; points of each combination; constraints; dry runs.
+Nothing here runs a design point."""
+
+import textwrap
+
+import pytest
+from sweep_helpers import sweep_in_process
+
+import npusim
+from npusim.sweep.expressions import Expression, ExpressionError
+from npusim.sweep.located_yaml import SweepFileError
+from npusim.sweep.points import generate
+from npusim.sweep.spec import load_sweep
+
+
+def write(tmp_path, text, name="sweep.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+WORKLOAD = """
+workloads:
+  - builtin: gemm
+    args: [--m, 16, --n, 16, --k, 16]
+"""
+
+
+@pytest.mark.parametrize(
+    ("axes", "line", "message"),
+    [
+        (
+            "  core.systolic_rows: [8, 2000]\n",
+            3,
+            "key 'axes.core.systolic_rows': 'core.systolic_rows' = 2000 is outside",
+        ),
+        ("  core.systolic_row: [8]\n", 3, "unknown parameter 'core.systolic_row' (did you mean 'core.systolic_rows'?)"),
+        ("  chip.cores: [1, 2.5]\n", 3, "'chip.cores' must be an integer, found 2.5"),
+        ("  dram.kind: [3]\n", 3, "'dram.kind' must be text"),
+        ("  core.scratchpad_kib: [64]\n  dram.bandwidth_gbps: {min: 0, max: 10, steps: 2}\n", 4, "is outside"),
+    ],
+)
+def test_bad_axis_is_an_error_naming_file_line_and_key(tmp_path, axes, line, message):
+    path = write(tmp_path, "base: default\naxes:\n" + axes + WORKLOAD)
+    with pytest.raises(SweepFileError) as error:
+        load_sweep(path)
+    assert str(error.value).startswith(f"{path}:{line}:"), str(error.value)
+    assert message in str(error.value)
+
+
+def test_other_mistakes_are_located(tmp_path):
+    cases = {
+        "base: default\nobjectivs: [seconds]\n" + WORKLOAD: (2, "unknown key 'objectivs'"),
+        "base: nosuchpreset\n" + WORKLOAD: (1, "unknown configuration 'nosuchpreset'"),
+        "axes: {core.systolic_rows: [8]}\nconstraints:\n  - core.systolic_rows * chip.coress <= 4\n" + WORKLOAD: (
+            3,
+            "names unknown figure 'chip.coress'",
+        ),
+        "constraints:\n  - __import__('os').system('true')\n" + WORKLOAD: (2, "unsupported syntax"),
+        "workloads:\n  - builtin: nosuch\n": (2, "unknown builtin workload 'nosuch'"),
+        "objectives: [seconds, {name: x, goal: fastest}]\n" + WORKLOAD: (1, "goal must be 'minimize' or 'maximize'"),
+    }
+    for index, (text, (line, message)) in enumerate(cases.items()):
+        path = write(tmp_path, text, f"case{index}.yaml")
+        with pytest.raises(SweepFileError) as error:
+            load_sweep(path)
+        assert str(error.value).startswith(f"{path}:{line}:"), str(error.value)
+        assert message in str(error.value), str(error.value)
+
+
+def test_grid_with_zip_group_and_constraint(tmp_path):
+    path = write(
+        tmp_path,
+        textwrap.dedent(
+            """
+        axes:
+          core.systolic_rows: [8, 16, 32]
+          core.systolic_cols: [8, 16, 32]
+          dram.bandwidth_gbps: {min: 50, max: 200, steps: 3, log: true}
+        zip: [[core.systolic_rows, core.systolic_cols]]
+        derived:
+          pes: core.systolic_rows * core.systolic_cols
+        constraints:
+          - pes * dram.bandwidth_gbps <= 256 * 100
+        """
+        )
+        + WORKLOAD,
+    )
+    points = generate(load_sweep(path))
+    assert len(points) == 9  # 3 zipped array sizes x 3 bandwidths
+    assert {(p.config["core.systolic_rows"], p.config["core.systolic_cols"]) for p in points} == {
+        (8, 8),
+        (16, 16),
+        (32, 32),
+    }
+    assert sorted({p.config["dram.bandwidth_gbps"] for p in points}) == pytest.approx([50.0, 100.0, 200.0])
+    rejected = {(p.config["core.systolic_rows"], p.config["dram.bandwidth_gbps"]) for p in points if p.rejected_by}
+    # 16 x 16 x 200 and every 32 x 32 exceed 25600.
+    assert rejected == {(16, 200.0), (32, 50.0), (32, 100.0), (32, 200.0)}
+    assert all(p.config["core.scratchpad_kib"] == 256 for p in points)  # the base (default preset) elsewhere
+    assert points[0].figures["peak_gflops"] == 2 * 8 * 8 * 1.0
+
+
+def test_zip_list_and_sampled_points(tmp_path):
+    zipped = load_sweep(
+        write(
+            tmp_path, "combine: zip\naxes:\n  chip.cores: [1, 2]\n  core.vector_lanes: [8, 32]\n" + WORKLOAD, "z.yaml"
+        )
+    )
+    assert [p.overrides for p in generate(zipped)] == [
+        {"chip.cores": 1, "core.vector_lanes": 8},
+        {"chip.cores": 2, "core.vector_lanes": 32},
+    ]
+    listed = load_sweep(
+        write(
+            tmp_path,
+            "combine: list\npoints:\n  - {chip.cores: 2}\n  - {core.scratchpad_kib: 64}\n" + WORKLOAD,
+            "l.yaml",
+        )
+    )
+    assert [p.overrides for p in generate(listed)] == [{"chip.cores": 2}, {"core.scratchpad_kib": 64}]
+    sampled_text = textwrap.dedent(
+        """
+        combine: {method}
+        samples: 8
+        seed: 7
+        axes:
+          core.scratchpad_kib: {{min: 32, max: 1024, log: true}}
+          dram.bandwidth_gbps: {{min: 10, max: 400}}
+          core.systolic_rows: [8, 16, 32]
+        """
+    )
+    for method in ("random", "sobol"):
+        sweep = load_sweep(write(tmp_path, sampled_text.format(method=method) + WORKLOAD, f"{method}.yaml"))
+        first, again = generate(sweep), generate(sweep)
+        assert [p.overrides for p in first] == [p.overrides for p in again]  # the seed fixes the samples
+        assert len(first) == 8
+        for point in first:
+            assert (
+                isinstance(point.config["core.scratchpad_kib"], int)
+                and 32 <= point.config["core.scratchpad_kib"] <= 1024
+            )
+            assert 10 <= point.config["dram.bandwidth_gbps"] <= 400
+            assert point.config["core.systolic_rows"] in (8, 16, 32)
+    sobol = load_sweep(write(tmp_path, sampled_text.format(method="sobol") + WORKLOAD, "s.yaml"))
+    other_seed = load_sweep(
+        write(tmp_path, sampled_text.format(method="sobol").replace("seed: 7", "seed: 8") + WORKLOAD, "t.yaml")
+    )
+    assert [p.overrides for p in generate(sobol)] != [p.overrides for p in generate(other_seed)]
+
+
+def test_expressions_are_evaluated_without_eval():
+    expression = Expression("core.systolic_rows * core.systolic_cols * chip.cores <= 16384 and max(a, 2) > 1")
+    assert expression.names == {"core.systolic_rows", "core.systolic_cols", "chip.cores", "a"}
+    assert expression.evaluate({"core.systolic_rows": 128, "core.systolic_cols": 128, "chip.cores": 1, "a": 0})
+    assert not expression.evaluate({"core.systolic_rows": 128, "core.systolic_cols": 128, "chip.cores": 2, "a": 0})
+    for text in ("open('x')", "x.__class__", "[1][0]", "lambda: 1", "f'{x}'"):
+        with pytest.raises(ExpressionError):
+            Expression(text)
+
+
+def test_dry_run_lists_points_rejections_and_an_estimate(tmp_path):
+    path = write(
+        tmp_path,
+        "axes:\n  core.systolic_rows: [8, 64]\nconstraints:\n  - core.systolic_rows <= 32\n" + WORKLOAD,
+    )
+    process = sweep_in_process(path, "--dry-run", "--out", tmp_path / "out")
+    assert process.returncode == 0, process.stderr
+    lines = process.stdout.splitlines()
+    assert any(line.startswith("0 ") and line.endswith("run") for line in lines), process.stdout
+    assert any(line.startswith("1 ") and "rejected: core.systolic_rows <= 32" in line for line in lines)
+    assert "1 points to run, 1 rejected" in process.stdout and "estimated" in process.stdout
+    assert not (tmp_path / "out").exists()  # a dry run runs nothing
+
+
+def test_schema_error_stops_the_command_before_anything_runs(tmp_path):
+    path = write(tmp_path, "axes:\n  core.systolic_rows: [8, 0]\n" + WORKLOAD)
+    process = sweep_in_process(path, "--out", tmp_path / "out")
+    assert process.returncode == 2
+    assert (
+        f"{path}:2: key 'axes.core.systolic_rows': 'core.systolic_rows' = 0 is outside [1, 1024] PEs" in process.stderr
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_parameter_schema_matches_the_configuration_loader(tmp_path):
+    rows = {row["name"]: row for row in npusim._C.parameter_schema()}
+    empty = write(tmp_path, "name: defaults\n", "defaults.yaml")  # every parameter at its declared default
+    defaults = npusim._C.configuration(str(empty), npusim.config_dirs())
+    assert set(rows) == set(defaults) - {"name", "source"}
+    for name, row in rows.items():
+        value = defaults[name]
+        if row["type"] == "text":
+            assert row["default"].strip('"') == value
+        else:
+            assert float(row["default"]) == value and row["min"] <= value <= row["max"], name
