@@ -66,7 +66,8 @@ def test_failing_point_is_recorded_while_the_others_finish(swept):
     assert (ok["dram_bytes"] > 0).all() and ((ok["utilisation_matrix"] > 0) & (ok["utilisation_matrix"] <= 1)).all()
     # A 16-row array does the same product in fewer matrix-engine cycles than an 8-row one.
     assert ok.iloc[1]["kernel_cycles"] < ok.iloc[0]["kernel_cycles"]
-    assert ok["area_mm2"].isna().all()  # no area model in the reports yet: the column is there, empty
+    # The area from the reports' area model (docs/costs.md): a taller array is a larger chip.
+    assert (ok["area_mm2"] > 0).all() and ok.iloc[1]["area_mm2"] > ok.iloc[0]["area_mm2"]
     entry = json.loads(next(p for p in (out / "cache").glob("*.json") if '"failed"' in p.read_text()).read_text())
     assert entry["returncode"] == 3 and "refusing" in entry["stderr_tail"]
 
