@@ -165,18 +165,21 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> fused_attention_ba
   spec->type = isa::ElementType::F32;
   runtime::Device& device = runtime_device(query);
   if (!emitter::attention_gradient_fits(*spec, device.config())) return std::nullopt;
-  // Every tensor read and written where it is when a layout says where (the heads of a fused projection), else a
-  // contiguous copy; the gradients laid out as their inputs, as the meta function's empty_like.
+  // Q, K, V and dO are read by both kernels, row block by row block: they are made contiguous first (a strided head
+  // of a fused projection puts its rows in few DRAM channels, and on the transformer block of bench/
+  // compile_speedup.py reading them in place cost more cycles than the copies). O, read once, and the gradients,
+  // written once, stay where they are (the gradients laid out as their inputs, as the meta function's empty_like).
   emitter::AttentionGradientSpec kernel{*spec};
   emitter::AttentionSpec& a = kernel.attention;
   const auto wide = [](const at::Tensor& t, emitter::AttentionLayout& layout) {
     return in_place_or_contiguous(t.to(at::kFloat), layout);
   };
-  const at::Tensor q = wide(query, a.query), k = wide(key, a.key), v = wide(value, a.value),
-                   d_out = wide(grad_out, kernel.grad_output), o = wide(out, a.output), lse = logsumexp.contiguous();
-  const at::Tensor grad_query = in_place_or_contiguous(at::empty_like(q), kernel.grad_query),
-                   grad_key = in_place_or_contiguous(at::empty_like(k), kernel.grad_key),
-                   grad_value = in_place_or_contiguous(at::empty_like(v), kernel.grad_value),
+  const auto contiguous = [](const at::Tensor& t) { return t.to(at::kFloat).contiguous(); };
+  const at::Tensor q = contiguous(query), k = contiguous(key), v = contiguous(value), d_out = contiguous(grad_out),
+                   o = wide(out, a.output), lse = logsumexp.contiguous();
+  const at::Tensor grad_query = in_place_or_contiguous(at::empty_like(query, at::kFloat), kernel.grad_query),
+                   grad_key = in_place_or_contiguous(at::empty_like(key, at::kFloat), kernel.grad_key),
+                   grad_value = in_place_or_contiguous(at::empty_like(value, at::kFloat), kernel.grad_value),
                    row_dots = at::empty_like(lse);
   const int index = query.device().index();
   const uint64_t first[] = {device_address(grad_query), device_address(row_dots), device_address(q),

@@ -56,8 +56,9 @@ def test_fused_attention_and_its_gradients_match_cpu(name, causal, device, no_fa
 @pytest.mark.parametrize("causal", [False, True])
 def test_heads_of_a_fused_projection_are_read_and_written_in_place(causal, device, no_fallback):
     """Multi-head attention's q, k and v are views of one projection's output ([batch, length, 3, heads, dim]
-    permuted to [batch, heads, length, dim]): the forward kernel reads them and writes its output where they are, and
-    the backward's two kernels write the gradients laid out as the inputs, with no copy before or after."""
+    permuted to [batch, heads, length, dim]): the forward kernel reads them and writes its output where they are, with
+    no copy; the backward copies q, k and v (which both its kernels read) and writes the gradients laid out as the
+    inputs, with no copy after."""
     generator = torch.Generator().manual_seed(2)
     projected = torch.randn(2, 19, 3, 4, 8, generator=generator, requires_grad=True)
     weights = torch.randn(2, 4, 19, 8, generator=generator)
@@ -74,6 +75,7 @@ def test_heads_of_a_fused_projection_are_read_and_written_in_place(causal, devic
     attention_records = [record.name for record in report.records if "scaled_dot_product" in record.op]
     assert attention_records == [
         "attention_f32",
+        *["copy"] * 3,
         "attention_backward_query_f32",
         "attention_backward_key_value_f32",
     ], attention_records
