@@ -269,24 +269,8 @@ class GradientEmitter {
       move_rows(true, kValue, v_, group, rows);
     });
     b_.li(keys_reg, keys);
-    Reg to = b_.reg("S or dP"), acc = b_.reg("accumulator"), at = b_.reg("operand"), width = b_.reg("chunk width"),
-        n = b_.reg("element count");
-    count(n, tall_rows_, keys);
-    const auto product = [&](const ChunkedRows& weights, const ChunkedRows& rows, const Tile& accumulator,
-                             const Tile& result) {  // rows x weights^T over the chunks
-      b_.point(acc, accumulator);
-      for (size_t c = 0; c < weights.tiles.size(); ++c) {
-        b_.li(width, weights.width(c));
-        point_within(at, weights.tiles[c], within, weights.width(c));
-        b_.MatrixLoadWeightsTransposed(kF32, at, width, keys_reg);
-        b_.point(at, rows.tiles[c]);
-        b_.MatrixMultiply(kF32, acc, at, tall_rows_, c == 0 ? 0 : 1);
-      }
-      b_.point(to, result);
-      b_.MatrixStore(kF32, to, acc, n);
-    };
-    product(k_, q_, sets_[set_].s_acc, sets_[set_].p);
-    product(v_, grad_out_, sets_[set_].dp_acc, sets_[set_].dp);
+    short_block_product(k_, q_, sets_[set_].s_acc, sets_[set_].p, within, keys_reg, keys);
+    short_block_product(v_, grad_out_, sets_[set_].dp_acc, sets_[set_].dp, within, keys_reg, keys);
   }
 
   // The key block's vector work: P = exp(scale S - lse) (masked), dS = P (dP - D).
@@ -388,24 +372,8 @@ class GradientEmitter {
       move_vector(true, kIn1, d_, s_.q_len, first, rows);
     });
     b_.li(queries_reg, queries);
-    Reg to = b_.reg("S^T or dP^T"), acc = b_.reg("accumulator"), at = b_.reg("operand"), width = b_.reg("chunk width"),
-        n = b_.reg("element count");
-    count(n, tall_rows_, queries);
-    const auto product = [&](const ChunkedRows& weights, const ChunkedRows& rows, const Tile& accumulator,
-                             const Tile& result) {  // rows x weights^T over the chunks
-      b_.point(acc, accumulator);
-      for (size_t c = 0; c < weights.tiles.size(); ++c) {
-        b_.li(width, weights.width(c));
-        point_within(at, weights.tiles[c], within, weights.width(c));
-        b_.MatrixLoadWeightsTransposed(kF32, at, width, queries_reg);
-        b_.point(at, rows.tiles[c]);
-        b_.MatrixMultiply(kF32, acc, at, tall_rows_, c == 0 ? 0 : 1);
-      }
-      b_.point(to, result);
-      b_.MatrixStore(kF32, to, acc, n);
-    };
-    product(q_, k_, sets_[set_].s_acc, sets_[set_].p);
-    product(grad_out_, v_, sets_[set_].dp_acc, sets_[set_].dp);
+    short_block_product(q_, k_, sets_[set_].s_acc, sets_[set_].p, within, queries_reg, queries);
+    short_block_product(grad_out_, v_, sets_[set_].dp_acc, sets_[set_].dp, within, queries_reg, queries);
   }
 
   // The query block's vector work: P^T = exp(scale S^T - lse^T) (masked), dS^T = P^T (dP^T - D^T).
@@ -516,6 +484,24 @@ class GradientEmitter {
     }
     set_ = 0;
     b_.bind(done);
+  }
+
+  // result = the tall block's rows x the short block's rows transposed (`count` of them, `short_rows` a constant),
+  // summed over their chunks in the accumulator: S = Q K^T, dP = dO V^T, or transposed, S^T = K Q^T, dP^T = V dO^T.
+  void short_block_product(const ChunkedRows& short_tensor, const ChunkedRows& tall_tensor, const Tile& accumulator,
+                           const Tile& result, R within, R short_count, int64_t short_rows) {
+    Reg acc = b_.reg("accumulator"), at = b_.reg("operand"), width = b_.reg("chunk width"), n = b_.reg("element count");
+    b_.point(acc, accumulator);
+    for (size_t c = 0; c < short_tensor.tiles.size(); ++c) {
+      b_.li(width, short_tensor.width(c));
+      point_within(at, short_tensor.tiles[c], within, short_tensor.width(c));
+      b_.MatrixLoadWeightsTransposed(kF32, at, width, short_count);
+      b_.point(at, tall_tensor.tiles[c]);
+      b_.MatrixMultiply(kF32, acc, at, tall_rows_, c == 0 ? 0 : 1);
+    }
+    count(n, tall_rows_, short_rows);
+    b_.point(at, result);
+    b_.MatrixStore(kF32, at, acc, n);
   }
 
   // The short tensors are held `resident_` short blocks at a time (a group): loads the group of block short_block_
