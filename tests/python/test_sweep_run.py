@@ -145,16 +145,30 @@ def test_compare_shows_per_kernel_and_per_operator_differences(swept, tmp_path):
     assert matmul.split()[1] == "1"  # one product in each run
 
 
+# Runs in turn (--jobs 1): the first leaves a marker and ends; the next finds it and waits, so that the interrupt
+# always lands while it runs; once the test has said it resumes, it ends at once.
+GATE_SCRIPT = """
+import os, sys, time
+marker, resumed = sys.argv[1:]
+if os.path.exists(marker) and not os.path.exists(resumed):
+    time.sleep(120)
+open(marker, "w").close()
+import torch
+(torch.arange(16.0, device="npusim") * 2).cpu()
+"""
+
+
 def test_interrupted_sweep_resumes_without_losing_or_repeating_runs(tmp_path):
+    write(tmp_path / "gate.py", GATE_SCRIPT)
     sweep_file = write(
         tmp_path / "resume.yaml",
-        """
+        f"""
         mode: functional
         axes:
           core.scratchpad_kib: [64, 128]
         workloads:
-          - builtin: gemm
-            args: [--m, 16, --n, 16, --k, 16]
+          - script: gate.py
+            args: [{tmp_path / "marker"}, {tmp_path / "resumed"}]
         """,
     )
     out = tmp_path / "out"
@@ -171,6 +185,7 @@ def test_interrupted_sweep_resumes_without_losing_or_repeating_runs(tmp_path):
     assert len(finished) == 1
     summary = pandas.read_csv(out / "summary.csv")  # written on the way out
     assert list(summary["status"]) == ["ok", "pending"]
+    (tmp_path / "resumed").touch()
     resumed = sweep_in_process(sweep_file, "--out", out, "--jobs", 1)
     assert resumed.returncode == 0, resumed.stderr
     assert "1 ran, 1 cached, 0 failed" in resumed.stderr
