@@ -145,13 +145,14 @@ def test_compare_shows_per_kernel_and_per_operator_differences(swept, tmp_path):
     assert matmul.split()[1] == "1"  # one product in each run
 
 
-# Runs in turn (--jobs 1): the first leaves a marker and ends; the next finds it and waits, so that the interrupt
-# always lands while it runs; once the test has said it resumes, it ends at once.
+# Runs in turn (--jobs 1): the first leaves a marker and ends; the next finds it and waits a few seconds, so that the
+# interrupt always lands while it runs (each run is a process group of its own: the sweep waits for it, then drops its
+# result); once the test has said it resumes, it ends at once.
 GATE_SCRIPT = """
 import os, sys, time
 marker, resumed = sys.argv[1:]
 if os.path.exists(marker) and not os.path.exists(resumed):
-    time.sleep(120)
+    time.sleep(5)
 open(marker, "w").close()
 import torch
 (torch.arange(16.0, device="npusim") * 2).cpu()
