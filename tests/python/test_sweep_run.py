@@ -174,8 +174,15 @@ def test_interrupted_sweep_resumes_without_losing_or_repeating_runs(tmp_path):
     )
     out = tmp_path / "out"
     command = [sys.executable, "-m", "npusim.cli", "sweep", str(sweep_file), "--out", str(out), "--jobs", "1"]
-    # A session of its own, so that the interrupt reaches the sweep and its child as Ctrl-C does at a terminal.
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    # A session of its own, so that the interrupt reaches the sweep and its child as Ctrl-C does at a terminal; and
+    # SIGINT's default action, which a shell's background job (a CI runner's) would otherwise pass on as ignored.
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 120
     while not list((out / "cache").glob("*.json")) and time.monotonic() < deadline:
         time.sleep(0.2)
