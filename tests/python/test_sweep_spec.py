@@ -159,6 +159,23 @@ def test_expressions_are_evaluated_without_eval():
             Expression(text)
 
 
+def test_area_and_peak_power_are_configuration_figures_that_reject_before_running(tmp_path):
+    """The cost model's area and peak power are known from the configuration: a constraint on them rejects a point
+    without running it, and its figures are the ones `npusim configs` and the reports give."""
+    path = write(
+        tmp_path,
+        "axes:\n  core.systolic_rows: [8, 128]\n  core.systolic_cols: [8, 128]\nzip: [[core.systolic_rows, "
+        "core.systolic_cols]]\nconstraints:\n  - area_mm2 <= 5 and peak_power_w < 10\n" + WORKLOAD,
+    )
+    sweep = load_sweep(path)
+    assert all(constraint.before_run for constraint in sweep.constraints)
+    small, large = generate(sweep)
+    assert small.figures["area_mm2"] == pytest.approx(npusim.costs.area_mm2(small.config))
+    assert small.figures["peak_power_w"] == pytest.approx(npusim.costs.peak_power_w(small.config))
+    assert large.figures["area_mm2"] > 5 > small.figures["area_mm2"]
+    assert small.rejected_by is None and large.rejected_by == "area_mm2 <= 5 and peak_power_w < 10"
+
+
 def test_dry_run_lists_points_rejections_and_an_estimate(tmp_path):
     path = write(
         tmp_path,

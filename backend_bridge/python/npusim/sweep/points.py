@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy
 from scipy.stats import qmc
 
+from .. import costs
 from . import schema
 from .expressions import Expression
 from .spec import DERIVED_FIGURES, grid_values
@@ -72,8 +73,9 @@ def _samples(sweep):
 
 
 def figures_of(config, derived):
-    """A configuration's parameters and its derived figures (the built-in ones, then the sweep's own)."""
-    figures = dict(config)
+    """A configuration's parameters and its derived figures (the cost model's, the built-in ones, then the sweep's
+    own)."""
+    figures = dict(config, area_mm2=costs.area_mm2(config), peak_power_w=costs.peak_power_w(config))
     for name, expression in {**_BUILTIN_DERIVED, **derived}.items():
         figures[name] = expression.evaluate(figures)
     return figures

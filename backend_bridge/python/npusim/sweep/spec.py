@@ -35,6 +35,9 @@ DERIVED_FIGURES = {
     "sram_kib": "(core.scratchpad_kib + core.accumulator_kib) * chip.cores",
     "dram_bytes_per_cycle": "dram.bandwidth_gbps / chip.clock_ghz",
 }
+# Figures npusim's cost model computes from a configuration (npusim.costs, docs/costs.md): known before anything
+# runs, so a constraint on them rejects a point without running it.
+MODEL_FIGURES = ("area_mm2", "peak_power_w")
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ class Constraint:
     @property
     def before_run(self):
         """True when it names only configuration figures, so it can reject a point without running it."""
-        return not (self.expression.names & set(RUN_METRICS))
+        return not (self.expression.names & (set(RUN_METRICS) - set(MODEL_FIGURES)))
 
 
 @dataclass
@@ -192,7 +195,7 @@ def load_sweep(path, search=False):
         sweep.seed = data.get("seed", 0)
     else:
         _combination(located, sweep, data)
-    known = set(schema.parameters()) | set(DERIVED_FIGURES)
+    known = set(schema.parameters()) | set(DERIVED_FIGURES) | set(MODEL_FIGURES)
     for name, text in (data.get("derived") or {}).items():
         expression = _parse_expression(located, text, "derived", name)
         _check_names(located, expression, known, "derived", name)
