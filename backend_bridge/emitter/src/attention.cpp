@@ -131,14 +131,7 @@ class AttentionEmitter {
     b_.Csrr(step, isa::Csr::CoreCount);
     b_.li(units, s_.heads * q_blocks);
     b_.li(blocks, q_blocks);
-    {
-      Reg one = b_.reg("one"), constant = b_.reg("constant");
-      b_.li(one, 1);
-      b_.point(constant, constants_);
-      b_.Vfill(kF32, constant, one, float_bits(s_.scale));
-      b_.point(constant, constants_, kFloat);
-      b_.Vfill(kF32, constant, one, float_bits(-std::numeric_limits<float>::infinity()));
-    }
+    attention_rows::fill_scale_and_minus_infinity(b_, constants_, s_.scale);
     const Label done = b_.label(), next_unit = b_.label();
     b_.Bgeu(unit, units, done);
     b_.bind(next_unit);
@@ -148,17 +141,7 @@ class AttentionEmitter {
     b_.Divu(head_, unit, blocks);
     b_.Remu(q_block_, unit, blocks);
     first_query_ = b_.reg("first query");
-    {  // rows: min(Bq, q_len - q0)
-      Reg block = b_.reg("block");
-      const Label short_block = b_.label();
-      b_.li(block, block_q_);
-      b_.Mul(first_query_, q_block_, block);
-      b_.li(rows_, s_.q_len);
-      b_.Sub(rows_, rows_, first_query_);
-      b_.Bltu(rows_, block, short_block);
-      b_.move(rows_, block);
-      b_.bind(short_block);
-    }
+    attention_rows::block_rows(b_, first_query_, rows_, q_block_, block_q_, s_.q_len);
     load_rows(query_, q_, q_block_, rows_);
     if (half_) widen_rows(q_, rows_);
     start_rows();

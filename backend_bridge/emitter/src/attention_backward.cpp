@@ -15,9 +15,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
 #include <functional>
-#include <limits>
 
 #include "attention_rows.h"
 #include "npusim/emitter/attention.h"
@@ -36,7 +34,6 @@ constexpr int64_t kFloat = 4;
 constexpr ElementType kF32 = ElementType::F32;
 constexpr int64_t kMostTallRows = 256;  // beyond this, fewer and larger blocks gain little
 
-int32_t float_bits(float value) { return std::bit_cast<int32_t>(value); }
 int repeated_row(int64_t length) { return static_cast<int>((length << 2) | 2); }  // broadcast b[k mod length]
 int per_row(int64_t length) { return static_cast<int>((length << 2) | 3); }       // broadcast b[k / length]
 
@@ -146,14 +143,7 @@ class GradientEmitter {
     loaded_ = b_.reg("group held");
     mask_ = b_.reg("mask in .data");
     b_.La(mask_, b_.data(mask_words()));
-    {
-      Reg one = b_.reg("one"), constant = b_.reg("constant");
-      b_.li(one, 1);
-      b_.point(constant, constants_);
-      b_.Vfill(kF32, constant, one, float_bits(s_.scale));
-      b_.point(constant, constants_, kFloat);
-      b_.Vfill(kF32, constant, one, float_bits(-std::numeric_limits<float>::infinity()));
-    }
+    attention_rows::fill_scale_and_minus_infinity(b_, constants_, s_.scale);
     Reg unit = b_.reg("unit"), step = b_.reg("cores"), units = b_.reg("units"), blocks = b_.reg("tall blocks");
     b_.Csrr(unit, isa::Csr::CoreId);
     b_.Csrr(step, isa::Csr::CoreCount);
@@ -168,17 +158,7 @@ class GradientEmitter {
     first_tall_ = b_.reg("first row of the tall block");
     b_.Divu(head_, unit, blocks);
     b_.Remu(tall_block_, unit, blocks);
-    {  // rows: min(T, length - first)
-      Reg block = b_.reg("block");
-      const Label short_block = b_.label();
-      b_.li(block, tall_);
-      b_.Mul(first_tall_, tall_block_, block);
-      b_.li(tall_rows_, t_.tall_length);
-      b_.Sub(tall_rows_, tall_rows_, first_tall_);
-      b_.Bltu(tall_rows_, block, short_block);
-      b_.move(tall_rows_, block);
-      b_.bind(short_block);
-    }
+    attention_rows::block_rows(b_, first_tall_, tall_rows_, tall_block_, tall_, t_.tall_length);
     if (query_kernel_)
       query_unit();
     else

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <bit>
+#include <limits>
+
 namespace npusim::emitter {
 
 AttentionLayout resolved(const AttentionLayout& layout, int64_t heads_per_batch, int64_t length, int64_t dim) {
@@ -17,6 +20,27 @@ ChunkedRows chunked_rows(KernelBuilder& b, int64_t length, int64_t dim, int64_t 
   for (int64_t c = 0; c < ceil_div(dim, chunk); ++c)
     rows.tiles.push_back(b.tile(Space::Scratchpad, block * chunk * 4, fmt::format("{} {}", what, c)));
   return rows;
+}
+
+void block_rows(KernelBuilder& b, R first, R rows, R block, int64_t block_rows, int64_t length) {
+  Reg size = b.reg("block size");
+  const Label short_block = b.label();
+  b.li(size, block_rows);
+  b.Mul(first, block, size);
+  b.li(rows, length);
+  b.Sub(rows, rows, first);
+  b.Bltu(rows, size, short_block);
+  b.move(rows, size);
+  b.bind(short_block);
+}
+
+void fill_scale_and_minus_infinity(KernelBuilder& b, const Tile& tile, float scale) {
+  Reg one = b.reg("one"), constant = b.reg("constant");
+  b.li(one, 1);
+  b.point(constant, tile);
+  b.Vfill(isa::ElementType::F32, constant, one, std::bit_cast<int32_t>(scale));
+  b.point(constant, tile, 4);
+  b.Vfill(isa::ElementType::F32, constant, one, std::bit_cast<int32_t>(-std::numeric_limits<float>::infinity()));
 }
 
 void block_address(KernelBuilder& b, R pointer, R base, R head, const ChunkedRows& tensor, R block,

@@ -30,6 +30,14 @@ struct ChunkedRows {
 ChunkedRows chunked_rows(KernelBuilder& b, int64_t length, int64_t dim, int64_t chunk, int64_t block,
                          const AttentionLayout& layout, int64_t heads_per_batch, std::string_view what);
 
+// first = block x block_rows and rows = min(block_rows, length - first): where block `block` of a tensor of `length`
+// rows starts, and how many rows it has (the last one may be ragged).
+void block_rows(KernelBuilder& b, R first, R rows, R block, int64_t block_rows, int64_t length);
+
+// The f32 constants every attention kernel uses, at the start of `tile`: the scale, then minus infinity (what
+// a masked score becomes).
+void fill_scale_and_minus_infinity(KernelBuilder& b, const Tile& tile, float scale);
+
 // pointer = the DRAM address of the first row of block `block` of head `head` of the tensor at `base`.
 void block_address(KernelBuilder& b, R pointer, R base, R head, const ChunkedRows& tensor, R block,
                    int64_t element_bytes);

@@ -3,7 +3,7 @@ and the plots use."""
 
 ENGINES = ("dma", "vector", "matrix")
 
-# Figures every run has (area_mm2 only once the reports carry an area model).
+# Figures every run has (area_mm2 from the reports' area model, docs/costs.md).
 RUN_METRICS = (
     "seconds",
     "kernel_cycles",
