@@ -10,6 +10,8 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -173,10 +175,25 @@ bool narrow_integers_on_device(const at::Tensor& source, const at::Tensor& desti
   return true;
 }
 
+// The values a tensor stores, without its lazy conjugate or negative bit (the same storage, sizes and strides).
+at::Tensor stored_values(const at::Tensor& tensor) {
+  return at::empty({0}, tensor.options())
+      .set_(tensor.storage(), tensor.storage_offset(), tensor.sizes(), tensor.strides());
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "npusim: cannot copy a tensor of shape ", self.sizes(),
               " into one of shape ", dst.sizes());
   if (dst.numel() == 0) return dst;
+  if (self.is_conj() || dst.is_conj() || self.is_neg() || dst.is_neg()) {
+    // Conjugate and negative views (x.conj(), its imaginary part): copy the stored values, then apply to the
+    // destination's what its bits and the source's differ by, as the CPU's copy_ does.
+    const at::Tensor stored = stored_values(dst);
+    copy_from(stored_values(self), stored, non_blocking);
+    if (self.is_conj() != dst.is_conj()) at::view_as_real(stored).select(-1, 1).neg_();  // the imaginary parts
+    if (self.is_neg() != dst.is_neg()) stored.neg_();
+    return dst;
+  }
   if (self.is_cpu()) {
     copy_host_to_device(self, dst);
   } else if (dst.is_cpu()) {
@@ -305,6 +322,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);
   m.impl("unfold", at::native::unfold);  // a strided view (repeat uses it)
+  m.impl("view_as_real", at::native::view_as_real);  // complex as pairs of reals, and back: views
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("resize_", resize_tensor);
   m.impl("set_.source_Storage", set_whole_storage);
   m.impl("set_.source_Storage_storage_offset", set_storage);
@@ -312,6 +331,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
+}
+
+// copy_from handles the conjugate and negative bits itself. PyTorch's fallback for them would materialise the source
+// with clone, whose copy_ comes back to _copy_from with the bit still set: a recursion until the stack overflows.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace npusim::bridge
