@@ -12,6 +12,7 @@ namespace npusim::bridge {
 
 void register_compiled_kernels(pybind11::module& m);  // compiled_kernels.cpp
 void register_operator_names(pybind11::module& m);    // operator_names.cpp
+void install_keyboard_interrupt_check();              // keyboard_interrupt.cpp
 
 namespace {
 
@@ -154,6 +155,7 @@ py::dict memory_stats(int index) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "npusim runtime bindings";
+  install_keyboard_interrupt_check();
   m.def("init", &init, py::arg("config"), py::arg("mode"), py::arg("config_dirs"));
   m.def("set_default_config_dirs", [](const std::vector<std::string>& dirs) {
     runtime::Session::instance().set_default_config_dirs({dirs.begin(), dirs.end()});

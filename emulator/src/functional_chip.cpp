@@ -85,7 +85,7 @@ class FunctionalChip::CoreContext : public ExecContext {
     at_barrier_ = false;
     const auto budget = static_cast<uint64_t>(chip_.config_.runtime_watchdog_instructions);
     return run_until(
-        *this, index_, [&] { return state_.halted || at_barrier_; }, budget);
+        *this, index_, [&] { return state_.halted || at_barrier_; }, budget, &chip_.stop_flag());
   }
   // A single core alone: each barrier it reaches completes at once.
   std::optional<KernelFault> run(uint64_t program, uint64_t arguments) {

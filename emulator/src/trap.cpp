@@ -12,6 +12,8 @@ Trap watchdog_trap(uint64_t budget) {
       budget));
 }
 
+Trap stopped_trap() { return Trap("stopped: the host abandoned the device's unfinished work"); }
+
 BarrierDeadlock::BarrierDeadlock(const std::string& why)
     : Trap(fmt::format("deadlock: this barrier can never complete: {}", why)) {}
 

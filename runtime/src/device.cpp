@@ -11,6 +11,7 @@
 #include "device_thread.h"
 #include "npusim/emulator/functional_chip.h"
 #include "npusim/firmware/ring_abi.h"
+#include "npusim/runtime/wait_interrupt.h"
 #include "npusim/sim/timed_chip.h"
 
 namespace npusim::runtime {
@@ -172,6 +173,7 @@ void Device::submit(Command command) {
     command.record.correlation = correlation_;
     outstanding_.insert(sequence);
     last_on_stream_[command.stream] = sequence;
+    streams_used_.insert(command.stream);
     pending_.push_back(std::move(command));
   }
   thread_->wake();
@@ -179,8 +181,69 @@ void Device::submit(Command command) {
 
 bool Device::completed(uint64_t sequence) const { return !outstanding_.contains(sequence); }
 
+uint64_t Device::allocate(uint64_t bytes) {
+  try {
+    return allocator_.allocate(bytes);
+  } catch (const OutOfMemory&) {
+    {
+      std::lock_guard lock(thread_->mutex());
+      if (deferred_frees_.empty()) throw;
+    }
+    wait_idle();  // the deferred blocks are free once the work before them is done
+    return allocator_.allocate(bytes);
+  }
+}
+
+void Device::free(uint64_t address) {
+  std::lock_guard lock(thread_->mutex());
+  if (streams_used_.size() <= 1 || outstanding_.empty()) {
+    allocator_.free(address);
+    return;
+  }
+  allocator_.check_freeable(address);
+  if (!deferred_addresses_.insert(address).second)
+    throw std::invalid_argument(fmt::format("free of device address 0x{:x}, already freed", address));
+  deferred_frees_.push_back({address, next_sequence_ - 1});
+}
+
+void Device::free_deferred_blocks() {
+  const uint64_t first_unfinished = outstanding_.empty() ? UINT64_MAX : *outstanding_.begin();
+  while (!deferred_frees_.empty() && deferred_frees_.front().last_sequence < first_unfinished) {
+    allocator_.free(deferred_frees_.front().address);
+    deferred_addresses_.erase(deferred_frees_.front().address);
+    deferred_frees_.pop_front();
+  }
+}
+
 void Device::wait_until(const std::function<bool()>& done, std::unique_lock<std::mutex>& lock) {
-  thread_->changed().wait(lock, done);
+  while (!thread_->changed().wait_for(lock, kWaitInterruptPeriod, done)) {
+    lock.unlock();
+    try {
+      check_wait_interrupt();
+    } catch (...) {
+      lock.lock();
+      abandon_unfinished();
+      throw;
+    }
+    lock.lock();
+  }
+}
+
+void Device::abandon_work() {
+  std::lock_guard lock(thread_->mutex());
+  abandon_unfinished();
+}
+
+void Device::abandon_unfinished() {
+  if (outstanding_.empty()) return;
+  const size_t unfinished = outstanding_.size();
+  for (Command& command : pending_) release(command);
+  pending_.clear();
+  chip_->request_stop();  // the commands in the rings: their kernels trap at once, cleared by the next round
+  note_error(
+      fmt::format("npusim: {} unfinished command{} abandoned when the host stopped waiting (an interrupt); "
+                  "the tensors they were writing hold undefined values",
+                  unfinished, unfinished == 1 ? " was" : "s were"));
 }
 
 void Device::raise_pending_error(std::unique_lock<std::mutex>& lock) {
@@ -431,6 +494,7 @@ void Device::write_to_ring(const Command& command) {
 // doorbell keeps simulated time a function of the program alone. Functional mode has no clock and takes them all.
 void Device::serve(std::unique_lock<std::mutex>& lock) {
   serving_ = true;
+  chip_->clear_stop();  // commands submitted after an abandonment run
   std::vector<uint64_t> written;
   std::array<uint64_t, kRings> filled = ring_tail_;
   const size_t most = mode_ == Mode::Timed ? 1 : pending_.size();
@@ -545,6 +609,7 @@ void Device::note_error(std::string message) {
 void Device::release(Command& command) {
   if (command.argument_block) arguments_.release(command.argument_block);
   outstanding_.erase(command.sequence);
+  free_deferred_blocks();
 }
 
 }  // namespace npusim::runtime

@@ -43,6 +43,12 @@ uint64_t DeviceAllocator::largest_free_block() const {
   return largest;
 }
 
+void DeviceAllocator::check_freeable(uint64_t address) const {
+  std::lock_guard lock(mutex_);
+  if (!live_.contains(address))
+    throw std::invalid_argument(fmt::format("free of unknown device address 0x{:x}", address));
+}
+
 void DeviceAllocator::free(uint64_t address) {
   std::lock_guard lock(mutex_);
   auto live = live_.find(address);

@@ -111,10 +111,12 @@ void Session::open_devices() {
     }
     devices_ = Device::open_devices(config, chosen.mode, static_cast<int>(config.system_devices));
     for (auto& device : devices_) device->set_recording(default_recording_);
-    // A program may exit with work still running on the device thread: let it finish before the exit handlers
-    // registered earlier (the simulation kernel's among them) tear down what it uses.
+    // A program may exit with work still queued or running on the device thread: nobody can read its results any
+    // more, so it is abandoned (an exit does not wait for a long queue), and the device thread comes to rest before
+    // the exit handlers registered earlier (the simulation kernel's among them) tear down what it uses.
     std::atexit([] {
       if (in_bad_fork()) return;
+      for (auto& device : Session::instance().devices_) device->abandon_work();
       for (auto& device : Session::instance().devices_) device->wait_idle();
     });
     pthread_atfork(nullptr, nullptr, [] { forked_after_open.store(true); });

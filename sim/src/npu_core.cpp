@@ -131,13 +131,14 @@ class NpuCore::EngineContext : public emulator::ExecContext {
 };
 
 NpuCore::NpuCore(sc_core::sc_module_name name, int index, const config::ChipConfig& config,
-                 emulator::DeviceMemory& memory)
+                 emulator::DeviceMemory& memory, const std::atomic<bool>& stop)
     : sc_module(name),
       scalar_port("scalar_port"),
       dma_port("dma_port"),
       index_(index),
       config_(config),
       memory_(memory),
+      stop_(stop),
       clock_(config.chip_clock_ghz),
       scratchpad_(config.scratchpad_bytes()),
       accumulator_(config.accumulator_bytes()),
@@ -207,6 +208,7 @@ void NpuCore::run_kernel() {
   try {
     while (!state_.halted && !fault_) {
       if (state_.instructions_retired >= budget) throw emulator::watchdog_trap(budget);
+      if (stop_.load(std::memory_order_relaxed)) throw emulator::stopped_trap();
       context.pc = state_.pc;
       const emulator::DecodedInstruction& decoded = decoded_.fetch(state_.pc);
       const isa::Instruction& instruction = decoded.instruction;

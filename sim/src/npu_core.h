@@ -5,6 +5,7 @@
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include <array>
+#include <atomic>
 #include <optional>
 #include <ostream>
 #include <systemc>
@@ -43,7 +44,9 @@ class NpuCore : public sc_core::sc_module {
   tlm_utils::simple_initiator_socket<NpuCore> scalar_port;
   tlm_utils::simple_initiator_socket<NpuCore> dma_port;
 
-  NpuCore(sc_core::sc_module_name name, int index, const config::ChipConfig& config, emulator::DeviceMemory& memory);
+  // `stop`: the chip's request to stop running kernels (emulator::Chip::request_stop).
+  NpuCore(sc_core::sc_module_name name, int index, const config::ChipConfig& config, emulator::DeviceMemory& memory,
+          const std::atomic<bool>& stop);
   // The chip's barrier and every core (this one included), for barrier and dma.c2c.
   void connect(CoreBarrier& barrier, std::vector<NpuCore*> cores) {
     barrier_ = &barrier;
@@ -89,6 +92,7 @@ class NpuCore : public sc_core::sc_module {
   int index_;
   const config::ChipConfig& config_;
   emulator::DeviceMemory& memory_;
+  const std::atomic<bool>& stop_;
   emulator::DecodeCache decoded_{memory_};
   Clock clock_;
   std::vector<std::byte> scratchpad_;

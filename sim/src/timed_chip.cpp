@@ -36,8 +36,8 @@ class TimedChip : public emulator::Chip {
         host_link_((prefix + "host_link").c_str(), config_) {
     std::vector<NpuCore*> core_pointers;
     for (int index = 0; index < config_.chip_cores; ++index) {
-      cores_.push_back(
-          std::make_unique<NpuCore>(fmt::format("{}core{}", prefix, index).c_str(), index, config_, memory_));
+      cores_.push_back(std::make_unique<NpuCore>(fmt::format("{}core{}", prefix, index).c_str(), index, config_,
+                                                 memory_, stop_flag()));
       interconnect_.attach(cores_.back()->scalar_port, index);
       interconnect_.attach(cores_.back()->dma_port, index);
       core_pointers.push_back(cores_.back().get());

@@ -11,6 +11,7 @@
 
 #include "npusim/isa/assembler.h"
 #include "npusim/runtime/device.h"
+#include "npusim/runtime/wait_interrupt.h"
 #include "test_kernels.h"
 
 namespace npusim {
@@ -175,6 +176,29 @@ TEST(Device, LaunchBlockingReportsATrapAtTheLaunch) {
   EXPECT_THROW(device.synchronize(), runtime::DeviceError);
 }
 
+TEST(Device, MemoryFreedWhileAnotherStreamRunsIsReusedOnlyAfterThatWork) {
+  runtime::Device device(test_config(), runtime::Mode::Functional);
+  Adder adder(device);
+  const uint64_t a = device.allocate(256);
+  write_word(device, a, 0);
+  device.free(device.allocate(256));  // one stream so far: a freed block is reusable at once
+  const uint64_t reused = device.allocate(256);
+  device.free(reused);
+  adder.add(a, 1, 0, 2);  // a second stream runs commands
+  device.synchronize();
+  // Stream 1 is busy with a block; another stream must not be handed that block while the work is pending.
+  const uint64_t busy = device.allocate(256);
+  EXPECT_EQ(busy, reused);  // first fit
+  adder.add(busy, 1, 20'000'000, 1);
+  device.free(busy);
+  const uint64_t other = device.allocate(256);
+  EXPECT_NE(other, busy);
+  EXPECT_THROW(device.free(busy), std::invalid_argument);  // freed twice
+  device.synchronize();
+  EXPECT_EQ(device.allocate(256), busy);  // the work is done: the block is free again
+  device.free(other);
+}
+
 class Devices : public testing::TestWithParam<runtime::Mode> {};
 
 TEST_P(Devices, SeveralDevicesHaveTheirOwnMemoryAndRunTogether) {
@@ -193,6 +217,61 @@ TEST_P(Devices, SeveralDevicesHaveTheirOwnMemoryAndRunTogether) {
     EXPECT_EQ(read_word(*devices[index], cells[index]), 20 * (index + 1)) << "device " << index;
     if (GetParam() == runtime::Mode::Timed) EXPECT_GT(devices[index]->elapsed_cycles(), 0u);
   }
+}
+
+// A device whose first kernel would spin for days (only a stop can end it: the watchdog allows it), with 100 more
+// queued behind it.
+struct StuckDevice {
+  explicit StuckDevice(runtime::Mode mode) {
+    config::ChipConfig config = test_config();
+    config.runtime_watchdog_instructions = 1'000'000'000'000'000;
+    devices = runtime::Device::open_devices(config, mode, 1);
+    adder = std::make_unique<Adder>(device());
+    cell = device().allocate(8);
+    write_word(device(), cell, 0);
+    adder->add(cell, 1, uint64_t{1} << 50);
+    for (int k = 0; k < 100; ++k) adder->add(cell, 1);
+  }
+  runtime::Device& device() { return *devices.front(); }
+  // The work given up is reported once, by the next synchronising call; then the device runs new work.
+  void expect_abandoned_and_usable() {
+    try {
+      device().synchronize();
+      ADD_FAILURE() << "the abandoned work was not reported";
+    } catch (const runtime::DeviceError& error) {
+      EXPECT_NE(std::string(error.what()).find("101 unfinished commands were abandoned"), std::string::npos)
+          << error.what();
+    }
+    device().synchronize();
+    write_word(device(), cell, 7);
+    adder->add(cell, 5);
+    EXPECT_EQ(read_word(device(), cell), 12u);
+  }
+  std::vector<std::unique_ptr<runtime::Device>> devices;
+  std::unique_ptr<Adder> adder;
+  uint64_t cell = 0;
+};
+
+struct Interrupted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+TEST_P(Devices, AnInterruptedWaitAbandonsTheWorkAndTheDeviceStaysUsable) {
+  StuckDevice stuck(GetParam());
+  int checks = 0;
+  runtime::set_wait_interrupt_check([&] {
+    if (++checks == 3) throw Interrupted("Ctrl-C");  // what Python's check throws on a pending KeyboardInterrupt
+  });
+  EXPECT_THROW(stuck.device().synchronize(), Interrupted);
+  runtime::set_wait_interrupt_check(nullptr);
+  EXPECT_EQ(checks, 3);
+  stuck.expect_abandoned_and_usable();
+}
+
+TEST_P(Devices, AbandoningWorkStopsTheRunningKernel) {  // as process exit does
+  StuckDevice stuck(GetParam());
+  stuck.device().abandon_work();
+  stuck.expect_abandoned_and_usable();
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Devices, testing::Values(runtime::Mode::Functional, runtime::Mode::Timed),

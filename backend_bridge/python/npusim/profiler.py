@@ -473,14 +473,17 @@ class profile:
         self._update_device()
         return self.report
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, traceback):
         import torch
 
-        for index in range(_C.device_count()):
-            torch.npusim.synchronize(index)  # raises the error of a kernel that failed inside the block
-        _collect()
-        _open_profiles.remove(self)
-        self._update_device()
+        try:
+            if exc_type is None:  # an exception leaving the block (Ctrl-C, say) goes first; device errors wait
+                for index in range(_C.device_count()):
+                    torch.npusim.synchronize(index)  # raises the error of a kernel that failed inside the block
+        finally:  # the report keeps what ran, whatever ended the block
+            _collect()
+            _open_profiles.remove(self)
+            self._update_device()
         return False
 
     @staticmethod

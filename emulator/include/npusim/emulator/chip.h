@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -61,6 +62,17 @@ class Chip {
   virtual void set_tracing(bool enabled) {}
   // A core's scalar registers as its last kernel left them.
   virtual std::array<uint64_t, isa::kRegisterCount> core_registers(int core) const = 0;
+
+  // From any thread: every kernel running or launched from now on traps at its next instruction (stopped_trap), until
+  // clear_stop. The host abandons its work this way (an interrupted wait, process exit); the firmware runs on.
+  void request_stop() { stop_.store(true, std::memory_order_relaxed); }
+  void clear_stop() { stop_.store(false, std::memory_order_relaxed); }
+
+ protected:
+  const std::atomic<bool>& stop_flag() const { return stop_; }
+
+ private:
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace npusim::emulator

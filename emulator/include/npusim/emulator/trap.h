@@ -17,6 +17,8 @@ class Trap : public std::runtime_error {
 
 // The trap of a core that ran past its instruction budget.
 Trap watchdog_trap(uint64_t budget);
+// The trap of a core whose kernel the host stopped (Chip::request_stop).
+Trap stopped_trap();
 
 // A barrier that can never complete because another core of the launch halted or trapped instead of reaching it.
 class BarrierDeadlock : public Trap {

@@ -83,10 +83,12 @@ class Device {
   const config::ChipConfig& config() const { return config_; }
   Mode mode() const { return mode_; }
 
-  uint64_t allocate(uint64_t bytes) { return allocator_.allocate(bytes); }
-  // Freed memory is reusable at once, as with CUDA's caching allocator: safe for later work on the stream that used
-  // it; a block used on another stream needs that stream synchronised (or an event waited on) first.
-  void free(uint64_t address) { allocator_.free(address); }
+  uint64_t allocate(uint64_t bytes);  // OutOfMemory once freed blocks still in use have been waited for
+  // While a single stream has run commands, freed memory is reusable at once: work that reuses it runs after the
+  // work that used it. Once several streams have, a freed block is reused only after every command submitted before
+  // its free has completed, so that no stream's pending work sees its memory reused by another (stricter than CUDA's
+  // caching allocator, which leaves cross-stream uses to record_stream).
+  void free(uint64_t address);
   MemoryStats memory_stats() const { return allocator_.stats(); }
   void reset_peak_memory() { allocator_.reset_peak(); }
 
@@ -138,6 +140,10 @@ class Device {
   // Waits for every command submitted so far without raising their errors (they stay for the next synchronising
   // call): for a profiler that must see every command before it stops.
   void wait_idle();
+  // Gives up the work submitted so far: commands not yet started are dropped, running kernels stopped (they trap),
+  // and the next synchronising call raises a DeviceError saying so. The device stays usable. An interrupted wait
+  // (wait_interrupt.h) and process exit do this.
+  void abandon_work();
   // The simulated clock once every submitted command has completed (synchronises).
   uint64_t elapsed_cycles();
 
@@ -163,7 +169,9 @@ class Device {
   StreamId resolve(StreamId stream) const { return stream == kCurrentStream ? current_stream() : stream; }
   void wait_until(const std::function<bool()>& done, std::unique_lock<std::mutex>& lock);
   void raise_pending_error(std::unique_lock<std::mutex>& lock);
+  void abandon_unfinished();                // caller holds the lock
   bool completed(uint64_t sequence) const;  // caller holds the lock
+  void free_deferred_blocks();              // caller holds the lock
 
   // Device thread.
   bool has_work() const;  // caller holds the lock
@@ -198,6 +206,12 @@ class Device {
   std::map<int, EventState> events_;
   std::vector<int> free_events_;
   std::optional<std::string> pending_error_;  // the first asynchronous error nobody has seen yet
+  std::set<StreamId> streams_used_;           // streams that have submitted commands
+  struct DeferredFree {
+    uint64_t address, last_sequence;  // freed once every command up to last_sequence has completed
+  };
+  std::deque<DeferredFree> deferred_frees_;  // in sequence order
+  std::set<uint64_t> deferred_addresses_;    // of deferred_frees_, to reject a second free
   std::function<void(const CommandRecord&)> observer_;
   bool recording_ = true;
   std::string scope_, op_;

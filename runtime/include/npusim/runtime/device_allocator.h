@@ -41,6 +41,8 @@ class DeviceAllocator {
 
   uint64_t allocate(uint64_t bytes);  // throws OutOfMemory naming the request and the figures
   void free(uint64_t address);        // throws std::invalid_argument for an address it did not hand out
+  // Throws the same std::invalid_argument as free would, without freeing.
+  void check_freeable(uint64_t address) const;
   MemoryStats stats() const;
   void reset_peak();
 
