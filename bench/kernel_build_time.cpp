@@ -4,7 +4,7 @@
 // Each assembled program must have the built one's words: a difference is a disassembler/assembler round-trip bug
 // and fails the run. Times are the best of several rounds, per kernel. A kernel still generated as text and assembled
 // inside its emitter (matmul until its port to the builder lands) has that assemble in its build time too.
-// Usage: npusim-bench-kernel-build [rounds] [builds per kernel and round]
+// Usage: npusim-bench-kernel-build [rounds] [builds per kernel and round]   (default 5 50; CI's smoke runs 1 1)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -219,6 +219,10 @@ struct Measured {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::stoi(argv[1]) : 5;
   const int repeats = argc > 2 ? std::stoi(argv[2]) : 50;
+  if (rounds < 1 || repeats < 1) {
+    fmt::print("FAIL: {} rounds of {} builds measure nothing\n", rounds, repeats);
+    return 1;
+  }
   const config::ChipConfig config;
   const std::vector<Case> all = cases(config);
 

@@ -2,6 +2,7 @@
 
     python bench/scalesim_validation.py            # the full grid: arrays 8x8 .. 128x128
     python bench/scalesim_validation.py --quick    # two arrays, three shapes
+    python bench/scalesim_validation.py --smoke    # one 8x8 array, one shape: CI's check that it still works
 
 Runs SCALE-Sim itself (``pip install scalesim==3.0.0``) on each array size and dataflow, all shapes as the layers of
 one GEMM topology, and npusim in timed mode on bench/scalesim_compatible.yaml with that array and dataflow (one
@@ -10,7 +11,8 @@ COMPUTE_REPORT's "Total Cycles", the 0-based cycle of the last output, + 1) agai
 ``array_cycles`` (the cycles its systolic array loaded weights, streamed operands or drained results; docs/timing.md).
 The kernel's own ``kernel_cycles`` are printed too: they add what SCALE-Sim does not model (launch, DMA, the scalar
 unit, mx.st). Wall times are each tool's for the whole group of shapes: SCALE-Sim's run, npusim's products (and its
-whole process, start-up included, apart). Not a test: a report
+whole process, start-up included, apart). Each npusim product is checked against torch on the CPU, and a GEMM of zero
+cycles in either tool stops the run without a figure. Not a test: a report
 (tests/python/test_scalesim_validation.py runs a small grid).
 """
 
@@ -34,6 +36,7 @@ ARRAYS = [8, 16, 32, 64, 128]
 SHAPES = [(1, 64, 64), (1, 200, 130), (20, 20, 5), (37, 45, 21), (64, 64, 64), (100, 150, 70), (128, 128, 128)]
 QUICK_ARRAYS = [8, 32]
 QUICK_SHAPES = [(1, 64, 64), (37, 45, 21), (100, 150, 70)]
+SMOKE_ARRAYS, SMOKE_SHAPES = [8], [(20, 20, 5)]
 
 SCALESIM_CONFIG = """[general]
 run_name = npusim_validation
@@ -78,11 +81,14 @@ NPUSIM_WORKER = """
 import json, sys, time, torch, npusim
 results = []
 for m, k, n in json.loads(sys.argv[1]):
-    a, b = torch.randn(m, k).to("npusim"), torch.randn(k, n).to("npusim")
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    da, db = a.to("npusim"), b.to("npusim")
     started = time.perf_counter()
     with npusim.profile() as report:
-        (a @ b).cpu()
+        product = (da @ db).cpu()
     seconds = time.perf_counter() - started
+    # A figure from a run that computed something else would be no figure at all.
+    torch.testing.assert_close(product, a @ b, rtol=1e-4, atol=1e-3)
     (kernel,) = [r for r in report.kernels]
     results.append({"array_cycles": kernel.stats["array_cycles"], "kernel_cycles": kernel.kernel_cycles,
                     "seconds": seconds})
@@ -135,13 +141,11 @@ def npusim_cycles(rows, cols, dataflow, shapes):
         environment = {**os.environ, "NPUSIM_MODE": "timed", "NPUSIM_CONFIG": file.name}
         started = time.perf_counter()
         process = subprocess.run(
-            [sys.executable, "-c", NPUSIM_WORKER, json.dumps(shapes)],
-            capture_output=True,
-            text=True,
-            env=environment,
-            check=True,
+            [sys.executable, "-c", NPUSIM_WORKER, json.dumps(shapes)], capture_output=True, text=True, env=environment
         )
         process_seconds = time.perf_counter() - started
+    if process.returncode != 0:
+        sys.exit(f"npusim on {config['name']} failed (exit {process.returncode}):\n{process.stderr.strip()}")
     results = json.loads(process.stdout.strip().splitlines()[-1])
     return results, sum(r["seconds"] for r in results), process_seconds
 
@@ -163,6 +167,10 @@ def compare(arrays, shapes):
                 }
             )
             for shape, expected, result in zip(shapes, reference, ours, strict=True):
+                if expected <= 0 or result["array_cycles"] <= 0:
+                    sys.exit(
+                        f"{dataflow} {size}^2 {shape}: {expected} SCALE-Sim cycles, {result['array_cycles']} npusim"
+                    )
                 rows.append(
                     {
                         "dataflow": dataflow,
@@ -180,9 +188,18 @@ def compare(arrays, shapes):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two arrays and three shapes")
+    parser.add_argument("--smoke", action="store_true", help="one array and one shape (seconds, not minutes)")
     arguments = parser.parse_args()
-    arrays, shapes = (QUICK_ARRAYS, QUICK_SHAPES) if arguments.quick else (ARRAYS, SHAPES)
+    arrays, shapes = (
+        (SMOKE_ARRAYS, SMOKE_SHAPES)
+        if arguments.smoke
+        else (QUICK_ARRAYS, QUICK_SHAPES)
+        if arguments.quick
+        else (ARRAYS, SHAPES)
+    )
     rows, groups = compare(arrays, shapes)
+    if not rows:
+        sys.exit("no GEMM compared: no figure")
     print(f"{'dataflow':<19}{'array':>8}  {'M x K x N':<16}{'SCALE-Sim':>11}{'npusim':>11}{'error':>9}{'kernel':>11}")
     for row in rows:
         m, k, n = row["shape"]

@@ -2,13 +2,16 @@
 
     python bench/sweep_wall_time.py                                   # examples/sweeps/array_memory.yaml
     python bench/sweep_wall_time.py path/to/sweep.yaml
+    python bench/sweep_wall_time.py --smoke                           # one 32^3 GEMM point: CI's check that it works
 
 Each configuration runs the whole sweep into a fresh result directory (nothing cached), with `npusim sweep` as a
 user runs it; the Dask one starts a `dask scheduler` and two `dask worker`s (one thread each) on loopback first (not
-timed). Prints each wall time and its ratio to --jobs 1, and checks that the three summaries agree. Not a test:
-figures depend on the machine.
+timed). Prints each wall time and its ratio to --jobs 1, and checks that the three summaries agree (the same
+points, statuses and simulated seconds); a sweep in which no point succeeded stops the run without a figure. Not a
+test: figures depend on the machine.
 """
 
+import argparse
 import socket
 import subprocess
 import sys
@@ -20,6 +23,19 @@ import pandas
 
 ROOT = Path(__file__).resolve().parent.parent
 DASK = [str(Path(sys.executable).parent / "dask")]
+# One point of one small product (the gemm workload checks its result against the CPU): each point costs a process.
+SMOKE_SWEEP = """name: smoke
+base: default
+mode: timed
+timeout_s: 120
+axes:
+  core.systolic_rows: [8]
+workloads:
+  - builtin: gemm
+    args: [--m, 32, --n, 32, --k, 32]
+objectives:
+  - seconds
+"""
 
 
 def free_port():
@@ -61,9 +77,16 @@ def start_cluster(logs):
 
 
 def main():
-    sweep_file = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "examples" / "sweeps" / "array_memory.yaml"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sweep", nargs="?", type=Path, default=ROOT / "examples" / "sweeps" / "array_memory.yaml")
+    parser.add_argument("--smoke", action="store_true", help="a one-point sweep of a small GEMM instead")
+    arguments = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="npusim-sweep-bench-") as scratch:
         scratch = Path(scratch)
+        sweep_file = arguments.sweep
+        if arguments.smoke:
+            sweep_file = scratch / "smoke.yaml"
+            sweep_file.write_text(SMOKE_SWEEP)
         times = {
             "--jobs 1": timed_sweep(sweep_file, scratch / "jobs1", "--jobs", "1"),
             "--jobs 2": timed_sweep(sweep_file, scratch / "jobs2", "--jobs", "2"),
@@ -83,7 +106,10 @@ def main():
                     process.kill()
         summaries = [pandas.read_csv(scratch / name / "summary.csv") for name in ("jobs1", "jobs2", "dask")]
         runs = int(summaries[0]["status"].eq("ok").sum())
-        for other in summaries[1:]:  # the same simulated figures whichever executor ran them
+        if runs == 0:
+            sys.exit(f"{sweep_file.name}: none of {len(summaries[0])} points succeeded: no figure")
+        for other in summaries[1:]:  # the same points and simulated figures whichever executor ran them
+            pandas.testing.assert_series_equal(summaries[0]["status"], other["status"])
             pandas.testing.assert_series_equal(summaries[0]["seconds"], other["seconds"])
     print(f"{sweep_file.name}: {len(summaries[0])} points, {runs} succeeded")
     for name, seconds in times.items():
