@@ -321,7 +321,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);
-  m.impl("unfold", at::native::unfold);  // a strided view (repeat uses it)
+  m.impl("unfold", at::native::unfold);              // a strided view (repeat uses it)
   m.impl("view_as_real", at::native::view_as_real);  // complex as pairs of reals, and back: views
   m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("resize_", resize_tensor);

@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 
 #include <cstring>
@@ -76,10 +78,12 @@ class NativeDevice {
   void write(uint64_t address, const py::buffer& data) {
     const py::buffer_info info = data.request();
     const auto bytes = static_cast<uint64_t>(info.size * info.itemsize);
+    check_range("write", address, bytes);
     py::gil_scoped_release released;
     device_.copy_host_to_device(address, info.ptr, bytes);
   }
   py::bytes read(uint64_t address, uint64_t bytes) {
+    check_range("read", address, bytes);  // before the host buffer: a wild size must not allocate gigabytes
     std::string data(bytes, '\0');
     {
       py::gil_scoped_release released;
@@ -112,6 +116,13 @@ class NativeDevice {
   }
 
  private:
+  // IndexError in Python, at once, for bytes the device's memory does not have.
+  void check_range(const char* what, uint64_t address, uint64_t bytes) const {
+    const uint64_t capacity = device_.config().dram_capacity_bytes();
+    if (address > capacity || bytes > capacity - address)
+      throw std::out_of_range(fmt::format("{} of {} bytes at 0x{:x}: outside the device's {} bytes of memory", what,
+                                          bytes, address, capacity));
+  }
   static config::ChipConfig load(const std::string& name_or_path, const std::vector<std::string>& dirs) {
     return config::load_config(name_or_path, std::vector<std::filesystem::path>(dirs.begin(), dirs.end()));
   }
