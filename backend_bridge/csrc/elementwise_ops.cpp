@@ -303,6 +303,32 @@ at::Tensor npusim_div(const at::Tensor& self, const at::Tensor& other) {
   return binary_out<ElementwiseOp::DivF32>(self, other, out);
 }
 
+// div with a rounding mode. "floor" is floor_divide. "trunc" of floats is the quotient rounded to the result's type,
+// then truncated: two kernels, as the CPU computes it in every float type (in half precision too it rounds first).
+// Integer "trunc" takes the fallback.
+at::Tensor& npusim_div_mode_out(const at::Tensor& self, const at::Tensor& other,
+                                std::optional<c10::string_view> rounding_mode, at::Tensor& out) {
+  if (!rounding_mode) return binary_out<ElementwiseOp::DivF32>(self, other, out);
+  if (*rounding_mode == "floor") return npusim_floor_divide_out(self, other, out);
+  TORCH_CHECK(*rounding_mode == "trunc",
+              "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *rounding_mode, "'");
+  if (is_float_kind(out.scalar_type()) && runs_natively(self, other, out) &&
+      launch_binary(ElementwiseOp::DivF32, self, other, out) && launch_unary(ElementwiseOp::TruncF32, out, out, {}))
+    return out;
+  torch::jit::Stack stack{self, other, rounding_mode ? c10::IValue(std::string(*rounding_mode)) : c10::IValue(), out};
+  call_cpu_fallback("aten::div", "out_mode", stack);
+  return out;
+}
+at::Tensor npusim_div_mode(const at::Tensor& self, const at::Tensor& other,
+                           std::optional<c10::string_view> rounding_mode) {
+  if (!rounding_mode) return npusim_div(self, other);
+  at::Tensor out = result_like(self, other);  // rounded quotients keep the operands' type, integers included
+  return npusim_div_mode_out(self, other, rounding_mode, out);
+}
+at::Tensor& npusim_div_mode_(at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> rounding_mode) {
+  return npusim_div_mode_out(self, other, rounding_mode, self);
+}
+
 }  // namespace
 
 bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out, const std::array<float, 3>& parameters) {
@@ -497,6 +523,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("div.out", binary_out<ElementwiseOp::DivF32>);
   m.impl("div.Tensor", npusim_div);
   m.impl("div_.Tensor", binary_<ElementwiseOp::DivF32>);
+  m.impl("div.out_mode", npusim_div_mode_out);
+  m.impl("div.Tensor_mode", npusim_div_mode);
+  m.impl("div_.Tensor_mode", npusim_div_mode_);
 #define NPUSIM_UNARY(name, op)                 \
   m.impl(name, unary<ElementwiseOp::op>);      \
   m.impl(name "_", unary_<ElementwiseOp::op>); \

@@ -287,6 +287,37 @@ def test_integer_remainder_and_floor_division_follow_python(dtype, device):
     assert torch.equal((a.to(device) % 3).cpu(), a % 3), "the device stays usable"
 
 
+def test_div_rounding_modes_match_cpu(device):
+    # Integer "floor" (wav2vec2's output lengths) and float "trunc" run natively; the rest take the fallback.
+    a = torch.arange(-20, 21)
+    b = torch.tensor([3, -3, 7, -7, 1, -1, 5, 2]).repeat(6)[:41]
+    x, y = torch.randn(300, 7) * 100, torch.randn(300, 7)
+    npusim._C.reset_fallback_counts()
+    floored = torch.div(a.to(device), b.to(device), rounding_mode="floor")
+    assert floored.dtype == torch.int64 and torch.equal(floored.cpu(), torch.div(a, b, rounding_mode="floor"))
+    truncated = torch.div(x.to(device), y.to(device), rounding_mode="trunc")
+    torch.testing.assert_close(truncated.cpu(), torch.div(x, y, rounding_mode="trunc"), rtol=0, atol=0)
+    z = x.to(device)
+    z.div_(y.to(device), rounding_mode="trunc")
+    out = torch.empty(0, dtype=torch.int64, device=device)
+    torch.div(a.to(device), 4, rounding_mode="floor", out=out)
+    assert torch.equal(z.cpu(), truncated.cpu()) and torch.equal(out.cpu(), torch.div(a, 4, rounding_mode="floor"))
+    for dtype in (torch.bfloat16, torch.float16):  # the quotient rounded to the type first, as on the CPU
+        expected = torch.div(x.to(dtype), y.to(dtype), rounding_mode="trunc")
+        actual = torch.div(x.to(dtype).to(device), y.to(dtype).to(device), rounding_mode="trunc")
+        torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)
+    assert npusim._C.fallback_counts() == {}
+    for mode in ("trunc", "floor"):  # integer "trunc" and float "floor": the fallback, still exact
+        expected = torch.div(a, b, rounding_mode=mode)
+        assert torch.equal(torch.div(a.to(device), b.to(device), rounding_mode=mode).cpu(), expected)
+        expected = torch.div(x, y, rounding_mode=mode)
+        torch.testing.assert_close(
+            torch.div(x.to(device), y.to(device), rounding_mode=mode).cpu(), expected, rtol=0, atol=0
+        )
+    with pytest.raises(RuntimeError, match="rounding_mode"):
+        torch.div(x.to(device), y.to(device), rounding_mode="round")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_float_fmod_and_remainder_match_cpu_exactly(dtype, device):
     # fmod keeps the dividend's sign, remainder the divisor's; both exact, so equal to the CPU bit for bit. A zero

@@ -25,7 +25,7 @@ NATIVE_OPS = """
     nn.functional.normalize sign sgn any all bitwise_and bitwise_or bitwise_xor bitwise_not clamp_min clamp_max
     nn.functional.group_norm gather scatter scatter_add index_add index_put take_along_dim
     nn.functional.one_hot __getitem__ sin cos log1p expm1 floor ceil round trunc frac nonzero masked_select
-    remainder floor_divide fmod
+    remainder floor_divide fmod div.floor_rounding div.trunc_rounding
 """.split()
 
 
