@@ -88,6 +88,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm(
   return {output, mean, invstd};
 }
 
+// The functional forms that torch.func and AOTAutograd trace: the running statistics passed (and written), or none.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_batch_norm_legit(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    at::Tensor& running_mean, at::Tensor& running_var, bool training, double momentum, double eps) {
+  return npusim_native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_batch_norm_legit_no_stats(const at::Tensor& input,
+                                                                                const std::optional<at::Tensor>& weight,
+                                                                                const std::optional<at::Tensor>& bias,
+                                                                                bool training, double momentum,
+                                                                                double eps) {
+  return npusim_native_batch_norm(input, weight, bias, std::nullopt, std::nullopt, training, momentum, eps);
+}
+
 // Training: with x̂ = (x - mean) invstd and M elements per channel,
 //   d bias = Σ dy,  d weight = Σ dy x̂,  dx = weight invstd / M (M dy - d bias - x̂ d weight).
 // Eval: the statistics are constants, so dx = dy weight invstd.
@@ -146,6 +160,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm_backward
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", npusim_native_batch_norm);
   m.impl("native_batch_norm_backward", npusim_native_batch_norm_backward);
+  m.impl("_native_batch_norm_legit", npusim_batch_norm_legit);
+  m.impl("_native_batch_norm_legit.no_stats", npusim_batch_norm_legit_no_stats);
 }
 
 }  // namespace npusim::bridge

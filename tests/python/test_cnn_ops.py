@@ -127,6 +127,38 @@ def test_batch_norm_training_and_eval_run_natively_and_match_cpu(shape, affine, 
     torch.testing.assert_close(out.detach().cpu(), reference(x * 2).detach(), **TOLERANCE)
 
 
+def test_functional_batch_norm_forms_run_natively(device):
+    # torch.func and AOTAutograd trace _native_batch_norm_legit (running statistics passed and written) and its
+    # no_stats form; torch.func.functional_call with a module in training reaches the first.
+    x, weight, bias = random(4, 3, 5, 5, seed=1), random(3, seed=2), random(3, seed=3)
+    running = [torch.zeros(3), torch.ones(3)]
+    expected = torch.ops.aten._native_batch_norm_legit(x, weight, bias, *running, True, 0.1, 1e-5)
+    device_running = [t.to(device) for t in (torch.zeros(3), torch.ones(3))]
+    arguments = [t.to(device) for t in (x, weight, bias)]
+    with npusim.profile() as report:
+        actual = torch.ops.aten._native_batch_norm_legit(*arguments, *device_running, True, 0.1, 1e-5)
+        no_stats = torch.ops.aten._native_batch_norm_legit.no_stats(*arguments, True, 0.1, 1e-5)
+        evaluated = torch.ops.aten._native_batch_norm_legit(*arguments, *device_running, False, 0.1, 1e-5)
+    assert report.fallbacks == {}
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got.cpu(), want, **TOLERANCE)
+    for got, want in zip(device_running, running, strict=True):  # written in place, as on the CPU
+        torch.testing.assert_close(got.cpu(), want, **TOLERANCE)
+    torch.testing.assert_close(
+        no_stats[0].cpu(),
+        torch.ops.aten._native_batch_norm_legit.no_stats(x, weight, bias, True, 0.1, 1e-5)[0],
+        **TOLERANCE,
+    )
+    want = torch.ops.aten._native_batch_norm_legit(x, weight, bias, *running, False, 0.1, 1e-5)
+    torch.testing.assert_close(evaluated[0].cpu(), want[0], **TOLERANCE)
+    module = torch.nn.BatchNorm2d(3).to(device)
+    params = {name: value for name, value in module.named_parameters()}
+    with npusim.profile() as report:
+        out = torch.func.functional_call(module, params, (arguments[0],))
+    assert report.fallbacks == {}
+    torch.testing.assert_close(out.cpu(), torch.nn.BatchNorm2d(3)(x), **TOLERANCE)
+
+
 POOLS = [
     ("2x2", (2, 3, 8, 8), {"kernel_size": 2}),
     ("3x3 stride 2 padded", (1, 2, 9, 7), {"kernel_size": 3, "stride": 2, "padding": 1}),
