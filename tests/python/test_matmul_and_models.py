@@ -93,6 +93,36 @@ def test_addmm_in_place_and_baddbmm_fuse_their_bias(device):
     torch.testing.assert_close(batched.cpu(), expected, **TOLERANCE)
 
 
+def test_vector_products_run_on_the_matrix_engine(device):
+    generator = torch.Generator().manual_seed(5)
+    a, b, matrix = (torch.randn(shape, generator=generator) for shape in ((37,), (37,), (19, 37)))
+    bias = torch.randn(19, generator=generator)
+    with npusim.profile() as report:
+        results = [
+            torch.dot(a.to(device), b.to(device)),
+            torch.vdot(a.to(device), b.to(device)),
+            torch.mv(matrix.to(device), a.to(device)),
+            torch.addmv(bias.to(device), matrix.to(device), a.to(device), beta=0.5, alpha=2.0),
+            matrix.to(device) @ a.to(device),
+        ]
+        in_place = bias.to(device)
+        in_place.addmv_(matrix.to(device), b.to(device))
+    assert report.fallbacks == {}
+    expected = [
+        torch.dot(a, b),
+        torch.vdot(a, b),
+        torch.mv(matrix, a),
+        torch.addmv(bias, matrix, a, beta=0.5, alpha=2.0),
+        matrix @ a,
+    ]
+    for actual, want in zip(results, expected, strict=True):
+        assert actual.shape == want.shape
+        torch.testing.assert_close(actual.cpu(), want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(in_place.cpu(), bias.addmv(matrix, b), rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="1D tensors expected"):  # PyTorch's own error, from the fallback
+        torch.dot(matrix.to(device), a.to(device))
+
+
 def test_transposed_first_operand_is_transposed_inside_the_matmul_kernel(device):
     a, b = random(70, 50, seed=3), random(70, 30, seed=4)
     with npusim.profile() as report:

@@ -25,7 +25,7 @@ NATIVE_OPS = """
     nn.functional.normalize sign sgn any all bitwise_and bitwise_or bitwise_xor bitwise_not clamp_min clamp_max
     nn.functional.group_norm gather scatter scatter_add index_add index_put take_along_dim
     nn.functional.one_hot __getitem__ sin cos log1p expm1 floor ceil round trunc frac nonzero masked_select
-    remainder floor_divide fmod div.floor_rounding div.trunc_rounding
+    remainder floor_divide fmod div.floor_rounding div.trunc_rounding dot vdot mv addmv
 """.split()
 
 
@@ -38,7 +38,7 @@ SELECTED = [op for op in op_db if full_name(op) in NATIVE_OPS]
 # The matrix engine sums each product in k order with fused multiply-adds, and the CPU's BLAS in blocks: results
 # that cancel differ by a few units in the last place of the terms, not of the result.
 SUMMING_PRODUCTS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "nn.functional.linear", "nn.functional.conv1d",
-                    "nn.functional.conv2d"}  # fmt: skip
+                    "nn.functional.conv2d", "dot", "vdot", "mv", "addmv"}  # fmt: skip
 
 
 # Normalising a one-element row: x - mean is exactly 0 here but carries the CPU's rounding there, which
