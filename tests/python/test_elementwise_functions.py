@@ -287,6 +287,43 @@ def test_integer_remainder_and_floor_division_follow_python(dtype, device):
     assert torch.equal((a.to(device) % 3).cpu(), a % 3), "the device stays usable"
 
 
+def test_composed_functions_run_natively_and_match_cpu(device):
+    generator = torch.Generator().manual_seed(3)
+    special = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 30.0, -30.0])
+    a = torch.cat([special, torch.randn(200, generator=generator) * 5])
+    b = torch.cat([special.flip(0), torch.randn(200, generator=generator) * 5])
+    b[:2] = a[:2]  # the same infinity on both sides: logaddexp gives it back
+    low, high = torch.randn(207, generator=generator) - 1, torch.randn(207, generator=generator) + 1
+    x = a.to(device).requires_grad_()
+    with npusim.profile() as report:
+        results = {
+            "rsub": torch.rsub(a.to(device), b.to(device), alpha=2),
+            "isnan": torch.isnan(a.to(device)),
+            "logaddexp": torch.logaddexp(a.to(device), b.to(device)),
+            "clamp": torch.clamp(a.to(device), low.to(device), high.to(device)),
+            "clamp_min": torch.clamp(a.to(device), min=low.to(device)),
+            "logsigmoid": torch.nn.functional.logsigmoid(x),
+        }
+        results["logsigmoid"].sum().backward()
+        pairs = [(a, a), (low, low), (low, high), (low, low[:5])]
+        equal = [torch.equal(p.to(device), q.to(device)) for p, q in pairs]
+    assert report.fallbacks == {}
+    xc = a.clone().requires_grad_()
+    expected = {
+        "rsub": torch.rsub(a, b, alpha=2),
+        "isnan": torch.isnan(a),
+        "logaddexp": torch.logaddexp(a, b),
+        "clamp": torch.clamp(a, low, high),
+        "clamp_min": torch.clamp(a, min=low),
+        "logsigmoid": torch.nn.functional.logsigmoid(xc),
+    }
+    expected["logsigmoid"].sum().backward()
+    for name, want in expected.items():
+        torch.testing.assert_close(results[name].detach().cpu(), want.detach(), equal_nan=True, msg=name)
+    torch.testing.assert_close(x.grad.cpu(), xc.grad, equal_nan=True)
+    assert equal == [False, True, False, False]  # NaN equals nothing, as on the CPU
+
+
 def test_div_rounding_modes_match_cpu(device):
     # Integer "floor" (wav2vec2's output lengths) and float "trunc" run natively; the rest take the fallback.
     a = torch.arange(-20, 21)

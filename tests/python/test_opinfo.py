@@ -26,6 +26,7 @@ NATIVE_OPS = """
     nn.functional.group_norm gather scatter scatter_add index_add index_put take_along_dim
     nn.functional.one_hot __getitem__ sin cos log1p expm1 floor ceil round trunc frac nonzero masked_select
     remainder floor_divide fmod div.floor_rounding div.trunc_rounding dot vdot mv addmv
+    rsub logaddexp nn.functional.logsigmoid isnan equal
 """.split()
 
 
