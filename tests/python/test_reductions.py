@@ -216,3 +216,24 @@ def test_topk_of_a_few_elements_runs_natively_and_matches_the_cpu(dtype, device)
     values, indices = x.to(device).topk(2, 1, largest=False)
     torch.testing.assert_close(values.cpu(), x.topk(2, 1, largest=False).values, rtol=0, atol=0)
     assert npusim._C.fallback_counts() == {"aten::topk.values": 1}
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_histc_of_integers_counts_as_cuda_does(dtype, device):
+    # transformers' mixture-of-experts load-balancing loss counts tokens per expert with histc of int32 on any device
+    # but the CPU and MPS; the CPU has no integer histc, so the reference is the float histogram of the same values.
+    experts = torch.randint(0, 8, (1000,), generator=torch.Generator().manual_seed(0), dtype=dtype)
+    with npusim.profile() as report:
+        results = {bounds: torch.histc(experts.to(device), *bounds) for bounds in [(8, 0, 8), (4, 0, 8), (5, 2, 6)]}
+        out = torch.empty(0, dtype=dtype, device=device)
+        torch.histc(experts.to(device), 8, 0, 8, out=out)
+    assert report.fallbacks == {}
+    for (bins, low, high), counts in results.items():
+        assert counts.dtype == dtype
+        assert torch.equal(counts.cpu(), torch.histc(experts.float(), bins, low, high).to(dtype))
+    assert torch.equal(out.cpu(), results[(8, 0, 8)].cpu())
+    # Bounds from the data (0, 0), and a single value, widened by one on each side as CUDA does.
+    assert torch.equal(torch.histc(experts.to(device), 3).cpu(), torch.histc(experts.float(), 3).to(dtype))
+    assert torch.histc(torch.full((4,), 5, dtype=dtype, device=device), 2).cpu().tolist() == [0, 4]
+    with pytest.raises(RuntimeError, match="bins must be > 0"):
+        torch.histc(experts.to(device), 0, 0, 8)
