@@ -89,6 +89,7 @@ config::ChipConfig fuzz_chip_config() {
 Outcome ProgramRunner::run(const FuzzProgram& program) {
   emulator::DeviceMemory& memory = chip_.memory();
   memory.clear();
+  chip_.clear_core_memories();
   memory.write(abi::FIRMWARE_BASE, abi::firmware_image(), abi::firmware_image_words() * sizeof(uint64_t));
   chip_.boot(abi::FIRMWARE_BASE);
   chip_.take_launch_records();

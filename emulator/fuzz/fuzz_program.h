@@ -40,9 +40,8 @@ struct Outcome {
   std::vector<std::array<uint64_t, isa::kRegisterCount>> registers;  // each core's registers after the run
 };
 
-// Runs programs on one chip, one after another: before each run the chip's DRAM is cleared and the firmware booted
-// again, so a run does not depend on the ones before it (but for the cores' local memories, which only the kernel
-// itself can read, and it overwrites them before use in any program that means something).
+// Runs programs on one chip, one after another: before each run the chip's DRAM and the cores' local memories are
+// cleared and the firmware booted again, so a run does not depend on the ones before it.
 class ProgramRunner {
  public:
   explicit ProgramRunner(emulator::Chip& chip) : chip_(chip) {}

@@ -102,6 +102,10 @@ class FunctionalChip::CoreContext : public ExecContext {
   }
 
   const ScalarState& state() const { return state_; }
+  void clear_memories() {
+    std::fill(scratchpad_.begin(), scratchpad_.end(), std::byte{0});
+    std::fill(accumulator_.begin(), accumulator_.end(), std::byte{0});
+  }
 
  protected:
   std::span<std::byte> scratchpad_memory() override { return scratchpad_; }
@@ -269,5 +273,9 @@ std::optional<KernelFault> FunctionalChip::run_kernel(int core, uint64_t program
 }
 
 const ScalarState& FunctionalChip::core_state(int core) const { return cores_.at(core)->state(); }
+
+void FunctionalChip::clear_core_memories() {
+  for (auto& core : cores_) core->clear_memories();
+}
 
 }  // namespace npusim::emulator
