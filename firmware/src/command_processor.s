@@ -9,15 +9,12 @@
 ;
 ; registers: r10 ring header, r11 head, r12 tail, r13 slot address - RING_SLOTS, r14 command kind,
 ;            r5..r7 arguments, r8 status, r16 ring index, r17 whether this pass ran a command,
-;            r18 start cycle, r20 completion queue, r21 commands completed since boot, r9 r15 r19 r22 scratch,
-;            r23 EVENT_BASE and r24 the event table's size, for the check of event addresses
+;            r18 start cycle, r20 completion queue, r21 commands completed since boot, r9 r15 r19 r22 scratch
 .include "ring_abi.inc"
 
 boot:
     li   r20, COMPLETION_BASE
     li   r21, 0
-    li   r23, EVENT_BASE
-    li   r24, EVENT_COUNT << EVENT_SHIFT
 sleep:
     wfd                                 ; nothing can run until the host rings the doorbell
 pass:
@@ -72,20 +69,24 @@ copy_d2d:
     copy.d2d r5, r6, r7
     jal  r0, complete
 ; An event command's address must lie in the event table: a corrupt one would otherwise write over the rings or the
-; firmware itself (two cycles; a misaligned address inside the table traps at the access).
+; firmware itself (four cycles, on event commands only; a misaligned address inside the table traps at the access).
 bad_event:
     li   r8, STATUS_BAD_EVENT
     jal  r0, complete
 event_record:
-    sub  r9, r5, r23
-    bgeu r9, r24, bad_event
+    li   r15, EVENT_BASE
+    sub  r9, r5, r15
+    li   r15, EVENT_COUNT << EVENT_SHIFT
+    bgeu r9, r15, bad_event
     csrr r9, cycle
     st   r9, EVENT_CYCLE(r5)
     st   r6, EVENT_VALUE(r5)
     jal  r0, complete
 event_wait:
-    sub  r9, r5, r23
-    bgeu r9, r24, bad_event
+    li   r15, EVENT_BASE
+    sub  r9, r5, r15
+    li   r15, EVENT_COUNT << EVENT_SHIFT
+    bgeu r9, r15, bad_event
     ld   r9, EVENT_VALUE(r5)
     bltu r9, r6, next_ring              ; not recorded yet: this ring waits, the others go on
 
