@@ -237,10 +237,12 @@ class FunctionalChip::CommandProcessorContext : public ExecContext {
 
   void run() {
     sleeping_ = false;
-    // The firmware has no budget of its own: it sleeps in wfd whenever the ring is empty.
-    if (auto fault = run_until(
-            *this, -1, [&] { return sleeping_; }, UINT64_MAX))
-      throw CommandProcessorFault(*fault);
+    const uint64_t budget = state_.instructions_retired + kCommandProcessorBudget;
+    const auto asleep = [&] {
+      if (!sleeping_ && state_.instructions_retired >= budget) throw command_processor_watchdog_trap();
+      return sleeping_;
+    };
+    if (auto fault = run_until(*this, -1, asleep, UINT64_MAX)) throw CommandProcessorFault(*fault);
   }
 
   ScalarState state_;

@@ -12,6 +12,12 @@ Trap watchdog_trap(uint64_t budget) {
       budget));
 }
 
+Trap command_processor_watchdog_trap() {
+  return Trap(fmt::format(
+      "watchdog: more than {} firmware instructions without sleeping (the rings or the firmware were overwritten?)",
+      kCommandProcessorBudget));
+}
+
 BarrierDeadlock::BarrierDeadlock(const std::string& why)
     : Trap(fmt::format("deadlock: this barrier can never complete: {}", why)) {}
 

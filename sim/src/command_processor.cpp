@@ -43,6 +43,7 @@ class CommandProcessor::FirmwareContext : public emulator::ExecContext {
     while (cp_.pending_doorbells_ == 0 && !cp_.boot_requested_) sc_core::wait(cp_.doorbell_event_ | cp_.boot_event_);
     if (cp_.boot_requested_) throw Reboot{};
     --cp_.pending_doorbells_;
+    cp_.awake_instructions_ = 0;
   }
 
   void launch_cores(uint64_t program, uint64_t arguments, uint64_t core_mask) override {
@@ -163,7 +164,10 @@ void CommandProcessor::run() {
     keeper.reset();
     FirmwareContext context(*this, keeper);
     try {
+      awake_instructions_ = 0;
       while (true) {
+        if (++awake_instructions_ > emulator::kCommandProcessorBudget)
+          throw emulator::command_processor_watchdog_trap();
         emulator::step(context);
         keeper.inc(clock_.cycles(1));
         if (keeper.need_sync()) keeper.sync();

@@ -46,6 +46,7 @@ class CommandProcessor : public sc_core::sc_module {
   uint64_t firmware_entry_ = 0;
   bool boot_requested_ = false;
   int pending_doorbells_ = 0;
+  uint64_t awake_instructions_ = 0;  // since the firmware last woke (emulator::kCommandProcessorBudget)
   std::optional<emulator::KernelFault> firmware_fault_;
   std::vector<emulator::LaunchRecord> launch_records_;
 };

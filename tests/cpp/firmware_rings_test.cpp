@@ -238,6 +238,25 @@ TEST_P(FirmwareRings, AnEventAddressOutsideTheEventTableIsRejected) {
   EXPECT_EQ(device.run().size(), 1u);  // the ring goes on
 }
 
+// Found by the program fuzz target: a kernel's strided store wrote over ring 0's tail and the count of submitted
+// commands, and the firmware ran the ring's stale slots without end. Past its budget it now traps instead, and a boot
+// makes it usable again.
+TEST_P(FirmwareRings, FirmwareRunningCorruptedRingsTrapsInsteadOfHanging) {
+  FirmwareHarness device(GetParam());
+  device.write_word(abi::RING_BASE + abi::RING_TAIL, uint64_t{1} << 40);
+  device.write_word(abi::COMPLETION_BASE + abi::COMPLETION_SUBMITTED, uint64_t{1} << 40);
+  try {
+    device.run();
+    FAIL() << "the firmware went to sleep";
+  } catch (const emulator::CommandProcessorFault& fault) {
+    EXPECT_NE(std::string(fault.what()).find("watchdog: more than 16777216 firmware instructions"), std::string::npos)
+        << fault.what();
+  }
+  device.reboot();
+  const uint64_t fence = device.push(1, abi::COMMAND_FENCE);
+  EXPECT_EQ(sequences(device.run()), (std::vector<uint64_t>{fence}));
+}
+
 // A boot restarts the firmware from its entry point even when it did not fail but sleeps in wfd (the timed model once
 // ignored such a boot and went on with the old run's registers, so its completions went to stale slots).
 TEST_P(FirmwareRings, BootingAgainRestartsASleepingFirmware) {
