@@ -62,6 +62,48 @@ build_and_install() {
   echo "== built and installed in $((SECONDS - started)) s"
 }
 
+# The C++ libraries and their GoogleTest suites, and the fuzz targets' smoke runs, built with AddressSanitizer and
+# UndefinedBehaviorSanitizer in a build directory of their own (ccache keeps a rebuild short), then the runtime's
+# threaded tests with ThreadSanitizer; any finding fails.
+# docs/robustness.md: what runs, and how long it takes.
+# A build whose log is shown only when it fails.
+quiet_build() {
+  local directory=$1
+  shift
+  if ! cmake --build "$directory" -j "$(nproc)" "$@" >"$directory/build.log" 2>&1; then
+    tail -n 60 "$directory/build.log"
+    return 1
+  fi
+}
+
+sanitizer_tests() {
+  echo "== C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)"
+  local started=$SECONDS
+  cmake -S . -B build-asan -G Ninja -DNPUSIM_BUILD_TORCH=OFF -DNPUSIM_SANITIZE=address,undefined \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  quiet_build build-asan
+  echo "== sanitizer build took $((SECONDS - started)) s"
+  started=$SECONDS
+  ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=0:strict_string_checks=1 \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E "${SANITIZER_TESTS_EXCLUDED}"
+  echo "== sanitizer tests took $((SECONDS - started)) s"
+
+  # ThreadSanitizer on the runtime's multi-thread tests (device_test): host threads, device threads and streams.
+  echo "== runtime tests under ThreadSanitizer (build-tsan)"
+  started=$SECONDS
+  cmake -S . -B build-tsan -G Ninja -DNPUSIM_BUILD_TORCH=OFF -DNPUSIM_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    >/dev/null
+  quiet_build build-tsan --target device_test
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" -R '^Device\.|^Modes/Devices'
+  echo "== ThreadSanitizer build and tests took $((SECONDS - started)) s"
+}
+# Left out of the sanitizer run (a ctest -E regex), run by the plain build only: the fuzz smoke runs that host the
+# emulator and the SystemC model in one process, where SystemC's unannotated stack switches give ASan false reports
+# (docs/robustness.md).
+SANITIZER_TESTS_EXCLUDED='^(TimedProgramFuzz|RingFuzz)\.'
+
 setup() {
   install_debian_packages
   install_python_packages
@@ -84,6 +126,7 @@ case "${1:-}" in
     "$PYTHON" -m ruff format --check --quiet .
     echo "== C++ tests (GoogleTest through ctest)"
     ctest --test-dir build --output-on-failure -j "$(nproc)"
+    sanitizer_tests
     echo "== Python tests (pytest)"
     "$PYTHON" -m pytest tests/python -q
     ;;

@@ -108,7 +108,9 @@ ChipConfig load_config_text(const std::string& yaml_text, const std::string& sou
   if (root.IsNull()) return config;
   if (!root.IsMap()) throw ConfigError(fmt::format("{}: the top level must be a map of sections", source_name));
   for (const auto& section : root) {
-    const std::string section_name = section.first.as<std::string>();
+    if (!section.first.IsScalar())
+      throw ConfigError(fmt::format("{}: a section name must be a plain word", location(source_name, section.first)));
+    const std::string section_name = section.first.Scalar();
     if (section_name == "name") {
       if (!section.second.IsScalar())
         throw ConfigError(fmt::format("{}: 'name' must be a string", location(source_name, section.second)));
@@ -123,7 +125,10 @@ ChipConfig load_config_text(const std::string& yaml_text, const std::string& sou
       throw ConfigError(
           fmt::format("{}: section '{}' must be a map of keys", location(source_name, section.first), section_name));
     for (const auto& entry : section.second) {
-      const std::string key = entry.first.as<std::string>();
+      if (!entry.first.IsScalar())
+        throw ConfigError(fmt::format("{}: a key of section '{}' must be a plain word",
+                                      location(source_name, entry.first), section_name));
+      const std::string key = entry.first.Scalar();
       auto binding = std::find_if(bindings().begin(), bindings().end(), [&](const ParamBinding& b) {
         return b.info.section == section_name && b.info.key == key;
       });

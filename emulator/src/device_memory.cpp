@@ -98,6 +98,12 @@ void DeviceMemory::fill(uint64_t address, uint8_t value, uint64_t bytes) {
   }
 }
 
+void DeviceMemory::clear() {
+  for (Page& entry : pages_)
+    if (std::byte* bytes = entry.bytes.load(std::memory_order_acquire)) std::memset(bytes, 0, kPageBytes);
+  code_version_.fetch_add(1);
+}
+
 namespace {
 // The lowest and one-past-highest byte of a strided tile, or nullopt when they do not fit 64 bits.
 bool tile_extent(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows, uint64_t& low, uint64_t& bytes) {
@@ -123,6 +129,7 @@ void DeviceMemory::read_rows(uint64_t address, int64_t stride, uint64_t row_byte
     throw Trap(fmt::format("DRAM read of {} rows of {} bytes, {} apart, from 0x{:x} leaves the address space", rows,
                            row_bytes, stride, address));
   require_range(low, bytes, "read");
+  if (bytes == 0) return;  // no row has a byte: a stride that leaves the device must not reach the page table
   auto* out = static_cast<std::byte*>(destination);
   for (uint64_t r = 0; r < rows; ++r, out += row_bytes) {
     const uint64_t row = address + r * stride;
@@ -144,6 +151,7 @@ void DeviceMemory::write_rows(uint64_t address, int64_t stride, uint64_t row_byt
     throw Trap(fmt::format("DRAM write of {} rows of {} bytes, {} apart, to 0x{:x} leaves the address space", rows,
                            row_bytes, stride, address));
   require_range(low, bytes, "write");
+  if (bytes == 0) return;  // as in read_rows
   const auto* in = static_cast<const std::byte*>(source);
   for (uint64_t r = 0; r < rows; ++r, in += row_bytes) {
     const uint64_t row = address + r * stride;

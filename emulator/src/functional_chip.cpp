@@ -102,6 +102,10 @@ class FunctionalChip::CoreContext : public ExecContext {
   }
 
   const ScalarState& state() const { return state_; }
+  void clear_memories() {
+    std::fill(scratchpad_.begin(), scratchpad_.end(), std::byte{0});
+    std::fill(accumulator_.begin(), accumulator_.end(), std::byte{0});
+  }
 
  protected:
   std::span<std::byte> scratchpad_memory() override { return scratchpad_; }
@@ -233,10 +237,12 @@ class FunctionalChip::CommandProcessorContext : public ExecContext {
 
   void run() {
     sleeping_ = false;
-    // The firmware has no budget of its own: it sleeps in wfd whenever the ring is empty.
-    if (auto fault = run_until(
-            *this, -1, [&] { return sleeping_; }, UINT64_MAX))
-      throw CommandProcessorFault(*fault);
+    const uint64_t budget = state_.instructions_retired + kCommandProcessorBudget;
+    const auto asleep = [&] {
+      if (!sleeping_ && state_.instructions_retired >= budget) throw command_processor_watchdog_trap();
+      return sleeping_;
+    };
+    if (auto fault = run_until(*this, -1, asleep, UINT64_MAX)) throw CommandProcessorFault(*fault);
   }
 
   ScalarState state_;
@@ -269,5 +275,9 @@ std::optional<KernelFault> FunctionalChip::run_kernel(int core, uint64_t program
 }
 
 const ScalarState& FunctionalChip::core_state(int core) const { return cores_.at(core)->state(); }
+
+void FunctionalChip::clear_core_memories() {
+  for (auto& core : cores_) core->clear_memories();
+}
 
 }  // namespace npusim::emulator

@@ -14,6 +14,12 @@ Trap watchdog_trap(uint64_t budget) {
 
 Trap stopped_trap() { return Trap("stopped: the host abandoned the device's unfinished work"); }
 
+Trap command_processor_watchdog_trap() {
+  return Trap(fmt::format(
+      "watchdog: more than {} firmware instructions without sleeping (the rings or the firmware were overwritten?)",
+      kCommandProcessorBudget));
+}
+
 BarrierDeadlock::BarrierDeadlock(const std::string& why)
     : Trap(fmt::format("deadlock: this barrier can never complete: {}", why)) {}
 

@@ -68,12 +68,25 @@ copy_d2h:
 copy_d2d:
     copy.d2d r5, r6, r7
     jal  r0, complete
+; An event command's address must lie in the event table: a corrupt one would otherwise write over the rings or the
+; firmware itself (four cycles, on event commands only; a misaligned address inside the table traps at the access).
+bad_event:
+    li   r8, STATUS_BAD_EVENT
+    jal  r0, complete
 event_record:
+    li   r15, EVENT_BASE
+    sub  r9, r5, r15
+    li   r15, EVENT_COUNT << EVENT_SHIFT
+    bgeu r9, r15, bad_event
     csrr r9, cycle
     st   r9, EVENT_CYCLE(r5)
     st   r6, EVENT_VALUE(r5)
     jal  r0, complete
 event_wait:
+    li   r15, EVENT_BASE
+    sub  r9, r5, r15
+    li   r15, EVENT_COUNT << EVENT_SHIFT
+    bgeu r9, r15, bad_event
     ld   r9, EVENT_VALUE(r5)
     bltu r9, r6, next_ring              ; not recorded yet: this ring waits, the others go on
 

@@ -587,6 +587,8 @@ void Device::finish(Command& command, const abi::CompletionEntry& completion,
                     launch && launch->fault ? launch->fault->describe() : fmt::format("status {}", completion.status)));
   else if (completion.status == abi::STATUS_UNKNOWN_COMMAND)
     note_error(fmt::format("npusim firmware did not know command kind {}", command.kind));
+  else if (completion.status == abi::STATUS_BAD_EVENT)
+    note_error(fmt::format("npusim firmware rejected event address 0x{:x}: outside the event table", command.arg0));
   if (command.kind == abi::COMMAND_EVENT_RECORD) {
     uint64_t cycle = 0;
     chip_->memory().read(event_address(command.event) + abi::EVENT_CYCLE, &cycle, sizeof cycle);

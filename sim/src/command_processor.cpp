@@ -40,8 +40,10 @@ class CommandProcessor::FirmwareContext : public emulator::ExecContext {
 
   void wait_for_doorbell() override {
     keeper_.sync();
-    while (cp_.pending_doorbells_ == 0) sc_core::wait(cp_.doorbell_event_);
+    while (cp_.pending_doorbells_ == 0 && !cp_.boot_requested_) sc_core::wait(cp_.doorbell_event_ | cp_.boot_event_);
+    if (cp_.boot_requested_) throw Reboot{};
     --cp_.pending_doorbells_;
+    cp_.awake_instructions_ = 0;
   }
 
   void launch_cores(uint64_t program, uint64_t arguments, uint64_t core_mask) override {
@@ -142,6 +144,7 @@ CommandProcessor::CommandProcessor(sc_core::sc_module_name name, const config::C
 void CommandProcessor::boot(uint64_t firmware_entry) {
   firmware_entry_ = firmware_entry;
   pending_doorbells_ = 0;
+  boot_requested_ = true;
   boot_event_.notify(sc_core::SC_ZERO_TIME);
 }
 
@@ -150,23 +153,28 @@ void CommandProcessor::ring_doorbell() {
   doorbell_event_.notify(sc_core::SC_ZERO_TIME);
 }
 
-// Each boot runs the firmware until it traps; the host then boots it again.
+// Each boot runs the firmware until it traps or the host boots it again (as the functional chip does).
 void CommandProcessor::run() {
   while (true) {
-    sc_core::wait(boot_event_);
+    if (!boot_requested_) sc_core::wait(boot_event_);
+    boot_requested_ = false;
     state_ = emulator::ScalarState{};
     state_.pc = firmware_entry_;
     tlm_utils::tlm_quantumkeeper keeper;
     keeper.reset();
     FirmwareContext context(*this, keeper);
     try {
+      awake_instructions_ = 0;
       while (true) {
+        if (++awake_instructions_ > emulator::kCommandProcessorBudget)
+          throw emulator::command_processor_watchdog_trap();
         emulator::step(context);
         keeper.inc(clock_.cycles(1));
         if (keeper.need_sync()) keeper.sync();
       }
     } catch (const Trap& trap) {
       firmware_fault_ = emulator::make_fault(context, -1, state_.pc, trap.what());
+    } catch (const Reboot&) {
     }
     keeper.sync();
   }

@@ -23,7 +23,7 @@ class CommandProcessor : public sc_core::sc_module {
   CommandProcessor(sc_core::sc_module_name name, const config::ChipConfig& config, emulator::DeviceMemory& memory,
                    std::vector<NpuCore*> cores, CoreBarrier& barrier);
 
-  // Host side, called between simulation runs.
+  // Host side, called between simulation runs. A boot restarts the firmware whether it failed or sleeps in wfd.
   void boot(uint64_t firmware_entry);
   void ring_doorbell();
   std::optional<emulator::KernelFault> take_firmware_fault() { return std::exchange(firmware_fault_, std::nullopt); }
@@ -31,6 +31,7 @@ class CommandProcessor : public sc_core::sc_module {
 
  private:
   class FirmwareContext;
+  struct Reboot {};  // thrown out of a sleeping firmware's wfd when the host boots it again
 
   void run();
 
@@ -43,7 +44,9 @@ class CommandProcessor : public sc_core::sc_module {
   emulator::ScalarState state_;
   sc_core::sc_event boot_event_, doorbell_event_;
   uint64_t firmware_entry_ = 0;
+  bool boot_requested_ = false;
   int pending_doorbells_ = 0;
+  uint64_t awake_instructions_ = 0;  // since the firmware last woke (emulator::kCommandProcessorBudget)
   std::optional<emulator::KernelFault> firmware_fault_;
   std::vector<emulator::LaunchRecord> launch_records_;
 };

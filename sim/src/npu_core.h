@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tlm_utils/simple_initiator_socket.h>
+#include <algorithm>
 
 #include <array>
 #include <atomic>
@@ -61,6 +62,11 @@ class NpuCore : public sc_core::sc_module {
   // Statistics and (when tracing) engine activity of the last kernel.
   const emulator::KernelStats& stats() const { return state_.stats; }
   const std::array<uint64_t, isa::kRegisterCount>& registers() const { return state_.registers; }
+  // Host side, between simulation runs: scratchpad and accumulator zeroed.
+  void clear_memories() {
+    std::fill(scratchpad_.begin(), scratchpad_.end(), std::byte{0});
+    std::fill(accumulator_.begin(), accumulator_.end(), std::byte{0});
+  }
   std::vector<emulator::EngineInterval> take_trace() { return std::exchange(trace_, {}); }
   void set_tracing(bool enabled) { tracing_ = enabled; }
   std::string take_first_hazard() { return std::exchange(first_hazard_, {}); }

@@ -72,6 +72,9 @@ class TimedChip : public emulator::Chip {
   std::array<uint64_t, isa::kRegisterCount> core_registers(int core) const override {
     return cores_.at(core)->registers();
   }
+  void clear_core_memories() override {
+    for (auto& core : cores_) core->clear_memories();
+  }
 
  private:
   // Runs until nothing is left to do: the firmware sleeps in wfd and every core and engine is idle.

@@ -66,6 +66,13 @@ TEST(Config, EveryTextDefaultIsOneOfItsChoices) {
 
 TEST(Config, NameMustBeAString) { EXPECT_EQ(error_of("name:\n  a: 1\n"), "bad.yaml:2: 'name' must be a string"); }
 
+// Found by the config fuzz target (configs/fuzz): a key that is a list or a map raised yaml-cpp's own exception.
+TEST(Config, ASectionNameOrKeyThatIsNotAWordIsAnError) {
+  EXPECT_EQ(error_of("? [core]\n: {systolic_rows: 8}\n"), "bad.yaml:1: a section name must be a plain word");
+  EXPECT_EQ(error_of("core:\n  ? {a: 1}\n  : 2\n"), "bad.yaml:2: a key of section 'core' must be a plain word");
+  EXPECT_EQ(error_of("core:\n  ? \n  : 2\n"), "bad.yaml:3: a key of section 'core' must be a plain word");
+}
+
 TEST(Config, UnknownPresetListsTheKnownOnes) {
   try {
     load_config("huge", {source_config_dir()});

@@ -274,6 +274,43 @@ TEST_P(Devices, AbandoningWorkStopsTheRunningKernel) {  // as process exit does
   stuck.expect_abandoned_and_usable();
 }
 
+// Host threads each with a device and streams of their own, all launching at once: two devices that share a device
+// thread (as timed devices must) and, in functional mode, two more with device threads of their own. Each thread
+// launches on two streams joined by an event, copies, synchronises and checks its own results.
+TEST_P(Devices, ThreadsLaunchOnTheirOwnDevicesAndStreamsAtOnce) {
+  auto devices = runtime::Device::open_devices(test_config(), GetParam(), 2);
+  if (GetParam() == runtime::Mode::Functional)
+    for (int k = 0; k < 2; ++k) devices.push_back(std::make_unique<runtime::Device>(test_config(), GetParam()));
+  constexpr uint64_t kLaunches = 200;
+  std::vector<std::string> failures(devices.size());
+  std::vector<std::thread> threads;
+  for (size_t index = 0; index < devices.size(); ++index) {
+    threads.emplace_back([&, index] {
+      runtime::Device& device = *devices[index];
+      Adder adder(device);
+      const runtime::StreamId first = 1 + 2 * index, second = 2 + 2 * index;
+      device.set_current_stream(first);
+      const uint64_t cells = device.allocate(16);
+      device.copy_host_to_device(cells, std::array<uint64_t, 2>{index, 0}.data(), 16);
+      for (uint64_t k = 0; k < kLaunches; ++k) adder.add(cells, k, k % 7, first);
+      const int event = device.create_event();
+      device.record_event(event, first);
+      device.wait_event(event, second);
+      device.copy_device_to_device(cells + 8, cells, 8, second);
+      adder.add(cells + 8, 1, 0, second);
+      device.synchronize_stream(second);
+      device.destroy_event(event);
+      const uint64_t expected = index + kLaunches * (kLaunches - 1) / 2;
+      const uint64_t first_cell = read_word(device, cells), second_cell = read_word(device, cells + 8);
+      if (first_cell != expected || second_cell != expected + 1)
+        failures[index] = fmt::format("device {}: {} and {}, expected {} and {}", index, first_cell, second_cell,
+                                      expected, expected + 1);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const std::string& failure : failures) EXPECT_EQ(failure, "");
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, Devices, testing::Values(runtime::Mode::Functional, runtime::Mode::Timed),
                          [](const auto& info) { return runtime::mode_name(info.param); });
 

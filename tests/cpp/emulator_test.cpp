@@ -52,6 +52,22 @@ TEST(DeviceMemory, A16GiBDeviceCostsHostMemoryOnlyForTheTouchedPages) {
   EXPECT_EQ(back, value);
 }
 
+// Found by the program fuzz target under ASan: rows of no bytes, a stride apart that leaves the device, passed the
+// range check (the tile has no bytes) and then indexed the page table past its end (a write created a page there).
+TEST(DeviceMemory, RowsOfNoBytesTouchNothingWhateverTheStride) {
+  DeviceMemory memory(uint64_t{1} << 20);
+  std::vector<std::byte> rows(16);
+  memory.read_rows(0, int64_t{1} << 40, 0, 1'000'000, rows.data());
+  memory.write_rows(64, -(int64_t{1} << 40), 0, 1'000'000, rows.data());
+  EXPECT_EQ(memory.resident_bytes(), 0u);
+}
+
+TEST_F(Emulator, ATileOfNoColumnsWithAHugeStrideMovesNothing) {
+  EXPECT_FALSE(
+      run("li r2, 10\n li r3, 0x100000\n dma.ld2.b16 r0, r0, r0, r3, 209723906\n"
+          " dma.st2.b32 r0, r0, r0, r3, -209723906\n fence\n halt\n"));
+}
+
 TEST_F(Emulator, ScalarArithmeticWrapsAndShifts) {
   ASSERT_FALSE(
       run("li r2, -1\n li r3, 2\n add r4, r2, r3\n sub r5, r0, r3\n mul r6, r3, r3\n srai r7, r2, 60\n"

@@ -30,6 +30,15 @@ class FirmwareHarness {
     chip_->boot(abi::FIRMWARE_BASE);
   }
 
+  // Empty rings and completion queue and the firmware started again, as the runtime does after a firmware fault.
+  void reboot() {
+    memory().fill(abi::RING_BASE, 0, abi::RING_COUNT << abi::RING_SHIFT);
+    memory().fill(abi::COMPLETION_BASE, 0,
+                  abi::COMPLETION_ENTRIES + (abi::COMPLETION_CAPACITY << abi::COMPLETION_SHIFT));
+    pushed_ = seen_ = 0;
+    chip_->boot(abi::FIRMWARE_BASE);
+  }
+
   emulator::DeviceMemory& memory() { return chip_->memory(); }
   emulator::Chip& chip() { return *chip_; }
 
@@ -210,6 +219,54 @@ TEST_P(FirmwareRings, ATrappedKernelCompletesWithItsCoreAndTheRingGoesOn) {
   ASSERT_EQ(launches.size(), 1u);
   ASSERT_TRUE(launches[0].fault.has_value());
   EXPECT_EQ(launches[0].fault->core, 1);
+}
+
+// Found by the ring fuzz target: an event record whose address was ring 0's header overwrote the ring's head and tail,
+// after which the firmware ran stale slots and never reached the commands written next.
+TEST_P(FirmwareRings, AnEventAddressOutsideTheEventTableIsRejected) {
+  FirmwareHarness device(GetParam());
+  device.push(0, abi::COMMAND_EVENT_RECORD, abi::RING_BASE, 999);
+  device.push(0, abi::COMMAND_EVENT_WAIT, abi::FIRMWARE_BASE, 1);
+  device.push(0, abi::COMMAND_EVENT_RECORD, abi::EVENT_BASE + (abi::EVENT_COUNT << abi::EVENT_SHIFT), 1);
+  device.push(0, abi::COMMAND_EVENT_RECORD, kEvent, 4);
+  const auto entries = device.run();
+  ASSERT_EQ(entries.size(), 4u);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(entries[k].status, abi::STATUS_BAD_EVENT) << "command " << k + 1;
+  EXPECT_EQ(entries[3].status, 0u);
+  EXPECT_EQ(device.read_word(kEvent + abi::EVENT_VALUE), 4u);
+  device.push(0, abi::COMMAND_FENCE);
+  EXPECT_EQ(device.run().size(), 1u);  // the ring goes on
+}
+
+// Found by the program fuzz target: a kernel's strided store wrote over ring 0's tail and the count of submitted
+// commands, and the firmware ran the ring's stale slots without end. Past its budget it now traps instead, and a boot
+// makes it usable again.
+TEST_P(FirmwareRings, FirmwareRunningCorruptedRingsTrapsInsteadOfHanging) {
+  FirmwareHarness device(GetParam());
+  device.write_word(abi::RING_BASE + abi::RING_TAIL, uint64_t{1} << 40);
+  device.write_word(abi::COMPLETION_BASE + abi::COMPLETION_SUBMITTED, uint64_t{1} << 40);
+  try {
+    device.run();
+    FAIL() << "the firmware went to sleep";
+  } catch (const emulator::CommandProcessorFault& fault) {
+    EXPECT_NE(std::string(fault.what()).find("watchdog: more than 16777216 firmware instructions"), std::string::npos)
+        << fault.what();
+  }
+  device.reboot();
+  const uint64_t fence = device.push(1, abi::COMMAND_FENCE);
+  EXPECT_EQ(sequences(device.run()), (std::vector<uint64_t>{fence}));
+}
+
+// A boot restarts the firmware from its entry point even when it did not fail but sleeps in wfd (the timed model once
+// ignored such a boot and went on with the old run's registers, so its completions went to stale slots).
+TEST_P(FirmwareRings, BootingAgainRestartsASleepingFirmware) {
+  FirmwareHarness device(GetParam());
+  for (int k = 0; k < 3; ++k) device.push(0, abi::COMMAND_FENCE);
+  ASSERT_EQ(device.run().size(), 3u);
+  device.reboot();
+  const uint64_t fence = device.push(1, abi::COMMAND_FENCE);
+  EXPECT_EQ(sequences(device.run()), (std::vector<uint64_t>{fence}));
+  EXPECT_EQ(device.read_word(abi::COMPLETION_BASE + abi::COMPLETION_TAIL), 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, FirmwareRings, testing::Values(runtime::Mode::Functional, runtime::Mode::Timed),

@@ -72,6 +72,8 @@ class Loop::Emitter {
     // B is read along whichever of its dimensions is contiguous; mx.ldwt takes the transposed layout.
     b_transposed_ = spec.b_row < spec.b_col;
   }
+  // The epilogue outlives the loop (it is built first); registers it kept from prepare() go back before b_ goes.
+  ~Emitter() { epilogue_.release_registers(); }
 
   // The block size for `sets` sets of staging and epilogue tiles; false when not one row fits.
   bool choose_blocks(const config::ChipConfig& config, int sets) {

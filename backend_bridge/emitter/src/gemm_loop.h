@@ -54,6 +54,10 @@ class Epilogue {
   // DMA queue behind the next block's loads rather than ahead of them. Both use the tiles of `set` only.
   virtual void compute(Loop& loop, const Block& block, int set) = 0;
   virtual void store(Loop& loop, const Block& block, int set) = 0;
+  // When the loop, and with it the builder, goes away (whether the build finished or threw): an epilogue that keeps
+  // registers of that builder between calls lets go of them here, since a Reg released later would write to a
+  // destroyed builder (ASan found it).
+  virtual void release_registers() {}
 };
 
 class Loop {

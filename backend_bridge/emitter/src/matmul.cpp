@@ -116,6 +116,10 @@ class ScaleAndBias : public gemm::Epilogue {
     b.point(result, loop.staging(set));
     scale_and_add(b, tiles, result, block.outputs);
   }
+  void release_registers() override {
+    c_ = Reg();
+    bias_ = Reg();
+  }
   void store(gemm::Loop& loop, const gemm::Block& block, int set) override {
     KernelBuilder& b = loop.builder();
     const Tile& tile = computes_ && narrow_out() ? *tiles_.at(set).rounded : loop.staging(set);

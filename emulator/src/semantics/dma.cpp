@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "element_types.h"
 #include "npusim/emulator/semantics.h"
 #include "npusim/emulator/trap.h"
 
@@ -145,7 +146,7 @@ void DmaCoreToCore(ExecContext& c, const Instruction& i) {
   if (address > peer.size() || bytes > peer.size() - address)
     throw Trap(fmt::format("dma.c2c of {} bytes at 0x{:x} is outside core {}'s {} KiB scratchpad", bytes, address,
                            c.reg(i.rs2), peer.size() / 1024));
-  std::memmove(peer.data() + address, source, bytes);
+  copy_bytes(peer.data() + address, source, bytes);
   c.stats().core_to_core_bytes += bytes;
 }
 

@@ -44,6 +44,12 @@ T narrow(From value) {
     return static_cast<T>(static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(value)));
 }
 
+// memmove of `bytes`, and nothing for none: an empty vector's data() may be null, and memcpy or memmove from or to
+// null is undefined behaviour even for no bytes (UBSan reports it; instructions with a count of 0 do this).
+inline void copy_bytes(void* out, const void* in, uint64_t bytes) {
+  if (bytes > 0) std::memmove(out, in, bytes);
+}
+
 template <typename T>
 T load(const std::byte* base, uint64_t index) {
   T value;

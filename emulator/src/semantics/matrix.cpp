@@ -28,7 +28,7 @@ void load_weights(ExecContext& c, const Instruction& i, bool transposed) {
     weights.values.resize(rows * cols);
     if constexpr (std::is_same_v<T, float>) {
       if (!transposed) {  // already the layout the array keeps
-        std::memcpy(weights.values.data(), source, rows * cols * sizeof(float));
+        copy_bytes(weights.values.data(), source, rows * cols * sizeof(float));
         return;
       }
     }
@@ -115,11 +115,11 @@ void MatrixStore(ExecContext& c, const Instruction& i) {
   visit_type(i.type, [&]<typename T>(T) {
     std::byte* out = c.scratchpad(c.reg(i.rd), count, sizeof(T)).data();
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, int32_t>) {
-      std::memmove(out, source, count * 4);
+      copy_bytes(out, source, count * 4);
     } else if constexpr (kIsFloat<T>) {
       std::vector<T> rounded(count);
       for (uint64_t k = 0; k < count; ++k) rounded[k] = T(load<float>(source, k));
-      std::memcpy(out, rounded.data(), count * sizeof(T));
+      copy_bytes(out, rounded.data(), count * sizeof(T));
     }
   });
 }

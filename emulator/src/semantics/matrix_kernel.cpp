@@ -82,10 +82,31 @@ __attribute__((target("arch=x86-64-v3"))) void vectorised_avx2(const Word* a, ui
 }
 #endif
 
+#if defined(__x86_64__)
+// GCC's __builtin_cpu_supports knows the x86-64-v3 and -v4 levels; clang 14's only the features they consist of (a CPU
+// with these has the levels' remaining features, movbe, lzcnt and f16c, in practice).
+bool supports_x86_64_v3() {
+#if defined(__clang__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
+         __builtin_cpu_supports("bmi2");
+#else
+  return __builtin_cpu_supports("x86-64-v3");
+#endif
+}
+bool supports_x86_64_v4() {
+#if defined(__clang__)
+  return supports_x86_64_v3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#else
+  return __builtin_cpu_supports("x86-64-v4");
+#endif
+}
+#endif
+
 template <typename Word>
 void dispatch(const Word* a, uint64_t rows, uint64_t depth, const Word* w, uint64_t cols, bool accumulate, Word* acc) {
 #if defined(__x86_64__)
-  static const bool avx512 = __builtin_cpu_supports("x86-64-v4"), avx2 = __builtin_cpu_supports("x86-64-v3");
+  static const bool avx512 = supports_x86_64_v4(), avx2 = supports_x86_64_v3();
   if (avx512) return vectorised_avx512(a, rows, depth, w, cols, accumulate, acc);
   if (avx2) return vectorised_avx2(a, rows, depth, w, cols, accumulate, acc);
   portable(a, rows, depth, w, cols, 0, accumulate, acc);

@@ -45,7 +45,7 @@ struct Broadcast {
   std::vector<T> read(ExecContext& c, uint64_t address, uint64_t count) const {
     const uint64_t elements = elements_read(count);
     std::vector<T> values(elements);
-    std::memcpy(values.data(), c.scratchpad(address, elements, sizeof(T)).data(), elements * sizeof(T));
+    copy_bytes(values.data(), c.scratchpad(address, elements, sizeof(T)).data(), elements * sizeof(T));
     return values;
   }
 };
@@ -142,14 +142,27 @@ To convert(From value) {
 }
 }  // namespace
 
+// Integer sums, differences and products wrap, as vneg's do: computed on 64-bit unsigned values, since a signed
+// overflow (of i64 lanes, which UBSan found) is undefined behaviour.
+template <typename Operation>
+auto wrapping(Operation operation) {
+  return [operation](auto x, auto y) {
+    using V = decltype(x);
+    if constexpr (std::is_integral_v<V>)
+      return static_cast<V>(operation(static_cast<uint64_t>(x), static_cast<uint64_t>(y)));
+    else
+      return operation(x, y);
+  };
+}
+
 void Vadd(ExecContext& c, const Instruction& i) {
-  arithmetic(c, i, [](auto x, auto y) { return x + y; });
+  arithmetic(c, i, wrapping([](auto x, auto y) { return x + y; }));
 }
 void Vsub(ExecContext& c, const Instruction& i) {
-  arithmetic(c, i, [](auto x, auto y) { return x - y; });
+  arithmetic(c, i, wrapping([](auto x, auto y) { return x - y; }));
 }
 void Vmul(ExecContext& c, const Instruction& i) {
-  arithmetic(c, i, [](auto x, auto y) { return x * y; });
+  arithmetic(c, i, wrapping([](auto x, auto y) { return x * y; }));
 }
 void Vdiv(ExecContext& c, const Instruction& i) {
   arithmetic(c, i, [](auto x, auto y) { return divide(x, y); });
@@ -249,7 +262,7 @@ void Vmov(ExecContext& c, const Instruction& i) {
   const uint64_t count = c.reg(i.rs3), bytes = isa::element_bytes(i.type);
   c.stats().vector_elements += count;
   const std::byte* source = c.scratchpad(c.reg(i.rs1), count, bytes).data();
-  std::memmove(c.scratchpad(c.reg(i.rd), count, bytes).data(), source, count * bytes);
+  copy_bytes(c.scratchpad(c.reg(i.rd), count, bytes).data(), source, count * bytes);
 }
 
 // Elements move as bits (no NaN canonicalisation); the tile is read whole first, so source and result may overlap.
@@ -264,7 +277,7 @@ void Vtr(ExecContext& c, const Instruction& i) {
   for (uint64_t r = 0; r < rows; ++r)
     for (uint64_t k = 0; k < cols; ++k)
       std::memcpy(transposed.data() + (k * rows + r) * bytes, source + (r * cols + k) * bytes, bytes);
-  std::memcpy(c.scratchpad(c.reg(i.rd), count, bytes).data(), transposed.data(), transposed.size());
+  copy_bytes(c.scratchpad(c.reg(i.rd), count, bytes).data(), transposed.data(), transposed.size());
 }
 
 // The source is read whole before anything is written, so converting in place (even to a wider type) is defined.
@@ -277,7 +290,7 @@ void Vcvt(ExecContext& c, const Instruction& i) {
       std::byte* out = c.scratchpad(c.reg(i.rd), count, sizeof(To)).data();
       std::vector<To> converted(count);
       for (uint64_t k = 0; k < count; ++k) converted[k] = convert<To>(load<From>(source, k));
-      std::memcpy(out, converted.data(), count * sizeof(To));
+      copy_bytes(out, converted.data(), count * sizeof(To));
     });
   });
 }

@@ -37,7 +37,7 @@ void reduce_rows(ExecContext& c, const Instruction& i, Reduce reduce) {
       else
         results[r] = narrow<T>(reduce(row));
     }
-    std::memcpy(c.scratchpad(c.reg(i.rd), rows, sizeof(Out)).data(), results.data(), rows * sizeof(Out));
+    copy_bytes(c.scratchpad(c.reg(i.rd), rows, sizeof(Out)).data(), results.data(), rows * sizeof(Out));
   });
 }
 
@@ -80,9 +80,16 @@ auto extreme(Better better) {
 
 void Vrsum(ExecContext& c, const Instruction& i) {
   reduce_rows<false>(c, i, [](const auto& row) {
-    typename std::decay_t<decltype(row)>::value_type sum{0};
-    for (const auto& value : row) sum += value;
-    return sum;
+    using V = typename std::decay_t<decltype(row)>::value_type;
+    if constexpr (std::is_integral_v<V>) {  // integers wrap, as vadd's do (signed overflow would be undefined)
+      std::make_unsigned_t<V> sum = 0;
+      for (const V value : row) sum += static_cast<std::make_unsigned_t<V>>(value);
+      return static_cast<V>(sum);
+    } else {
+      V sum{0};
+      for (const auto& value : row) sum += value;
+      return sum;
+    }
   });
 }
 void Vrmax(ExecContext& c, const Instruction& i) {

@@ -33,13 +33,13 @@ constexpr uint64_t kSlotBytes = 0x1000;
 template <typename T>
 std::vector<std::byte> bytes_of(const std::vector<T>& values) {
   std::vector<std::byte> bytes(values.size() * sizeof(T));
-  std::memcpy(bytes.data(), values.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());  // an empty vector's data() may be null
   return bytes;
 }
 template <typename T>
 std::vector<T> values_of(const std::vector<std::byte>& bytes) {
   std::vector<T> values(bytes.size() / sizeof(T));
-  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
   return values;
 }
 inline uint32_t bits(float value) { return std::bit_cast<uint32_t>(value); }
@@ -86,7 +86,8 @@ class Semantics : public ::testing::Test {
     std::vector<std::byte> image(4 * kSlotBytes);
     for (const auto& input : inputs) EXPECT_LE(input.size(), kSlotBytes) << "an input larger than its slot";
     for (size_t slot = 0; slot < inputs.size(); ++slot)
-      std::memcpy(image.data() + slot * kSlotBytes, inputs[slot].data(), inputs[slot].size());
+      if (!inputs[slot].empty())
+        std::memcpy(image.data() + slot * kSlotBytes, inputs[slot].data(), inputs[slot].size());
     chip_.memory().write(kData, image.data(), image.size());
     const auto fault = run(fmt::format(
         "li r10, 0\n li r11, 4096\n li r12, 8192\n li r13, 12288\n li r14, {}\n li r15, {}\n li r20, 16384\n"

@@ -31,6 +31,9 @@ TEST_F(Vadd, IntegersWrap) {
   EXPECT_EQ((vector_op<int8_t>("vadd.i8 r13, r10, r11, r14", {127, -128}, {1, -1})), (std::vector<int8_t>{-128, 127}));
   EXPECT_EQ((vector_op<uint8_t>("vadd.u8 r13, r10, r11, r14", {255}, {2})), (std::vector<uint8_t>{1}));
   EXPECT_EQ((vector_op<int64_t>("vadd.i64 r13, r10, r11, r14", {INT64_MAX}, {1})), (std::vector<int64_t>{INT64_MIN}));
+  // 64-bit lanes wrap in every operation (they overflowed signed arithmetic, undefined behaviour UBSan found)
+  EXPECT_EQ((vector_op<int64_t>("vsub.i64 r13, r10, r11, r14", {INT64_MIN}, {1})), (std::vector<int64_t>{INT64_MAX}));
+  EXPECT_EQ((vector_op<int64_t>("vmul.i64 r13, r10, r11, r14", {INT64_MAX}, {2})), (std::vector<int64_t>{-2}));
 }
 TEST_F(Vadd, BroadcastsScalarRowAndColumn) {
   const std::vector<float> a = {1, 2, 3, 4, 5, 6};  // 2 rows of 3
@@ -124,6 +127,13 @@ TEST_F(Vcle, IncludesEquality) {
   EXPECT_EQ(
       (vector_op<Half, uint8_t>("vcle.f16 r13, r10, r11, r14", {Half(1.0f), Half(2.0f)}, {Half(1.0f), Half(1.0f)})),
       (std::vector<uint8_t>{1, 0}));
+}
+// Found by the program fuzz target under UBSan: results of no elements were copied from an empty vector's null data.
+TEST_F(Vsel, InstructionsOfNoElementsDoNothing) {
+  EXPECT_FALSE(
+      run("li r14, 0\n vsel.f32 r13, r10, r11, r14, 1\n vadd.f32 r13, r10, r11, r14, 2 + (3 << 2)\n"
+          " vcvt.f16.f32 r13, r10, r14\n vtr.f32 r13, r10, r14, r14\n vrmin.f32 r13, r10, r14, r14\n"
+          " vmov.f32 r13, r10, r14\n halt\n"));
 }
 TEST_F(Vsel, MergesWhereTheMaskIsSet) {
   const std::vector<uint8_t> mask = {1, 0, 1, 0};
@@ -391,6 +401,10 @@ TEST_F(Vrsum, SumsEachRowInColumnOrder) {
   const auto ints = values_of<int32_t>(
       tile("vrsum.i32 r13, r10, r15, r14", 2, 8, {bytes_of(std::vector<int32_t>{INT32_MAX, 1, -5, 2})}, 2));
   EXPECT_EQ(ints, (std::vector<int32_t>{INT32_MIN, -3}));
+  // 64-bit sums wrap too (they overflowed a signed accumulator, undefined behaviour UBSan found)
+  const auto longs =
+      values_of<int64_t>(tile("vrsum.i64 r13, r10, r15, r14", 2, 8, {bytes_of(std::vector<int64_t>{INT64_MAX, 2})}, 1));
+  EXPECT_EQ(longs, (std::vector<int64_t>{INT64_MIN + 1}));
 }
 TEST_F(Vrmax, PropagatesNan) {
   const std::vector<float> in = {1.0f, 5.0f, 2.0f, kNan, 0.0f, 1.0f};

@@ -62,6 +62,10 @@ class Chip {
   virtual void set_tracing(bool enabled) {}
   // A core's scalar registers as its last kernel left them.
   virtual std::array<uint64_t, isa::kRegisterCount> core_registers(int core) const = 0;
+  // Zeroes every core's scratchpad and accumulator, which otherwise keep what the last kernels left (as on hardware),
+  // so that runs after it do not depend on the ones before (the fuzz targets compare the two chips this way). Not while
+  // a kernel runs.
+  virtual void clear_core_memories() = 0;
 
   // From any thread: every kernel running or launched from now on traps at its next instruction (stopped_trap), until
   // clear_stop. The host abandons its work this way (an interrupted wait, process exit); the firmware runs on.

@@ -32,6 +32,9 @@ class DeviceMemory {
   void read(uint64_t address, void* destination, uint64_t bytes) const;
   void write(uint64_t address, const void* source, uint64_t bytes);
   void fill(uint64_t address, uint8_t value, uint64_t bytes);
+  // Every byte reads as zero again, as in a fresh device. Pages stay allocated (zeroed), so pointers into them held
+  // by the timed model stay valid; not to be called while a core runs.
+  void clear();
   // `rows` runs of `row_bytes`, `stride` bytes apart in device memory, packed in host memory: one range check for
   // the whole tile (2-D DMA moves many short rows).
   void read_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows, void* destination) const;

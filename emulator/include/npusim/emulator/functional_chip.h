@@ -33,6 +33,7 @@ class FunctionalChip : public Chip {
   std::array<uint64_t, isa::kRegisterCount> core_registers(int core) const override {
     return core_state(core).registers;
   }
+  void clear_core_memories() override;
 
  private:
   class CoreContext;

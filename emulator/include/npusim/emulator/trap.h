@@ -20,6 +20,12 @@ Trap watchdog_trap(uint64_t budget);
 // The trap of a core whose kernel the host stopped (Chip::request_stop).
 Trap stopped_trap();
 
+// The firmware's own budget between two sleeps: a doorbell's work takes at most some 10^5 instructions (every ring
+// full, 512 commands, each pass over the rings finding one to run), so a command processor past this runs corrupted
+// rings or code (a kernel may write anywhere in DRAM) and would otherwise never stop.
+inline constexpr uint64_t kCommandProcessorBudget = uint64_t{1} << 24;
+Trap command_processor_watchdog_trap();
+
 // A barrier that can never complete because another core of the launch halted or trapped instead of reaching it.
 class BarrierDeadlock : public Trap {
  public:

@@ -28,6 +28,7 @@
   X(COMMAND_EVENT_WAIT, 6)   /* arg0 event address, arg1 value: the ring waits until the event reaches it  */ \
   X(COMMAND_FENCE, 7)        /* completes once every command the firmware took before it has completed     */ \
   X(STATUS_UNKNOWN_COMMAND, 0xffff)                                                                           \
+  X(STATUS_BAD_EVENT, 0xfffe) /* an event command whose address is outside the event table                 */ \
   X(COMPLETION_BASE, 0x30000) /* completion queue: a tail counter, then entries in completion order      */   \
   X(COMPLETION_TAIL, 0)       /* entries the firmware has written (counter)                               */  \
   X(COMPLETION_SUBMITTED, 8)  /* commands the host has written into all the rings (counter)               */  \

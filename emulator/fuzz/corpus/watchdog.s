@@ -1,0 +1,2 @@
+#2
+spin: jal r0, spin
