@@ -1,7 +1,8 @@
 // Functions the CPU computes in one kernel of its own that npusim composes from its native kernels, each step on the
-// device: rsub, equal, isnan, logaddexp, log_sigmoid and its gradient, clamp with tensor bounds. float32 natively (in
-// half precision the CPU rounds once, so those arguments reach these through the float32 widening of the fallback,
-// float32_compute.cpp); other dtypes and devices take the CPU fallback, which also raises PyTorch's own errors.
+// device: rsub, equal, isnan, logaddexp, log_sigmoid and its gradient, clamp with tensor bounds. rsub, equal and isnan
+// in whatever dtypes their kernels take; the others in float32 (in half precision the CPU rounds once, so those
+// arguments reach them through the float32 widening of the fallback, float32_compute.cpp). Other dtypes and devices
+// take the CPU fallback, which also raises PyTorch's own errors.
 #include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/abs.h>
