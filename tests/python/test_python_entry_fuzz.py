@@ -39,6 +39,7 @@ CHILD = textwrap.dedent(
     TOKENS = ["r", "r31", "r32", "r-1", ",", "(", ")", ":", ".", "0x", "-", "halt", "li", "vadd.f32", "dma.ld",
               ".word", ".include", "\\n", " ", "#", "999999999999999999999", "\\0", "\\xff", "é", "label"]
     live, programs = [], []
+    known = chip.load_program(SEEDS[0])  # loaded first: program images stay for the chip's life and can fill its region
     ALLOWED = (ValueError, RuntimeError, OverflowError, MemoryError, TypeError, IndexError)
 
     def number():
@@ -106,7 +107,7 @@ CHILD = textwrap.dedent(
 
     # Still usable: a known program runs and its result reads back.
     out = chip.allocate(8)
-    chip.launch(chip.load_program(SEEDS[0]), [out])
+    chip.launch(known, [out])
     assert int.from_bytes(chip.read(out, 8), "little") == 42
     print("done", flush=True)
     """
