@@ -315,7 +315,7 @@ at::Tensor& npusim_div_mode_out(const at::Tensor& self, const at::Tensor& other,
   if (is_float_kind(out.scalar_type()) && runs_natively(self, other, out) &&
       launch_binary(ElementwiseOp::DivF32, self, other, out) && launch_unary(ElementwiseOp::TruncF32, out, out, {}))
     return out;
-  torch::jit::Stack stack{self, other, rounding_mode ? c10::IValue(std::string(*rounding_mode)) : c10::IValue(), out};
+  torch::jit::Stack stack{self, other, std::string(*rounding_mode), out};
   call_cpu_fallback("aten::div", "out_mode", stack);
   return out;
 }

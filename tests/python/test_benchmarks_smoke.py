@@ -56,8 +56,7 @@ def test_python_benchmark_smoke(script):
 @pytest.mark.parametrize("executable", sorted(CPP_BENCHMARKS))
 def test_cpp_benchmark_smoke(executable):
     path = BENCH_BUILD / executable
-    if not path.exists():
-        pytest.skip(f"{path} is not built (build the project: bash tools/dev.sh)")
+    assert path.exists(), f"{path} is not built (build the project: bash tools/dev.sh setup)"
     arguments, expected = CPP_BENCHMARKS[executable]
     check(run([str(path), *arguments]), expected)
 

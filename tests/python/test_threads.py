@@ -10,6 +10,15 @@ import threading, torch, npusim
 THREADS, STEPS = 8, 20
 errors, losses = [], {}
 
+def train_steps(model, x, y):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(STEPS):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+    return loss
+
 def train(thread):
     try:
         device = torch.device("npusim", thread % torch.npusim.device_count())
@@ -22,19 +31,9 @@ def train(thread):
         with torch.npusim.device(device.index), torch.npusim.stream(stream):
             model.to(device)
             x, y = inputs.to(device), targets.to(device)
-            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-            for _ in range(STEPS):
-                optimizer.zero_grad()
-                loss = torch.nn.functional.mse_loss(model(x), y)
-                loss.backward()
-                optimizer.step()
+            loss = train_steps(model, x, y)
             stream.synchronize()
-        cpu_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
-        for _ in range(STEPS):
-            cpu_optimizer.zero_grad()
-            cpu_loss = torch.nn.functional.mse_loss(reference(inputs), targets)
-            cpu_loss.backward()
-            cpu_optimizer.step()
+        cpu_loss = train_steps(reference, inputs, targets)
         for mine, theirs in zip(model.parameters(), reference.parameters()):
             torch.testing.assert_close(mine.cpu(), theirs, rtol=1e-4, atol=1e-5)
         losses[thread] = (loss.item(), cpu_loss.item())
