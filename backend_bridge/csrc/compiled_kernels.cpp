@@ -48,6 +48,7 @@ constexpr auto kOpcodeNames = std::to_array<std::pair<std::string_view, FusedOpc
     {"Sub", FusedOpcode::Sub},
     {"Mul", FusedOpcode::Mul},
     {"Div", FusedOpcode::Div},
+    {"Fmod", FusedOpcode::Fmod},
     {"Maximum", FusedOpcode::Maximum},
     {"Minimum", FusedOpcode::Minimum},
     {"And", FusedOpcode::And},

@@ -153,7 +153,7 @@ TEST(TimedModel, MultiCoreMatmulLeavesTheSameMemoryAsTheEmulator) {
   runtime::Device functional(config, runtime::Mode::Functional);
   runtime::Device timed(config, runtime::Mode::Timed);
   const emitter::Kernel kernel = emitter::emit_matmul({40, 24, 48, 24, 1, 48, 1, 48, 1}, config);
-  config::ChipConfig small_tiles = config;  // 512-element tiles: three of them, so three cores share the add
+  config::ChipConfig small_tiles = config;  // small tiles, so that several cores share the add
   small_tiles.core_scratchpad_kib = 4;
   const emitter::Kernel elementwise =
       emitter::emit_elementwise({emitter::ElementwiseOp::AddF32, 4, {1500}, {{1}, {1}, {1}}}, small_tiles);
@@ -177,7 +177,8 @@ TEST(TimedModel, MultiCoreMatmulLeavesTheSameMemoryAsTheEmulator) {
   ASSERT_EQ(launch.name, "matmul_f32");
   // Four cores each issued their share: the matrix engine work adds up over the cores.
   EXPECT_EQ(launch.stats.instructions_matrix, functional.take_records()[2].stats.instructions_matrix);
-  EXPECT_EQ(records[records.size() - 2].cores, 3u);
+  ASSERT_GT(elementwise.cores, 1);
+  EXPECT_EQ(records[records.size() - 2].cores, static_cast<uint64_t>(elementwise.cores));
   EXPECT_EQ(records[records.size() - 2].stats.hazards, 0u);
 }
 

@@ -1,358 +1,332 @@
-// The elementwise operations' definitions (elementwise_table.h).
+// The elementwise operations' definitions (elementwise_table.h). Each body computes PyTorch's CPU formula in the
+// CPU's order of operations, so that results round as the CPU's do; where a formula is rewritten (1 - s as -(s - 1)),
+// the comment says why it rounds the same.
 #include "elementwise_table.h"
 
+#include <bit>
+#include <cstdint>
 #include <stdexcept>
 
 namespace npusim::emitter::elementwise_table {
+
+int Graph::node(FusedOpcode op, int a, int b, int c) {
+  const bool compare = op >= FusedOpcode::Eq && op <= FusedOpcode::Ge;
+  const isa::ElementType type = compare ? isa::ElementType::Bool : spec_.nodes[op == FusedOpcode::Where ? b : a].type;
+  spec_.nodes.push_back({.op = op, .type = type, .a = a, .b = b, .c = c});
+  return static_cast<int>(spec_.nodes.size()) - 1;
+}
+
+int Graph::constant(float value) {
+  spec_.nodes.push_back({.op = FusedOpcode::Constant, .type = isa::ElementType::F32, .constant = value});
+  return static_cast<int>(spec_.nodes.size()) - 1;
+}
+
+int Graph::convert(int a, isa::ElementType type) {
+  spec_.nodes.push_back({.op = FusedOpcode::Convert, .type = type, .a = a});
+  return static_cast<int>(spec_.nodes.size()) - 1;
+}
+
 namespace {
+
+using In = std::span<const int>;
+using Op = FusedOpcode;
+
+// The f32 constants the formulas name, by their bits (as the CPU kernels round them).
+constexpr float kInvSqrt2 = std::bit_cast<float>(0x3f3504f3u);     // 1 / sqrt(2)
+constexpr float kSqrt2OverPi = std::bit_cast<float>(0x3f4c422au);  // sqrt(2 / pi)
+constexpr float kGeluCubic = std::bit_cast<float>(0x3d372713u);    // 0.044715
+constexpr float kInvSqrt2pi = std::bit_cast<float>(0x3ecc422au);   // 1 / sqrt(2 pi)
+constexpr float kThreeGeluCubic =
+    std::bit_cast<float>(0x3e095d4eu);  // 3 * 0.044715 rounded, as the CPU's 3.0f * kKappa
+
+// Python's integer a % b from truncating division: r = a - trunc(a / b) b, then the same of r + b, which gives r the
+// divisor's sign.
+int integer_remainder(Graph& g, int a, int b) {
+  const int r = g.sub(a, g.mul(g.div(a, b), b));
+  const int shifted = g.add(r, b);
+  return g.sub(shifted, g.mul(g.div(shifted, b), b));
+}
+
+int python_remainder(Graph& g, In x) { return integer_remainder(g, x[0], x[1]); }
+// a // b = (a - a % b) / b, exact.
+int floor_divide(Graph& g, In x) { return g.div(g.sub(x[0], integer_remainder(g, x[0], x[1])), x[1]); }
+// Inputs other, condition, self: self where the condition holds.
+int select(Graph& g, In x) { return g.where(x[1], x[2], x[0]); }
+
+// A unary op of one vector instruction.
+template <Op op>
+int unary(Graph& g, In x) {
+  return g.node(op, x[0]);
+}
+// A binary op of one vector instruction.
+template <Op op>
+int binary(Graph& g, In x) {
+  return g.node(op, x[0], x[1]);
+}
 
 const std::vector<OpDefinition>& definitions() {
   using enum ElementwiseOp;
-  using enum isa::Opcode;
   using enum isa::ElementType;
-  using enum Value;
   static const std::vector<OpDefinition> table = {
-      {Copy, "copy", 1, {}, 0},
-      // Converted into B, then moved back to A, the tile that is stored; steps() gives them the spec's types.
-      {Convert, "convert", 1, {}, 0},
-      // Inputs other, condition (bool), self, loaded into A, B and C: self where the condition holds.
-      {WhereB8, "where_b8", 3, {{Vsel, U8, A, B, C}}, 1, {1, 1, 1}},
-      {WhereB32, "where_b32", 3, {{Vsel, I32, A, B, C}}, 4, {4, 1, 4}},
-      {WhereB64, "where_b64", 3, {{Vsel, I64, A, B, C}}, 8, {8, 1, 8}},
-      // Comparisons write bools into C (a bool tile in place over A would overtake its unread floats), then move
-      // them to A; greater-than swaps the operands of less-than.
-      {EqF32, "eq_f32", 2, {{Vceq, F32, C, A, B}, {Vmov, U8, A, C}}, 1, {4, 4}},
-      {NeF32, "ne_f32", 2, {{Vcne, F32, C, A, B}, {Vmov, U8, A, C}}, 1, {4, 4}},
-      {LtF32, "lt_f32", 2, {{Vclt, F32, C, A, B}, {Vmov, U8, A, C}}, 1, {4, 4}},
-      {LeF32, "le_f32", 2, {{Vcle, F32, C, A, B}, {Vmov, U8, A, C}}, 1, {4, 4}},
-      {GtF32, "gt_f32", 2, {{Vclt, F32, C, B, A}, {Vmov, U8, A, C}}, 1, {4, 4}},
-      {GeF32, "ge_f32", 2, {{Vcle, F32, C, B, A}, {Vmov, U8, A, C}}, 1, {4, 4}},
-      {EqI32, "eq_i32", 2, {{Vceq, I32, C, A, B}, {Vmov, U8, A, C}}, 1, {4, 4}},
-      {NeI32, "ne_i32", 2, {{Vcne, I32, C, A, B}, {Vmov, U8, A, C}}, 1, {4, 4}},
-      {LtI32, "lt_i32", 2, {{Vclt, I32, C, A, B}, {Vmov, U8, A, C}}, 1, {4, 4}},
-      {LeI32, "le_i32", 2, {{Vcle, I32, C, A, B}, {Vmov, U8, A, C}}, 1, {4, 4}},
-      {GtI32, "gt_i32", 2, {{Vclt, I32, C, B, A}, {Vmov, U8, A, C}}, 1, {4, 4}},
-      {GeI32, "ge_i32", 2, {{Vcle, I32, C, B, A}, {Vmov, U8, A, C}}, 1, {4, 4}},
-      {EqI64, "eq_i64", 2, {{Vceq, I64, C, A, B}, {Vmov, U8, A, C}}, 1, {8, 8}},
-      {NeI64, "ne_i64", 2, {{Vcne, I64, C, A, B}, {Vmov, U8, A, C}}, 1, {8, 8}},
-      {LtI64, "lt_i64", 2, {{Vclt, I64, C, A, B}, {Vmov, U8, A, C}}, 1, {8, 8}},
-      {LeI64, "le_i64", 2, {{Vcle, I64, C, A, B}, {Vmov, U8, A, C}}, 1, {8, 8}},
-      {GtI64, "gt_i64", 2, {{Vclt, I64, C, B, A}, {Vmov, U8, A, C}}, 1, {8, 8}},
-      {GeI64, "ge_i64", 2, {{Vcle, I64, C, B, A}, {Vmov, U8, A, C}}, 1, {8, 8}},
-      {AndB8, "and_b8", 2, {{Vand, U8, A, A, B}}, 1},
-      {OrB8, "or_b8", 2, {{Vor, U8, A, A, B}}, 1},
-      {XorB8, "xor_b8", 2, {{Vxor, U8, A, A, B}}, 1},
-      {NotBool, "not_bool", 1, {{Vxor, U8, A, A, kByteOne}}, 1},
-      {AddI32, "add_i32", 2, {{Vadd, I32, A, A, B}}},
-      {SubI32, "sub_i32", 2, {{Vsub, I32, A, A, B}}},
-      {AddI64, "add_i64", 2, {{Vadd, I64, A, A, B}}, 8},
-      {SubI64, "sub_i64", 2, {{Vsub, I64, A, A, B}}, 8},
-      {MulI32, "mul_i32", 2, {{Vmul, I32, A, A, B}}},
-      {MulI64, "mul_i64", 2, {{Vmul, I64, A, A, B}}, 8},
-      {RemainderI32,
-       "remainder_i32",
-       2,
-       {{Vdiv, I32, C, A, B},
-        {Vmul, I32, C, C, B},
-        {Vsub, I32, A, A, C},
-        {Vadd, I32, A, A, B},
-        {Vdiv, I32, C, A, B},
-        {Vmul, I32, C, C, B},
-        {Vsub, I32, A, A, C}}},
-      {RemainderI64,
-       "remainder_i64",
-       2,
-       {{Vdiv, I64, C, A, B},
-        {Vmul, I64, C, C, B},
-        {Vsub, I64, A, A, C},
-        {Vadd, I64, A, A, B},
-        {Vdiv, I64, C, A, B},
-        {Vmul, I64, C, C, B},
-        {Vsub, I64, A, A, C}},
-       8},
-      {FloorDivideI32,
-       "floor_divide_i32",
-       2,
-       {{Vmov, I32, D, A},
-        {Vdiv, I32, C, D, B},
-        {Vmul, I32, C, C, B},
-        {Vsub, I32, D, D, C},
-        {Vadd, I32, D, D, B},
-        {Vdiv, I32, C, D, B},
-        {Vmul, I32, C, C, B},
-        {Vsub, I32, D, D, C},
-        {Vsub, I32, A, A, D},
-        {Vdiv, I32, A, A, B}}},
-      {FloorDivideI64,
-       "floor_divide_i64",
-       2,
-       {{Vmov, I64, D, A},
-        {Vdiv, I64, C, D, B},
-        {Vmul, I64, C, C, B},
-        {Vsub, I64, D, D, C},
-        {Vadd, I64, D, D, B},
-        {Vdiv, I64, C, D, B},
-        {Vmul, I64, C, C, B},
-        {Vsub, I64, D, D, C},
-        {Vsub, I64, A, A, D},
-        {Vdiv, I64, A, A, B}},
-       8},
-      {FmodI32, "fmod_i32", 2, {{Vrem, I32, A, A, B}}},
-      {FmodI64, "fmod_i64", 2, {{Vrem, I64, A, A, B}}, 8},
-      {FmodF32, "fmod_f32", 2, {{Vrem, F32, A, A, B}}},
+      {Copy, "copy", {}, F32, [](Graph&, In x) { return x[0]; }},
+      {Convert, "convert", {}, F32, [](Graph& g, In x) { return g.convert(x[0], g.convert_to()); }},
+      // Any type of the width: the bits are moved.
+      {WhereB8, "where_b8", {U8, Bool, U8}, U8, select},
+      {WhereB32, "where_b32", {I32, Bool, I32}, I32, select},
+      {WhereB64, "where_b64", {I64, Bool, I64}, I64, select},
+      {EqF32, "eq_f32", {F32, F32}, Bool, binary<Op::Eq>},
+      {NeF32, "ne_f32", {F32, F32}, Bool, binary<Op::Ne>},
+      {LtF32, "lt_f32", {F32, F32}, Bool, binary<Op::Lt>},
+      {LeF32, "le_f32", {F32, F32}, Bool, binary<Op::Le>},
+      {GtF32, "gt_f32", {F32, F32}, Bool, binary<Op::Gt>},
+      {GeF32, "ge_f32", {F32, F32}, Bool, binary<Op::Ge>},
+      {EqI32, "eq_i32", {I32, I32}, Bool, binary<Op::Eq>},
+      {NeI32, "ne_i32", {I32, I32}, Bool, binary<Op::Ne>},
+      {LtI32, "lt_i32", {I32, I32}, Bool, binary<Op::Lt>},
+      {LeI32, "le_i32", {I32, I32}, Bool, binary<Op::Le>},
+      {GtI32, "gt_i32", {I32, I32}, Bool, binary<Op::Gt>},
+      {GeI32, "ge_i32", {I32, I32}, Bool, binary<Op::Ge>},
+      {EqI64, "eq_i64", {I64, I64}, Bool, binary<Op::Eq>},
+      {NeI64, "ne_i64", {I64, I64}, Bool, binary<Op::Ne>},
+      {LtI64, "lt_i64", {I64, I64}, Bool, binary<Op::Lt>},
+      {LeI64, "le_i64", {I64, I64}, Bool, binary<Op::Le>},
+      {GtI64, "gt_i64", {I64, I64}, Bool, binary<Op::Gt>},
+      {GeI64, "ge_i64", {I64, I64}, Bool, binary<Op::Ge>},
+      {AndB8, "and_b8", {U8, U8}, U8, binary<Op::And>},
+      {OrB8, "or_b8", {U8, U8}, U8, binary<Op::Or>},
+      {XorB8, "xor_b8", {U8, U8}, U8, binary<Op::Xor>},
+      {NotBool, "not_bool", {Bool}, Bool, unary<Op::Not>},
+      {AddI32, "add_i32", {I32, I32}, I32, binary<Op::Add>},
+      {SubI32, "sub_i32", {I32, I32}, I32, binary<Op::Sub>},
+      {AddI64, "add_i64", {I64, I64}, I64, binary<Op::Add>},
+      {SubI64, "sub_i64", {I64, I64}, I64, binary<Op::Sub>},
+      {MulI32, "mul_i32", {I32, I32}, I32, binary<Op::Mul>},
+      {MulI64, "mul_i64", {I64, I64}, I64, binary<Op::Mul>},
+      {RemainderI32, "remainder_i32", {I32, I32}, I32, python_remainder},
+      {RemainderI64, "remainder_i64", {I64, I64}, I64, python_remainder},
+      {FloorDivideI32, "floor_divide_i32", {I32, I32}, I32, floor_divide},
+      {FloorDivideI64, "floor_divide_i64", {I64, I64}, I64, floor_divide},
+      {FmodI32, "fmod_i32", {I32, I32}, I32, binary<Op::Fmod>},
+      {FmodI64, "fmod_i64", {I64, I64}, I64, binary<Op::Fmod>},
+      {FmodF32, "fmod_f32", {F32, F32}, F32, binary<Op::Fmod>},
+      // PyTorch's formula: r = fmod(a, b), + b where r != 0 and its sign differs from b's.
       {RemainderF32,
        "remainder_f32",
-       2,
-       {{Vrem, F32, A, A, B},
-        {Vclt, F32, C, A, kZero},
-        {Vclt, F32, D, B, kZero},
-        {Vxor, U8, C, C, D},
-        {Vcne, F32, D, A, kZero},
-        {Vand, U8, C, C, D},
-        {Vadd, F32, D, A, B},
-        {Vsel, F32, A, C, D}}},
-      {AddF32, "add_f32", 2, {{Vadd, F32, A, A, B}}},
-      {SubF32, "sub_f32", 2, {{Vsub, F32, A, A, B}}},
-      {MulF32, "mul_f32", 2, {{Vmul, F32, A, A, B}}},
-      {DivF32, "div_f32", 2, {{Vdiv, F32, A, A, B}}},
-      {MaxF32, "max_f32", 2, {{Vmax, F32, A, A, B}}},
-      {MinF32, "min_f32", 2, {{Vmin, F32, A, A, B}}},
-      // The mask (input <= 0, false for NaN) is written over the input's own tile, one byte per element.
-      {ReluBackwardF32, "relu_backward_f32", 2, {{Vcle, F32, B, B, kZero}, {Vsel, F32, A, B, kZero}}},
-      // PyTorch's formula: grad * (cdf + x * pdf), cdf = (1 + erf(x / sqrt 2)) / 2, pdf = exp(-x^2 / 2) / sqrt(2 pi).
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) {
+         const int r = g.node(Op::Fmod, x[0], x[1]), zero = g.constant(0);
+         const int signs_differ = g.node(Op::Xor, g.lt(r, zero), g.lt(x[1], zero));
+         return g.where(g.node(Op::And, signs_differ, g.node(Op::Ne, r, zero)), g.add(r, x[1]), r);
+       }},
+      {AddF32, "add_f32", {F32, F32}, F32, binary<Op::Add>},
+      {SubF32, "sub_f32", {F32, F32}, F32, binary<Op::Sub>},
+      {MulF32, "mul_f32", {F32, F32}, F32, binary<Op::Mul>},
+      {DivF32, "div_f32", {F32, F32}, F32, binary<Op::Div>},
+      {MaxF32, "max_f32", {F32, F32}, F32, binary<Op::Maximum>},
+      {MinF32, "min_f32", {F32, F32}, F32, binary<Op::Minimum>},
+      // Inputs grad, x: grad where x > 0 (x <= 0 is false for NaN, which keeps grad, as the CPU does).
+      {ReluBackwardF32,
+       "relu_backward_f32",
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) {
+         const int zero = g.constant(0);
+         return g.where(g.le(x[1], zero), zero, x[0]);
+       }},
+      // grad (cdf + x pdf), cdf = (1 + erf(x / sqrt 2)) / 2, pdf = exp(-x^2 / 2) / sqrt(2 pi).
       {GeluBackwardF32,
        "gelu_backward_f32",
-       2,
-       {{Vmul, F32, C, B, B},
-        {Vmul, F32, C, C, kHalf},
-        {Vneg, F32, C, C},
-        {Vexp, F32, C, C},
-        {Vmul, F32, C, C, kInvSqrt2pi},
-        {Vmul, F32, C, C, B},
-        {Vmul, F32, B, B, kInvSqrt2},
-        {Verf, F32, B, B},
-        {Vadd, F32, B, B, kOne},
-        {Vmul, F32, B, B, kHalf},
-        {Vadd, F32, B, B, C},
-        {Vmul, F32, A, A, B}}},
-      // PyTorch's grad s (1 + x (1 - s)), with 1 - s as -(s - 1) and 1 + y as 1 - -y, which round the same.
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) {
+         const int half = g.constant(0.5f), v = x[1];
+         const int pdf_x = g.mul(g.mul(g.node(Op::Exp, g.neg(g.mul(g.mul(v, v), half))), g.constant(kInvSqrt2pi)), v);
+         const int cdf = g.mul(g.add(g.node(Op::Erf, g.mul(v, g.constant(kInvSqrt2))), g.constant(1)), half);
+         return g.mul(x[0], g.add(cdf, pdf_x));
+       }},
+      // grad s (1 + x (1 - s)), as (grad s)(-(x (s - 1)) + 1): 1 - s as -(s - 1) and 1 + y as -y + 1 round the same.
       {SiluBackwardF32,
        "silu_backward_f32",
-       2,
-       {{Vsigmoid, F32, C, B},
-        {Vmul, F32, A, A, C},
-        {Vsub, F32, C, C, kOne},
-        {Vmul, F32, C, B, C},
-        {Vneg, F32, C, C},
-        {Vadd, F32, C, C, kOne},
-        {Vmul, F32, A, A, C}}},
-      // PyTorch's grad (1 - y) y, in that order; 1 - y as -(y - 1), which rounds the same.
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) {
+         const int one = g.constant(1), s = g.node(Op::Sigmoid, x[1]);
+         return g.mul(g.mul(x[0], s), g.add(g.neg(g.mul(x[1], g.sub(s, one))), one));
+       }},
+      // Inputs grad, y = sigmoid(x): grad (1 - y) y, in that order; 1 - y as -(y - 1), which rounds the same.
       {SigmoidBackwardF32,
        "sigmoid_backward_f32",
-       2,
-       {{Vsub, F32, C, B, kOne}, {Vneg, F32, C, C}, {Vmul, F32, A, A, C}, {Vmul, F32, A, A, B}}},
-      // The tanh-approximated gelu's derivative times the gradient (A), from x (B), in the CPU's order: t = tanh(beta
-      // (x + kappa x^2 x)); g ((t + 1) / 2 + ((x / 2)(1 - t^2))(beta (3 kappa x^2 + 1))), 1 - t^2 as -(t t) + 1.
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) { return g.mul(g.mul(x[0], g.neg(g.sub(x[1], g.constant(1)))), x[1]); }},
+      // The tanh-approximated gelu's derivative times grad, in the CPU's order: t = tanh(beta (x + kappa x^2 x));
+      // grad ((t + 1) / 2 + ((x / 2)(1 - t^2))(beta (3 kappa x^2 + 1))), 1 - t^2 as -(t t) + 1.
       {GeluTanhBackwardF32,
        "gelu_tanh_backward_f32",
-       2,
-       {{Vmul, F32, C, B, B},
-        {Vmul, F32, D, C, B},
-        {Vmul, F32, D, D, kGeluCubic},
-        {Vadd, F32, D, B, D},
-        {Vmul, F32, D, D, kSqrt2OverPi},
-        {Vtanh, F32, D, D},
-        {Vmul, F32, C, C, kThreeGeluCubic},
-        {Vadd, F32, C, C, kOne},
-        {Vmul, F32, C, C, kSqrt2OverPi},
-        {Vmul, F32, B, B, kHalf},
-        {Vmul, F32, E, D, D},
-        {Vneg, F32, E, E},
-        {Vadd, F32, E, E, kOne},
-        {Vmul, F32, B, B, E},
-        {Vmul, F32, B, B, C},
-        {Vadd, F32, D, D, kOne},
-        {Vmul, F32, D, D, kHalf},
-        {Vadd, F32, D, D, B},
-        {Vmul, F32, A, A, D}}},
-      {MulAddF32, "mul_add_f32", 3, {{Vmul, F32, A, A, B}, {Vadd, F32, A, A, C}}},
-      {SubMulF32, "sub_mul_f32", 3, {{Vsub, F32, A, A, B}, {Vmul, F32, A, A, C}}},
-      {NegF32, "neg_f32", 1, {{Vneg, F32, A, A}}},
-      {AbsF32, "abs_f32", 1, {{Vabs, F32, A, A}}},
-      {ExpF32, "exp_f32", 1, {{Vexp, F32, A, A}}},
-      {LogF32, "log_f32", 1, {{Vlog, F32, A, A}}},
-      {TanhF32, "tanh_f32", 1, {{Vtanh, F32, A, A}}},
-      {SigmoidF32, "sigmoid_f32", 1, {{Vsigmoid, F32, A, A}}},
-      {SqrtF32, "sqrt_f32", 1, {{Vsqrt, F32, A, A}}},
-      {RsqrtF32, "rsqrt_f32", 1, {{Vrsqrt, F32, A, A}}},
-      {ReciprocalF32, "reciprocal_f32", 1, {{Vrecip, F32, A, A}}},
-      {ErfF32, "erf_f32", 1, {{Verf, F32, A, A}}},
-      {SinF32, "sin_f32", 1, {{Vsin, F32, A, A}}},
-      {CosF32, "cos_f32", 1, {{Vcos, F32, A, A}}},
-      {Log1pF32, "log1p_f32", 1, {{Vlog1p, F32, A, A}}},
-      {Expm1F32, "expm1_f32", 1, {{Vexpm1, F32, A, A}}},
-      {FloorF32, "floor_f32", 1, {{Vfloor, F32, A, A}}},
-      {CeilF32, "ceil_f32", 1, {{Vceil, F32, A, A}}},
-      {RoundF32, "round_f32", 1, {{Vround, F32, A, A}}},
-      {TruncF32, "trunc_f32", 1, {{Vtrunc, F32, A, A}}},
-      {FracF32, "frac_f32", 1, {{Vtrunc, F32, B, A}, {Vsub, F32, A, A, B}}},
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) {
+         const int v = x[1], one = g.constant(1), half = g.constant(0.5f), beta = g.constant(kSqrt2OverPi);
+         const int square = g.mul(v, v);
+         const int t = g.node(Op::Tanh, g.mul(g.add(v, g.mul(g.mul(square, v), g.constant(kGeluCubic))), beta));
+         const int inner_derivative = g.mul(g.add(g.mul(square, g.constant(kThreeGeluCubic)), one), beta);
+         const int tanh_derivative = g.add(g.neg(g.mul(t, t)), one);
+         const int right = g.mul(g.mul(g.mul(v, half), tanh_derivative), inner_derivative);
+         return g.mul(x[0], g.add(g.mul(g.add(t, one), half), right));
+       }},
+      // Batch norm's two steps in one pass, each rounded: a b + c, and (a - b) c.
+      {MulAddF32, "mul_add_f32", {F32, F32, F32}, F32, [](Graph& g, In x) { return g.add(g.mul(x[0], x[1]), x[2]); }},
+      {SubMulF32, "sub_mul_f32", {F32, F32, F32}, F32, [](Graph& g, In x) { return g.mul(g.sub(x[0], x[1]), x[2]); }},
+      {NegF32, "neg_f32", {F32}, F32, unary<Op::Neg>},
+      {AbsF32, "abs_f32", {F32}, F32, unary<Op::Abs>},
+      {ExpF32, "exp_f32", {F32}, F32, unary<Op::Exp>},
+      {LogF32, "log_f32", {F32}, F32, unary<Op::Log>},
+      {TanhF32, "tanh_f32", {F32}, F32, unary<Op::Tanh>},
+      {SigmoidF32, "sigmoid_f32", {F32}, F32, unary<Op::Sigmoid>},
+      {SqrtF32, "sqrt_f32", {F32}, F32, unary<Op::Sqrt>},
+      {RsqrtF32, "rsqrt_f32", {F32}, F32, unary<Op::Rsqrt>},
+      {ReciprocalF32, "reciprocal_f32", {F32}, F32, unary<Op::Reciprocal>},
+      {ErfF32, "erf_f32", {F32}, F32, unary<Op::Erf>},
+      {SinF32, "sin_f32", {F32}, F32, unary<Op::Sin>},
+      {CosF32, "cos_f32", {F32}, F32, unary<Op::Cos>},
+      {Log1pF32, "log1p_f32", {F32}, F32, unary<Op::Log1p>},
+      {Expm1F32, "expm1_f32", {F32}, F32, unary<Op::Expm1>},
+      {FloorF32, "floor_f32", {F32}, F32, unary<Op::Floor>},
+      {CeilF32, "ceil_f32", {F32}, F32, unary<Op::Ceil>},
+      {RoundF32, "round_f32", {F32}, F32, unary<Op::Round>},
+      {TruncF32, "trunc_f32", {F32}, F32, unary<Op::Trunc>},
+      {FracF32, "frac_f32", {F32}, F32, [](Graph& g, In x) { return g.sub(x[0], g.node(Op::Trunc, x[0])); }},
       // x > 0 as -x < 0 and x < 0 (both false for NaN), each made 1.0 or 0.0, subtracted.
       {SignF32,
        "sign_f32",
-       1,
-       {{Vneg, F32, B, A},
-        {Vclt, F32, C, B, kZero},
-        {Vclt, F32, D, A, kZero},
-        {Vcvt, F32, A, C, None, Bool},
-        {Vcvt, F32, B, D, None, Bool},
-        {Vsub, F32, A, A, B}}},
+       {F32},
+       F32,
+       [](Graph& g, In x) {
+         const int zero = g.constant(0);
+         return g.sub(g.convert(g.lt(g.neg(x[0]), zero), F32), g.convert(g.lt(x[0], zero), F32));
+       }},
       {GeluF32,
        "gelu_f32",
-       1,
-       {{Vmul, F32, B, A, kInvSqrt2},
-        {Verf, F32, B, B},
-        {Vadd, F32, B, B, kOne},
-        {Vmul, F32, A, A, kHalf},
-        {Vmul, F32, A, A, B}}},
+       {F32},
+       F32,
+       [](Graph& g, In x) {
+         const int cdf2 = g.add(g.node(Op::Erf, g.mul(x[0], g.constant(kInvSqrt2))), g.constant(1));
+         return g.mul(g.mul(x[0], g.constant(0.5f)), cdf2);
+       }},
       {GeluTanhF32,
        "gelu_tanh_f32",
-       1,
-       {{Vmul, F32, B, A, A},
-        {Vmul, F32, B, B, A},
-        {Vmul, F32, B, B, kGeluCubic},
-        {Vadd, F32, B, B, A},
-        {Vmul, F32, B, B, kSqrt2OverPi},
-        {Vtanh, F32, B, B},
-        {Vadd, F32, B, B, kOne},
-        {Vmul, F32, A, A, kHalf},
-        {Vmul, F32, A, A, B}}},
-      {SiluF32, "silu_f32", 1, {{Vsigmoid, F32, B, A}, {Vmul, F32, A, A, B}}},
+       {F32},
+       F32,
+       [](Graph& g, In x) {
+         const int cube = g.mul(g.mul(x[0], x[0]), x[0]);
+         const int inner = g.mul(g.add(g.mul(cube, g.constant(kGeluCubic)), x[0]), g.constant(kSqrt2OverPi));
+         return g.mul(g.mul(x[0], g.constant(0.5f)), g.add(g.node(Op::Tanh, inner), g.constant(1)));
+       }},
+      {SiluF32, "silu_f32", {F32}, F32, [](Graph& g, In x) { return g.mul(x[0], g.node(Op::Sigmoid, x[0])); }},
       {MishF32,
        "mish_f32",
-       1,
-       {{Vexp, F32, B, A}, {Vadd, F32, B, B, kOne}, {Vlog, F32, B, B}, {Vtanh, F32, B, B}, {Vmul, F32, A, A, B}}},
+       {F32},
+       F32,
+       [](Graph& g, In x) {
+         const int softplus = g.node(Op::Log, g.add(g.node(Op::Exp, x[0]), g.constant(1)));
+         return g.mul(x[0], g.node(Op::Tanh, softplus));
+       }},
       {HardswishF32,
        "hardswish_f32",
-       1,
-       {{Vadd, F32, B, A, kThree},
-        {Vmax, F32, B, B, kZero},
-        {Vmin, F32, B, B, kSix},
-        {Vmul, F32, A, A, B},
-        {Vdiv, F32, A, A, kSix}}},
-      // Masked merges: a bool mask in C (or in place over an input tile it was computed from) picks the branch.
-      {LeakyReluF32, "leaky_relu_f32", 1, {{Vmul, F32, B, A, P0}, {Vcle, F32, C, A, kZero}, {Vsel, F32, A, C, B}}},
+       {F32},
+       F32,
+       [](Graph& g, In x) {
+         const int six = g.constant(6);
+         const int clamped = g.node(Op::Minimum, g.node(Op::Maximum, g.add(x[0], g.constant(3)), g.constant(0)), six);
+         return g.div(g.mul(x[0], clamped), six);
+       }},
+      // x <= 0 ? x p0 : x (a NaN keeps x).
+      {LeakyReluF32,
+       "leaky_relu_f32",
+       {F32},
+       F32,
+       [](Graph& g, In x) { return g.where(g.le(x[0], g.constant(0)), g.mul(x[0], g.parameter(0)), x[0]); }},
       {EluF32,
        "elu_f32",
-       1,
-       {{Vmul, F32, B, A, P2},
-        {Vexp, F32, B, B},
-        {Vsub, F32, B, B, kOne},
-        {Vmul, F32, B, B, P0},
-        {Vcle, F32, C, A, kZero},
-        {Vmul, F32, A, A, P1},
-        {Vsel, F32, A, C, B}}},
+       {F32},
+       F32,
+       [](Graph& g, In x) {
+         const int negative = g.mul(g.sub(g.node(Op::Exp, g.mul(x[0], g.parameter(2))), g.constant(1)), g.parameter(0));
+         return g.where(g.le(x[0], g.constant(0)), negative, g.mul(x[0], g.parameter(1)));
+       }},
       // The mask is the computed branch's (x p0 <= p1), so that a NaN keeps x, as the CPU's x p0 > p1 does.
       {SoftplusF32,
        "softplus_f32",
-       1,
-       {{Vmul, F32, B, A, P0},
-        {Vcle, F32, C, B, P1},
-        {Vexp, F32, B, B},
-        {Vadd, F32, B, B, kOne},
-        {Vlog, F32, B, B},
-        {Vdiv, F32, B, B, P0},
-        {Vsel, F32, A, C, B}}},
-      // x > 0 as -x < 0, which is false for NaN as on the CPU: then the gradient times the slope.
+       {F32},
+       F32,
+       [](Graph& g, In x) {
+         const int scaled = g.mul(x[0], g.parameter(0));
+         const int soft = g.div(g.node(Op::Log, g.add(g.node(Op::Exp, scaled), g.constant(1))), g.parameter(0));
+         return g.where(g.le(scaled, g.parameter(1)), soft, x[0]);
+       }},
+      // x > 0 as -x < 0, which is false for NaN as on the CPU: then the gradient, else the gradient times the slope.
       {LeakyReluBackwardF32,
        "leaky_relu_backward_f32",
-       2,
-       {{Vmul, F32, C, A, P0}, {Vneg, F32, B, B}, {Vclt, F32, B, B, kZero}, {Vsel, F32, C, B, A}, {Vmov, F32, A, C}}},
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) { return g.where(g.lt(g.neg(x[1]), g.constant(0)), x[0], g.mul(x[0], g.parameter(0))); }},
       {HardswishBackwardF32,
        "hardswish_backward_f32",
-       2,
-       {{Vdiv, F32, C, B, kThree},
-        {Vadd, F32, C, C, kHalf},
-        {Vmul, F32, C, A, C},
-        {Vclt, F32, D, B, kThree},
-        {Vsel, F32, A, D, C},
-        {Vcle, F32, D, B, kNegThree},
-        {Vsel, F32, A, D, kZero}}},
-      // x >= max as -x <= -max, which is false for NaN as on the CPU.
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) {
+         const int three = g.constant(3);
+         const int middle = g.mul(x[0], g.add(g.div(x[1], three), g.constant(0.5f)));
+         const int below_three = g.where(g.lt(x[1], three), middle, x[0]);
+         return g.where(g.le(x[1], g.constant(-3)), g.constant(0), below_three);
+       }},
+      // x <= min or x >= max (as -x <= -max, p1 = -max; both false for NaN, as on the CPU): 0, else the gradient.
       {HardtanhBackwardF32,
        "hardtanh_backward_f32",
-       2,
-       {{Vcle, F32, C, B, P0},
-        {Vsel, F32, A, C, kZero},
-        {Vneg, F32, B, B},
-        {Vcle, F32, C, B, P1},
-        {Vsel, F32, A, C, kZero}}},
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) {
+         const int zero = g.constant(0);
+         const int above_min = g.where(g.le(x[1], g.parameter(0)), zero, x[0]);
+         return g.where(g.le(g.neg(x[1]), g.parameter(1)), zero, above_min);
+       }},
       {EluBackwardFromInputF32,
        "elu_backward_f32",
-       2,
-       {{Vmul, F32, C, B, P2},
-        {Vexp, F32, C, C},
-        {Vmul, F32, C, C, P0},
-        {Vcle, F32, B, B, kZero},
-        {Vmul, F32, D, A, P1},
-        {Vmul, F32, A, A, C},
-        {Vsel, F32, D, B, A},
-        {Vmov, F32, A, D}}},
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) {
+         const int slope = g.mul(g.node(Op::Exp, g.mul(x[1], g.parameter(2))), g.parameter(0));
+         return g.where(g.le(x[1], g.constant(0)), g.mul(x[0], slope), g.mul(x[0], g.parameter(1)));
+       }},
       {EluBackwardFromResultF32,
        "elu_backward_from_result_f32",
-       2,
-       {{Vadd, F32, C, B, P0},
-        {Vmul, F32, C, C, P2},
-        {Vcle, F32, B, B, kZero},
-        {Vmul, F32, D, A, P1},
-        {Vmul, F32, A, A, C},
-        {Vsel, F32, D, B, A},
-        {Vmov, F32, A, D}}},
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) {
+         const int slope = g.mul(g.add(x[1], g.parameter(0)), g.parameter(2));
+         return g.where(g.le(x[1], g.constant(0)), g.mul(x[0], slope), g.mul(x[0], g.parameter(1)));
+       }},
       // The pass-through mask x p0 > p1 as -x p0 < -p1 (p2), false for NaN, which takes the computed branch.
       {SoftplusBackwardF32,
        "softplus_backward_f32",
-       2,
-       {{Vmul, F32, C, B, P0},
-        {Vneg, F32, D, C},
-        {Vclt, F32, D, D, P2},
-        {Vexp, F32, C, C},
-        {Vadd, F32, B, C, kOne},
-        {Vmul, F32, C, A, C},
-        {Vdiv, F32, C, C, B},
-        {Vsel, F32, C, D, A},
-        {Vmov, F32, A, C}}},
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) {
+         const int scaled = g.mul(x[1], g.parameter(0)), z = g.node(Op::Exp, scaled);
+         const int computed = g.div(g.mul(x[0], z), g.add(z, g.constant(1)));
+         return g.where(g.lt(g.neg(scaled), g.parameter(2)), x[0], computed);
+       }},
   };
   return table;
 }
-}  // namespace
 
-uint32_t constant_bits(Value constant) {
-  switch (constant) {
-    case Value::kOne: return 0x3f800000;             // 1.0
-    case Value::kHalf: return 0x3f000000;            // 0.5
-    case Value::kInvSqrt2: return 0x3f3504f3;        // 1 / sqrt(2)
-    case Value::kSqrt2OverPi: return 0x3f4c422a;     // sqrt(2 / pi)
-    case Value::kGeluCubic: return 0x3d372713;       // 0.044715
-    case Value::kZero: return 0x00000000;            // 0.0
-    case Value::kInvSqrt2pi: return 0x3ecc422a;      // 1 / sqrt(2 pi)
-    case Value::kThree: return 0x40400000;           // 3.0
-    case Value::kNegThree: return 0xc0400000;        // -3.0
-    case Value::kSix: return 0x40c00000;             // 6.0
-    case Value::kByteOne: return 0x00000001;         // read as a byte (u8 ops): 1
-    case Value::kThreeGeluCubic: return 0x3e095d4e;  // 3 * 0.044715, rounded to f32 as the CPU's 3.0f * kKappa
-    default: throw std::logic_error("constant_bits of a value that is no constant");
-  }
-}
+}  // namespace
 
 const OpDefinition& definition(ElementwiseOp op) {
   for (const OpDefinition& entry : definitions())
     if (entry.op == op) return entry;
   throw std::logic_error("an elementwise operation without a definition");
-}
-
-std::vector<Step> steps(ElementwiseOp op, isa::ElementType convert_to, isa::ElementType convert_from) {
-  if (op != ElementwiseOp::Convert) return definition(op).steps;
-  return {{isa::Opcode::Vcvt, convert_to, Value::B, Value::A, Value::None, convert_from},
-          {isa::Opcode::Vmov, convert_to, Value::A, Value::B}};
 }
 
 }  // namespace npusim::emitter::elementwise_table

@@ -1,68 +1,60 @@
-// The elementwise operations' definitions: each op's vector instructions over its tiles, as typed steps, and the
-// scalar constants they name. elementwise.cpp turns a definition into a kernel; a fused kernel chains definitions.
+// The elementwise operations' definitions, all in one table: each op's name, the types it computes on, and its body,
+// the nodes of a fused kernel's dataflow program (fused.h) that compute the result from the inputs' values.
+// elementwise.cpp wraps a body in loads and a store and emits it as a fused kernel, so an eager op is a small graph on
+// the same pointwise loop as torch.compile's fused kernels; adding an op is an enumerator and a row here.
 #pragma once
 
-#include <cstdint>
+#include <array>
 #include <span>
 #include <vector>
 
 #include "npusim/emitter/elementwise.h"
+#include "npusim/emitter/fused.h"
 #include "npusim/isa/isa.h"
 
 namespace npusim::emitter::elementwise_table {
 
-// What a step reads or writes: one of the kernel's tiles (A: the first input, and the result; B, C: the second and
-// third inputs, or scratch; D, E: scratch), one of the spec's parameters, or a constant. Parameters and constants are
-// scalars, broadcast to every element (the step's broadcast mode 1); each lives in one f32 of the scratchpad.
-enum class Value : uint8_t {
-  None,
-  A,
-  B,
-  C,
-  D,
-  E,
-  P0,
-  P1,
-  P2,
-  kOne,
-  kHalf,
-  kInvSqrt2,
-  kSqrt2OverPi,
-  kGeluCubic,
-  kZero,
-  kInvSqrt2pi,
-  kThree,
-  kNegThree,
-  kSix,
-  kByteOne,
-  kThreeGeluCubic,
-};
-inline bool is_tile(Value value) { return value >= Value::A && value <= Value::E; }
-inline bool is_parameter(Value value) { return value >= Value::P0 && value <= Value::P2; }
-inline bool is_scalar(Value value) { return value >= Value::P0; }
-// The f32 bit pattern of a constant (kByteOne is read as a byte: 1).
-uint32_t constant_bits(Value constant);
+// Adds nodes to a fused kernel's spec: the vocabulary of the op bodies. Every operation's result has its first
+// operand's type (a comparison's is bool); scalars are f32 constants broadcast to every element.
+class Graph {
+ public:
+  Graph(FusedSpec& spec, const std::array<float, 3>& parameters, isa::ElementType convert_to)
+      : spec_(spec), parameters_(parameters), convert_to_(convert_to) {}
 
-// One vector instruction: destination, first source, and for binary instructions a second source. A conversion
-// (Vcvt) converts from `source` to `type`.
-struct Step {
-  isa::Opcode opcode;
-  isa::ElementType type;
-  Value destination, first, second = Value::None;
-  isa::ElementType source = isa::ElementType::F32;
+  int node(FusedOpcode op, int a, int b = -1, int c = -1);
+  int constant(float value);                                 // an f32 constant
+  int parameter(int k) { return constant(parameters_[k]); }  // the spec's scalar parameter p<k>
+  int convert(int a, isa::ElementType type);
+  isa::ElementType convert_to() const { return convert_to_; }  // a conversion's result type
+
+  int add(int a, int b) { return node(FusedOpcode::Add, a, b); }
+  int sub(int a, int b) { return node(FusedOpcode::Sub, a, b); }
+  int mul(int a, int b) { return node(FusedOpcode::Mul, a, b); }
+  int div(int a, int b) { return node(FusedOpcode::Div, a, b); }
+  int neg(int a) { return node(FusedOpcode::Neg, a); }
+  int lt(int a, int b) { return node(FusedOpcode::Lt, a, b); }
+  int le(int a, int b) { return node(FusedOpcode::Le, a, b); }
+  int where(int condition, int if_true, int if_false) { return node(FusedOpcode::Where, condition, if_true, if_false); }
+
+ private:
+  FusedSpec& spec_;
+  const std::array<float, 3>& parameters_;
+  isa::ElementType convert_to_;
 };
+
+// Adds the op's nodes over its inputs' values (in the definition's types) and returns the result's node.
+using Body = int (*)(Graph& g, std::span<const int> inputs);
 
 struct OpDefinition {
   ElementwiseOp op;
   const char* name;
-  int inputs;
-  std::vector<Step> steps;
-  int element_bytes = 4;         // of the output and, unless input_bytes says otherwise, the inputs; 0: any (a copy)
-  std::vector<int> input_bytes;  // per input, where they differ
+  // The types the op computes its inputs and result in. Empty for the copy and the conversion, whose types the spec
+  // names. An op whose inputs are all f32 computes in f32: its float tensors may be held as f16 or bf16
+  // (ElementwiseSpec::float_types), widened after loading and rounded once when stored.
+  std::vector<isa::ElementType> inputs;
+  isa::ElementType result;
+  Body body;
 };
 const OpDefinition& definition(ElementwiseOp op);
-
-// The steps of `op` for a spec: the definition's, except a conversion's, whose types the spec names.
-std::vector<Step> steps(ElementwiseOp op, isa::ElementType convert_to, isa::ElementType convert_from);
 
 }  // namespace npusim::emitter::elementwise_table

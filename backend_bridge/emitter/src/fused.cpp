@@ -1,4 +1,5 @@
-// Fused pointwise and reduction kernels (fused.h), the kernels torch.compile's Inductor backend generates.
+// Fused pointwise and reduction kernels (fused.h): the kernels torch.compile's Inductor backend generates, and the
+// eager elementwise ops (elementwise.cpp).
 //
 // The spec's dataflow program is planned once into steps over scratchpad slots (fused_plan.h). The kernel then walks
 // the tiles of the outer space, core c taking tiles c, c + n, ..., and runs the steps on each tile; the builder orders
@@ -114,10 +115,10 @@ class FusedEmitter {
     std::vector<char> touched(slots_.size(), 0);
     for (size_t k = 0; k < steps.size(); ++k) {
       const Step& step = steps[k];
-      const bool early =
-          step.argument >= 0 || (step.access >= 0 && step.access < loads && step.first.kind == Ref::Kind::Slot &&
-                                 step.index.kind == Ref::Kind::None && !touched[step.first.index] &&
-                                 !(layout_known && transposed_load(step)));
+      const bool into_untouched_slot = step.first.kind == Ref::Kind::Slot && !touched[step.first.index];
+      const bool early = (step.argument >= 0 && (step.first.kind == Ref::Kind::Argument || into_untouched_slot)) ||
+                         (step.access >= 0 && step.access < loads && into_untouched_slot &&
+                          step.index.kind == Ref::Kind::None && !(layout_known && transposed_load(step)));
       (early ? prefetched_ : k >= end ? trailing_stores_ : in_place_).push_back(k);
       for (const Ref& ref : {step.destination, step.first, step.second})
         if (ref.kind == Ref::Kind::Slot) touched[ref.index] = 1;
@@ -153,10 +154,13 @@ class FusedEmitter {
       while (rows_fit(rows + 1, bytes) && rows < (int64_t{1} << 40)) ++rows;
       return rows;
     };
-    // Two sets of slots (and the sink a prefetch's sync goes through) when a row fits each, else one.
+    // Two sets of slots (and the sink a prefetch's sync goes through) when a row fits each, else one. A kernel that
+    // only moves data (a copy) has nothing to overlap its DMA with: one set of tiles twice the size, half the DMAs.
     const int64_t arguments = plan_.has_arguments() ? round_up(plan_.argument_tile_bytes(), 64) : 0;
     int64_t rows = most_rows((usable - kSinkBytes) / 2 - arguments);
-    sets_ = rows >= 1 && !prefetched_.empty() ? 2 : 1;
+    const bool computes = std::any_of(plan_.steps().begin(), plan_.steps().end(),
+                                      [](const Step& step) { return step.access < 0 && step.argument < 0; });
+    sets_ = rows >= 1 && !prefetched_.empty() && computes ? 2 : 1;
     if (sets_ == 1) rows = most_rows(usable - arguments);
     if (rows < 1)
       throw Unsupported(
@@ -199,9 +203,15 @@ class FusedEmitter {
     const bool scatters = std::any_of(spec_.nodes.begin(), spec_.nodes.end(),
                                       [](const FusedNode& node) { return node.op == FusedOpcode::ScatterAdd; });
     cores_ = std::clamp<int64_t>(tiles_, 1, scatters ? 1 : config_.chip_cores);
+    single_tiles_take_one_set();
     if (layout_.row_length > (INT32_MAX >> 2))
       throw Unsupported(fmt::format("fused kernel {}: rows of {} elements exceed a broadcast period", spec_.name,
                                     layout_.row_length));
+  }
+
+  // A core with at most one tile has nothing to load ahead: one set of slots, without the prefetch's syncs.
+  void single_tiles_take_one_set() {
+    if (tiles_ <= cores_) sets_ = 1;
   }
 
   bool segmented() const { return !spec_.segments.empty(); }
@@ -236,6 +246,7 @@ class FusedEmitter {
     tiles_ = static_cast<int64_t>(tile_table_words_.size() / 2);
     tile_rows_ = size;
     cores_ = std::clamp<int64_t>(tiles_, 1, config_.chip_cores);
+    single_tiles_take_one_set();
   }
 
   void describe() {
@@ -473,7 +484,8 @@ class FusedEmitter {
       dims = {{0, dims[0].stride}};  // one run: all of the tile's count
     return dims;
   }
-  // An Argument's value: one element from its entry of the argument block (the segment's, with segments).
+  // An Argument's value from its entry of the argument block (the segment's, with segments): one element into the
+  // argument tile, or repeated (stride 0) over a slot's rows or elements.
   void emit_argument_load(const Step& s, int set) {
     if (segmented()) {
       b_.Add(address_, kArgumentBlock, segment_);
@@ -484,6 +496,11 @@ class FusedEmitter {
     const R spad = point(first_, s.first, set);
     const auto bytes = static_cast<int64_t>(isa::element_bytes(s.type));
     static constexpr Opcode loads[] = {Opcode::DmaLoad8, Opcode::DmaLoad16, Opcode::DmaLoad32, Opcode::DmaLoad64};
+    if (s.first.kind == Ref::Kind::Slot) {
+      b_.emit(loads[std::countr_zero(static_cast<unsigned>(bytes))],
+              {spad, address_, s.shape == Shape::Full ? R(elements_) : R(rows_), 0});
+      return;
+    }
     b_.li(count_, 1);
     b_.emit(loads[std::countr_zero(static_cast<unsigned>(bytes))], {spad, address_, count_, bytes});
   }

@@ -48,6 +48,7 @@ Opcode vector_opcode(Op op) {
     case Op::Sub: return Opcode::Vsub;
     case Op::Mul: return Opcode::Vmul;
     case Op::Div: return Opcode::Vdiv;
+    case Op::Fmod: return Opcode::Vrem;
     case Op::Maximum: return Opcode::Vmax;
     case Op::Minimum: return Opcode::Vmin;
     case Op::And: return Opcode::Vand;
@@ -208,6 +209,15 @@ void Plan::fill(Ref destination, Shape shape, int node) {
     vector(Opcode::Vfill, type, destination, {}, {}, shape, *immediate);
     return;
   }
+  if (!constant(node)) {  // an Argument: its entry of the argument block, repeated by a DMA with stride 0
+    Step s;
+    s.type = type;
+    s.first = destination;
+    s.shape = shape;
+    s.argument = spec_.nodes[node].argument;
+    steps_.push_back(s);
+    return;
+  }
   vector(Opcode::Vfill, type, destination, {}, {}, shape, additive_identity(type));
   vector(Opcode::Vadd, type, destination, destination, scalar(node), shape, 1);
 }
@@ -272,6 +282,14 @@ void Plan::plan() {
       if (last_use[operands[k]] == node_) release(values_[operands[k]]);
     if (last_use[node_] < 0) release(values_[node_]);
   }
+  // An argument whose every use was a fill (a DMA of its own) needs no load into the argument tile.
+  std::vector<char> read(static_cast<size_t>(arguments_), 0);
+  for (const Step& s : steps_)
+    for (const Ref& ref : {s.destination, s.second, s.argument < 0 ? s.first : Ref{}})
+      if (ref.kind == Ref::Kind::Argument) read[ref.index] = 1;
+  std::erase_if(steps_, [&](const Step& s) {
+    return s.argument >= 0 && s.first.kind == Ref::Kind::Argument && !read[s.first.index];
+  });
 }
 
 void Plan::plan_node(int i) {

@@ -16,12 +16,12 @@ using isa::ElementType;
 using Op = FusedOpcode;
 
 constexpr std::array<std::string_view, static_cast<int>(Op::CheckIndex) + 1> kOpNames = {
-    "Load",      "Constant",  "Argument",  "Neg",     "Abs",        "Exp",    "Log",        "Tanh",
-    "Sigmoid",   "Erf",       "Sqrt",      "Rsqrt",   "Reciprocal", "Sin",    "Cos",        "Log1p",
-    "Expm1",     "Floor",     "Ceil",      "Round",   "Trunc",      "Not",    "Convert",    "Add",
-    "Sub",       "Mul",       "Div",       "Maximum", "Minimum",    "And",    "Or",         "Xor",
-    "Eq",        "Ne",        "Lt",        "Le",      "Gt",         "Ge",     "Where",      "MulAdd",
-    "ReduceSum", "ReduceMax", "ReduceMin", "Store",   "Product",    "Gather", "ScatterAdd", "CheckIndex"};
+    "Load",    "Constant", "Argument",   "Neg",        "Abs",     "Exp",       "Log",       "Tanh",      "Sigmoid",
+    "Erf",     "Sqrt",     "Rsqrt",      "Reciprocal", "Sin",     "Cos",       "Log1p",     "Expm1",     "Floor",
+    "Ceil",    "Round",    "Trunc",      "Not",        "Convert", "Add",       "Sub",       "Mul",       "Div",
+    "Fmod",    "Maximum",  "Minimum",    "And",        "Or",      "Xor",       "Eq",        "Ne",        "Lt",
+    "Le",      "Gt",       "Ge",         "Where",      "MulAdd",  "ReduceSum", "ReduceMax", "ReduceMin", "Store",
+    "Product", "Gather",   "ScatterAdd", "CheckIndex"};
 
 bool between(Op op, Op first, Op last) {
   return static_cast<int>(op) >= static_cast<int>(first) && static_cast<int>(op) <= static_cast<int>(last);

@@ -1,9 +1,8 @@
-// Emits ISA programs for elementwise kernels over strided tensors: a copy, or an operation of one to three inputs
-// (arithmetic, activations, special functions) composed from vector instructions, computing in f32 over f32, f16
-// or bf16 tensors. Programs are
-// specialised to the shape, the strides and the chip: the emitter orders the dimensions as the output lies in memory,
-// collapses those contiguous in every operand, loops over the outer ones in scalar code, and tiles the innermost
-// one, or whole rows or planes of it, to fit the scratchpad. Copies that transpose go to transpose_copy.h.
+// Emits ISA programs for elementwise kernels over strided tensors: a copy, a conversion, or an operation of one to
+// three inputs (arithmetic, comparisons, activations and their gradients, special functions), computing in f32 over
+// f32, f16 or bf16 tensors, or on integers and bools. Each op is a small graph of fused-kernel nodes
+// (elementwise_table.h), emitted by the same pointwise loop as torch.compile's fused kernels (fused.h): the program is
+// specialised to the shape, the strides and the chip. Copies that transpose go to transpose_copy.h.
 #pragma once
 
 #include <array>
@@ -120,19 +119,14 @@ enum class ElementwiseOp {
   SoftplusBackwardF32,       // x p0 > p1 ? g : g z / (z + 1), z = exp(x p0)  (p2 = -p1)
 };
 
-// Inputs the operation reads (0 for a copy's single source counts as 1).
-int input_count(ElementwiseOp op);
-// Bytes per element the operation works on: 4 for f32 and i32, 8 for i64, any for a copy (0).
-int element_bytes(ElementwiseOp op);
-
 struct ElementwiseSpec {
   ElementwiseOp op = ElementwiseOp::Copy;
-  int element_bytes = 4;
+  int element_bytes = 4;                      // of the output as it is held in memory (a copy's: 1, 2, 4 or 8)
   std::vector<int64_t> sizes;                 // the output's shape
   std::vector<std::vector<int64_t>> strides;  // in elements, one list per operand; operand 0 is the output
   // Convert only: the input's and the output's element types (element_bytes is the output's).
   isa::ElementType convert_from = isa::ElementType::F32, convert_to = isa::ElementType::F32;
-  // The op's scalar parameters ({p0}, {p1}, {p2} in its steps), baked into the program as constants.
+  // The op's scalar parameters (p0, p1, p2 in its formula), baked into the program as constants.
   std::array<float, 3> parameters{};
   // Ops that compute in f32: the type each float operand holds in memory, output first (empty: all f32; entries
   // for non-float operands, like a comparison's bool output, are ignored). f16 and bf16 operands are widened to f32
@@ -144,7 +138,15 @@ struct ElementwiseSpec {
   std::vector<bool> values_in_arguments;
 };
 
+// Inputs the operation reads (a copy's or a conversion's one source counts as 1).
+int input_count(ElementwiseOp op);
+// Bytes per element of the operation's result as it computes it: 4 for f32 and i32, 8 for i64, 1 for bools; 0 for a
+// copy or a conversion, whose types the spec names.
+int element_bytes(ElementwiseOp op);
+
 // The kernel's argument block is the operands' base addresses (or values, see values_in_arguments), in operand order.
+// Throws std::invalid_argument for a malformed spec, Unsupported for a layout the pointwise loop cannot walk (more
+// dimensions than it loops over once collapsed, a stride beyond the DMA's immediates).
 Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& config);
 
 std::string op_name(ElementwiseOp op);

@@ -1,5 +1,6 @@
 // Emits one kernel for a fused group of pointwise operations, optionally with reductions: the kernels torch.compile's
-// Inductor backend generates (docs/compile.md). The kernel is a small dataflow program over an iteration space:
+// Inductor backend generates (docs/compile.md), and every eager elementwise op, a small group of its own
+// (elementwise.h). The kernel is a small dataflow program over an iteration space:
 // loads of strided views of the argument tensors, vector operations, reductions over the innermost dimensions, and
 // stores. Every value lives in a scratchpad tile; a tile is a block of rows of the iteration space (a row is every
 // reduced element of one point of the outer space, one element when nothing is reduced), so a reduction finds its
@@ -54,6 +55,7 @@ enum class FusedOpcode : uint8_t {
   Sub,
   Mul,
   Div,      // float division; integers truncate
+  Fmod,     // C's fmod: a - trunc(a / b) b computed exactly, the sign of a; an integer zero divisor traps
   Maximum,  // NaN if either is NaN
   Minimum,
   And,  // bools (and integers, bitwise)
