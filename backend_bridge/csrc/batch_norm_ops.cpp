@@ -1,7 +1,9 @@
-// Native batch normalisation (nn.BatchNorm1d/2d/3d) forward and backward, training and eval, float32, composed from
-// native kernels: per-channel statistics are row sums over the batch and spatial dimensions, the normalisation and
-// the running-statistics updates are broadcast elementwise kernels, the output's scale and shift one pass (mul_add),
-// the backward's x̂ one pass (sub_mul). Other dtypes take the CPU fallback (half precision widened to float32 first).
+// Native batch normalisation (nn.BatchNorm1d/2d/3d) forward and backward, training and eval, float32. Training runs
+// as one fused kernel each way when a channel's elements fit the scratchpad (batch_norm_fused.h); otherwise, and in
+// eval, it is composed from native kernels: per-channel statistics are row sums over the batch and spatial dimensions,
+// the normalisation and the running-statistics updates are broadcast elementwise kernels, the output's scale and shift
+// one pass (mul_add), the backward's x̂ one pass (sub_mul). Other dtypes take the CPU fallback (half precision widened
+// to float32 first).
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
@@ -11,6 +13,7 @@
 #include <ATen/ops/sum.h>
 #include <torch/library.h>
 
+#include "batch_norm_fused.h"
 #include "bridge.h"
 #include "kernel_launcher.h"
 
@@ -64,6 +67,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm(
     torch::jit::Stack stack{input, weight_opt, bias_opt, running_mean_opt, running_var_opt, training, momentum, eps};
     call_cpu_fallback("aten::native_batch_norm", "", stack);
     return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+  }
+  if (training) {
+    const at::Tensor output = at::empty(input.sizes(), input.options());
+    const at::Tensor batch_mean = at::empty({input.size(1)}, input.options()),
+                     batch_invstd = at::empty_like(batch_mean);
+    if (batch_norm_forward_in_one_kernel(input, weight, bias, running_mean, running_var, momentum, eps, output,
+                                         batch_mean, batch_invstd))
+      return {output, batch_mean, batch_invstd};
   }
   at::Tensor mean, invstd, centered;  // centered: x - mean, for the variance and then the output
   if (training) {
@@ -129,6 +140,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm_backward
                             c10::List<bool>({output_mask[0], output_mask[1], output_mask[2]})};
     call_cpu_fallback("aten::native_batch_norm_backward", "", stack);
     return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+  }
+  if (training && output_mask[0]) {
+    const at::Tensor grad_input = at::empty(input.sizes(), input.options());
+    const at::Tensor grad_weight = at::empty({input.size(1)}, input.options()), grad_bias = at::empty_like(grad_weight);
+    if (batch_norm_backward_in_one_kernel(grad_output, input, weight, save_mean, save_invstd, grad_input, grad_weight,
+                                          grad_bias))
+      return {grad_input, output_mask[1] ? grad_weight : at::Tensor(), output_mask[2] ? grad_bias : at::Tensor()};
   }
   const at::Tensor mean = training ? save_mean : running_mean;
   const at::Tensor invstd = training ? save_invstd : at::rsqrt(running_var + eps);

@@ -92,9 +92,14 @@ def test_transposed_convolution_takes_the_counted_cpu_fallback(device):
     torch.testing.assert_close(out.cpu(), F.conv_transpose2d(x, w, stride=2), **TOLERANCE)
 
 
-@pytest.mark.parametrize("shape", [(4, 6, 5, 5), (8, 3), (2, 4, 7)])
+# Channels of up to 100 elements train in one fused kernel each way; one of 2 x 300 x 300 floats (703 KiB) does not
+# fit the default chip's 256 KiB scratchpad, nor does a channels-last input walk as [C, N, S]: both are composed from
+# passes (the output's scale and shift one, mul_add, and the backward's x̂ one, sub_mul).
+@pytest.mark.parametrize(
+    "shape, one_kernel", [((4, 6, 5, 5), True), ((8, 3), True), ((2, 4, 7), True), ((2, 2, 300, 300), False)]
+)
 @pytest.mark.parametrize("affine", [True, False])
-def test_batch_norm_training_and_eval_run_natively_and_match_cpu(shape, affine, device):
+def test_batch_norm_training_and_eval_run_natively_and_match_cpu(shape, one_kernel, affine, device):
     module = (torch.nn.BatchNorm2d if len(shape) == 4 else torch.nn.BatchNorm1d)(shape[1], affine=affine)
     reference = (torch.nn.BatchNorm2d if len(shape) == 4 else torch.nn.BatchNorm1d)(shape[1], affine=affine)
     if affine:
@@ -110,9 +115,11 @@ def test_batch_norm_training_and_eval_run_natively_and_match_cpu(shape, affine, 
         module(x_device).backward(grad.to(device))
     reference(x_cpu).backward(grad)
     assert report.fallbacks == {}  # num_batches_tracked += 1 included: an int64 add kernel
-    # The output's scale and shift are one pass, and so is the backward's x̂.
     kernels = [r.name for r in report.kernels]
-    assert ("mul_add_f32" in kernels) == affine and "sub_mul_f32" in kernels, kernels
+    if one_kernel:
+        assert sorted(kernels) == ["add_i64", "batch_norm_backward_f32", "batch_norm_f32"], kernels
+    else:
+        assert ("mul_add_f32" in kernels) == affine and "sub_mul_f32" in kernels, kernels
     torch.testing.assert_close(x_device.grad.cpu(), x_cpu.grad, **TOLERANCE)
     for name, value in reference.state_dict().items():
         torch.testing.assert_close(module.state_dict()[name].cpu(), value, **TOLERANCE)
@@ -125,6 +132,20 @@ def test_batch_norm_training_and_eval_run_natively_and_match_cpu(shape, affine, 
         out = module(x_device * 2)
     assert report.fallbacks == {}
     torch.testing.assert_close(out.detach().cpu(), reference(x * 2).detach(), **TOLERANCE)
+
+
+def test_batch_norm_of_a_channels_last_input_is_composed_and_matches_cpu(device):
+    module, reference = torch.nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)
+    x = random(4, 3, 6, 6, seed=10).to(memory_format=torch.channels_last)
+    x_device = x.to(device).requires_grad_()
+    x_cpu = x.clone().requires_grad_()
+    with npusim.profile() as report:
+        module.to(device)(x_device).sum().backward()
+    reference(x_cpu).sum().backward()
+    assert report.fallbacks == {}
+    assert "batch_norm_f32" not in [r.name for r in report.kernels]
+    torch.testing.assert_close(x_device.grad.cpu(), x_cpu.grad, **TOLERANCE)
+    torch.testing.assert_close(module.running_var.cpu(), reference.running_var, **TOLERANCE)
 
 
 def test_functional_batch_norm_forms_run_natively(device):

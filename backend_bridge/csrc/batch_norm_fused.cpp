@@ -1,0 +1,130 @@
+// Batch norm's training forward and backward as one fused kernel each (batch_norm_fused.h). Each formula is the one
+// the composed path (batch_norm_ops.cpp) computes, operation for operation; only the channel sums add in another
+// order (a whole row at once rather than per sample, then over the batch).
+#include "batch_norm_fused.h"
+
+#include <algorithm>
+#include <span>
+#include <vector>
+
+#include "bridge.h"
+#include "kernel_launcher.h"
+
+namespace npusim::bridge {
+namespace {
+
+using emitter::FusedNode;
+using emitter::FusedOpcode;
+using isa::ElementType;
+
+// A fused kernel over [C, N, S] of a contiguous [N, C, ...] float32 input, its tensors' addresses gathered as the
+// argument block.
+class ChannelKernel {
+ public:
+  ChannelKernel(const char* name, const at::Tensor& input) {
+    const int64_t batch = input.size(0), channels = input.size(1), spatial = input.numel() / (batch * channels);
+    spec_.name = name;
+    spec_.sizes = {channels, batch, spatial};
+    spec_.reduced_dims = 2;
+    full_ = {spatial, channels * spatial, 1};
+    count_ = static_cast<double>(batch * spatial);
+  }
+
+  double count() const { return count_; }
+  // A tensor shaped like the input, element by element; a [C] vector, one value per channel.
+  int load_full(const at::Tensor& tensor) { return load(tensor, full_); }
+  int load_per_channel(const at::Tensor& vector) { return load(vector, kPerChannel); }
+  void store_full(int value, const at::Tensor& tensor) { store(value, tensor, full_); }
+  void store_per_channel(int value, const at::Tensor& vector) { store(value, vector, kPerChannel); }
+
+  int op(FusedOpcode opcode, int a, int b = -1, int c = -1) {
+    return add({.op = opcode, .type = ElementType::F32, .a = a, .b = b, .c = c});
+  }
+  int constant(double value) { return add({.op = FusedOpcode::Constant, .type = ElementType::F32, .constant = value}); }
+
+  // Builds (once per shape and formula) and launches the kernel; false when it cannot be built.
+  bool launch(const at::Tensor& on) {
+    return launched_natively([&] { launch_fused(on.device().index(), runtime_device(on), spec_, addresses_); });
+  }
+
+ private:
+  static constexpr int64_t kPerChannel[] = {1, 0, 0};
+
+  int add(FusedNode node) {
+    spec_.nodes.push_back(node);
+    return static_cast<int>(spec_.nodes.size()) - 1;
+  }
+  int argument(const at::Tensor& tensor) {
+    addresses_.push_back(device_address(tensor));
+    return spec_.arguments++;
+  }
+  int load(const at::Tensor& tensor, std::span<const int64_t> strides) {
+    spec_.loads.push_back({argument(tensor), ElementType::F32, 0, {strides.begin(), strides.end()}});
+    return add({.op = FusedOpcode::Load, .type = ElementType::F32, .access = static_cast<int>(spec_.loads.size()) - 1});
+  }
+  void store(int value, const at::Tensor& tensor, std::span<const int64_t> strides) {
+    spec_.stores.push_back({argument(tensor), ElementType::F32, 0, {strides.begin(), strides.end()}});
+    add({.op = FusedOpcode::Store,
+         .type = ElementType::F32,
+         .a = value,
+         .access = static_cast<int>(spec_.stores.size()) - 1});
+  }
+
+  emitter::FusedSpec spec_;
+  std::vector<uint64_t> addresses_;
+  std::vector<int64_t> full_;
+  double count_ = 0;
+};
+
+bool walkable(const at::Tensor& input) { return input.dim() >= 2 && input.is_contiguous() && input.numel() > 0; }
+
+}  // namespace
+
+bool batch_norm_forward_in_one_kernel(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                                      const at::Tensor& running_mean, const at::Tensor& running_var, double momentum,
+                                      double eps, const at::Tensor& output, const at::Tensor& mean,
+                                      const at::Tensor& invstd) {
+  if (!walkable(input) || !output.is_contiguous()) return false;
+  ChannelKernel k("batch_norm_f32", input);
+  using enum FusedOpcode;
+  const int x = k.load_full(input), count = k.constant(k.count());
+  const int batch_mean = k.op(Div, k.op(ReduceSum, x), count);
+  const int centered = k.op(Sub, x, batch_mean);
+  const int variance = k.op(Div, k.op(ReduceSum, k.op(Mul, centered, centered)), count);
+  const int batch_invstd = k.op(Rsqrt, k.op(Add, variance, k.constant(eps)));
+  const int scale = weight.defined() ? k.op(Mul, batch_invstd, k.load_per_channel(weight)) : batch_invstd;
+  const int scaled = k.op(Mul, centered, scale);
+  k.store_full(bias.defined() ? k.op(Add, scaled, k.load_per_channel(bias)) : scaled, output);
+  k.store_per_channel(batch_mean, mean);
+  k.store_per_channel(batch_invstd, invstd);
+  // running = running (1 - momentum) + statistic factor, the second step a fused multiply-add as the CPU's add_ with
+  // alpha computes it.
+  const auto update = [&](const at::Tensor& running, int statistic, double factor) {
+    if (!running.defined()) return;
+    const int kept = k.op(Mul, k.load_per_channel(running), k.constant(1 - momentum));
+    k.store_per_channel(k.op(MulAdd, statistic, k.constant(factor), kept), running);
+  };
+  update(running_mean, batch_mean, momentum);
+  update(running_var, variance, momentum * k.count() / std::max(k.count() - 1, 1.0));
+  return k.launch(input);
+}
+
+bool batch_norm_backward_in_one_kernel(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+                                       const at::Tensor& mean, const at::Tensor& invstd, const at::Tensor& grad_input,
+                                       const at::Tensor& grad_weight, const at::Tensor& grad_bias) {
+  if (!walkable(input) || !grad_output.is_contiguous() || !grad_input.is_contiguous()) return false;
+  ChannelKernel k("batch_norm_backward_f32", input);
+  using enum FusedOpcode;
+  const int dy = k.load_full(grad_output), count = k.constant(k.count());
+  const int saved_invstd = k.load_per_channel(invstd);
+  const int normalized = k.op(Mul, k.op(Sub, k.load_full(input), k.load_per_channel(mean)), saved_invstd);
+  const int bias_sum = k.op(ReduceSum, dy), weight_sum = k.op(ReduceSum, k.op(Mul, dy, normalized));
+  const int centered_grad = k.op(Sub, k.op(Sub, k.op(Mul, dy, count), bias_sum), k.op(Mul, normalized, weight_sum));
+  const int scale = weight.defined() ? k.op(Mul, saved_invstd, k.load_per_channel(weight)) : saved_invstd;
+  k.store_full(k.op(Mul, centered_grad, k.op(Div, scale, count)), grad_input);
+  k.store_per_channel(weight_sum, grad_weight);
+  k.store_per_channel(bias_sum, grad_bias);
+  return k.launch(input);
+}
+
+}  // namespace npusim::bridge
