@@ -45,6 +45,16 @@ def test_pointwise_chain_is_one_fused_kernel():
     assert ROUTES[kernels[0]] == "fused"
 
 
+def test_fmod_is_fused_and_exact():
+    def f(x, y):
+        return torch.fmod(x * 3, y) + 1
+
+    x, y = torch.randn(40, 50) * 10, torch.randn(40, 50).abs() + 0.5
+    result, kernels = compiled(f, x, y)
+    assert torch.equal(result.cpu(), f(x, y))
+    assert len(kernels) == 1 and ROUTES[kernels[0]] == "fused", ROUTES
+
+
 def test_softmax_is_one_fused_kernel():
     x = torch.randn(37, 300)
     result, kernels = compiled(lambda t: torch.softmax(t, -1), x)

@@ -56,6 +56,7 @@ _BINARY = {
     "add": "Add",
     "sub": "Sub",
     "mul": "Mul",
+    "fmod": "Fmod",
     "maximum": "Maximum",
     "minimum": "Minimum",
     "eq": "Eq",
