@@ -427,6 +427,31 @@ def test_max_pooling_stays_the_native_kernel():
     assert ROUTES and all(route == "fused" for route in ROUTES.values()), ROUTES
 
 
+def test_training_batch_norm_stays_the_native_kernel():
+    """Inductor's decompositions of training batch norm are skipped on npusim: the forward and the backward are extern
+    calls of npusim's one-kernel batch norm, the running statistics updated as on the CPU."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(512, 4),
+    )
+    reference = copy.deepcopy(model)
+    x = torch.randn(4, 3, 8, 8)
+    compiled_model = torch.compile(model.to("npusim"))
+    with npusim.profile() as report:
+        compiled_model(x.to("npusim")).sum().backward()
+    reference(x).sum().backward()
+    kernels = [r.name for r in report.kernels]
+    assert "batch_norm_f32" in kernels and "batch_norm_backward_f32" in kernels, kernels
+    for a, b in zip(model.parameters(), reference.parameters(), strict=True):
+        assert_close(a.grad, b.grad, atol=1e-4, rtol=1e-4)
+    for name, value in reference.state_dict().items():
+        assert_close(model.state_dict()[name], value, atol=1e-5, rtol=1e-5)
+
+
 def test_dynamic_shapes_two_sequence_lengths():
     def f(t):
         return torch.softmax(t * 0.5, -1)

@@ -2,10 +2,11 @@
 
 Inductor decomposes ``max_pool2d_with_indices`` into a window walk with int8 offsets, and lowers ``avg_pool2d``'s
 backward with window bounds clamped by min/max; on npusim neither is a strided view, and int8 and bool arithmetic has
-no native kernels, while npusim's own pooling kernels exist. For tensors on npusim these operators skip the
-decomposition (:func:`skip_decompositions`, run when Inductor imports its table, see npusim/inductor_hook.py, which is
-why this module imports only torch) and become extern calls (:func:`install_lowerings`, run when the backend
-registers); on any other device Inductor keeps its own.
+no native kernels, while npusim's own pooling kernels exist. Batch norm in training is one native kernel each way
+(statistics, normalisation and running statistics together), where Inductor's lowering makes several. For tensors on
+npusim these operators skip the decomposition (:func:`skip_decompositions`, run when Inductor imports its table, see
+npusim/inductor_hook.py, which is why this module imports only torch) and become extern calls
+(:func:`install_lowerings`, run when the backend registers); on any other device Inductor keeps its own.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ NATIVE = (
     aten.max_pool2d_with_indices.default,
     aten.max_pool2d_with_indices_backward.default,
     aten.avg_pool2d_backward.default,  # Inductor's lowering clamps window bounds with min/max: not a strided view
+    # Training batch norm: npusim's is one kernel each way; Inductor's reductions over [N, S] per channel are several.
+    aten._native_batch_norm_legit_functional.default,
+    aten.native_batch_norm_backward.default,
 )
 
 
