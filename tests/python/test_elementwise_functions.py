@@ -101,6 +101,29 @@ def test_special_values_follow_ieee_like_the_cpu(device):
         torch.testing.assert_close(function(x.to(device)).cpu(), function(x), equal_nan=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("replacements", [{}, {"nan": 2.5, "posinf": 1e3, "neginf": -7.0}, {"posinf": 1e30}])
+def test_nan_to_num_runs_natively_and_matches_cpu(dtype, replacements, device):
+    x = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), -1.5, 3e4] * 50, dtype=dtype).view(7, 50)
+    expected = torch.nan_to_num(x, **replacements)
+    with npusim.profile() as report:
+        out = torch.nan_to_num(x.to(device), **replacements)
+        in_place = x.to(device).nan_to_num_(**replacements)
+        into = torch.empty(7, 50, dtype=dtype, device=device)
+        torch.nan_to_num(x.to(device), out=into, **replacements)
+    assert report.fallbacks == {}
+    type_name = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}[dtype]
+    assert [r.name for r in report.kernels] == [f"nan_to_num_{type_name}"] * 3
+    for result in (out, in_place, into):
+        assert torch.equal(result.cpu(), expected)
+
+
+def test_nan_to_num_of_integers_is_a_copy(device):
+    x = torch.arange(-5, 5)
+    out = torch.nan_to_num(x.to(device))
+    assert out.dtype == torch.int64 and torch.equal(out.cpu(), x)
+
+
 def test_relu_backward_runs_natively_and_matches_cpu(device):
     x = torch.tensor([-2.0, -0.0, 0.0, 1e-30, 3.0, float("nan"), float("-inf"), float("inf")])
     grad = torch.arange(1.0, 9.0)

@@ -13,6 +13,7 @@ import npusim  # noqa: F401  registers the device
 
 NATIVE_OPS = """
     add sub mul div.no_rounding_mode true_divide maximum minimum neg abs exp log tanh sigmoid sqrt rsqrt reciprocal
+    nan_to_num
     erf nn.functional.relu nn.functional.gelu nn.functional.silu nn.functional.leaky_relu nn.functional.hardswish
     nn.functional.hardtanh nn.functional.relu6 nn.functional.elu nn.functional.selu nn.functional.celu
     nn.functional.softplus nn.functional.mish nn.functional.tanhshrink softmax log_softmax sum mean amax amin

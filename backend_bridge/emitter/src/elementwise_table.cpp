@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 
 namespace npusim::emitter::elementwise_table {
@@ -264,6 +265,17 @@ const std::vector<OpDefinition>& definitions() {
          const int scaled = g.mul(x[0], g.parameter(0));
          const int soft = g.div(g.node(Op::Log, g.add(g.node(Op::Exp, scaled), g.constant(1))), g.parameter(0));
          return g.where(g.le(scaled, g.parameter(1)), soft, x[0]);
+       }},
+      {NanToNumF32,
+       "nan_to_num_f32",
+       {F32},
+       F32,
+       [](Graph& g, In x) {
+         const int infinity = g.constant(std::numeric_limits<float>::infinity());
+         const int negative_infinity = g.constant(-std::numeric_limits<float>::infinity());
+         const int finite = g.where(g.node(Op::Eq, x[0], negative_infinity), g.parameter(2), x[0]);
+         const int not_nan = g.where(g.node(Op::Eq, x[0], infinity), g.parameter(1), finite);
+         return g.where(g.node(Op::Ne, x[0], x[0]), g.parameter(0), not_nan);
        }},
       // x > 0 as -x < 0, which is false for NaN as on the CPU: then the gradient, else the gradient times the slope.
       {LeakyReluBackwardF32,

@@ -109,6 +109,7 @@ enum class ElementwiseOp {
   LeakyReluF32,  // x > 0 ? x : x p0
   EluF32,        // x <= 0 ? (exp(x p2) - 1) p0 : x p1  (p0 = alpha scale, p1 = scale, p2 = input_scale)
   SoftplusF32,   // x p0 > p1 ? x : log(1 + exp(x p0)) / p0  (p0 = beta, p1 = threshold)
+  NanToNumF32,   // NaN -> p0, +inf -> p1, -inf -> p2, others unchanged
   // two inputs, the gradient and the forward input (or result), and parameters
   LeakyReluBackwardF32,      // x > 0 ? g : g p0
   HardswishBackwardF32,      // x <= -3 ? 0 : x < 3 ? g (x / 3 + 1/2) : g
