@@ -4,6 +4,7 @@
 #include "batch_norm_fused.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -76,7 +77,17 @@ class ChannelKernel {
   double count_ = 0;
 };
 
-bool walkable(const at::Tensor& input) { return input.dim() >= 2 && input.is_contiguous() && input.numel() > 0; }
+// The input and the tensors shaped like it contiguous, the per-channel vectors (those defined) too: the kernel walks
+// them with the strides of [N, C, S] and [C].
+bool walkable(const at::Tensor& input, std::initializer_list<at::Tensor> like_input,
+              std::initializer_list<at::Tensor> vectors) {
+  if (input.dim() < 2 || input.numel() == 0 || !input.is_contiguous()) return false;
+  for (const at::Tensor& tensor : like_input)
+    if (!tensor.is_contiguous() || tensor.sizes() != input.sizes()) return false;
+  for (const at::Tensor& vector : vectors)
+    if (vector.defined() && (!vector.is_contiguous() || vector.numel() != input.size(1))) return false;
+  return true;
+}
 
 }  // namespace
 
@@ -84,7 +95,7 @@ bool batch_norm_forward_in_one_kernel(const at::Tensor& input, const at::Tensor&
                                       const at::Tensor& running_mean, const at::Tensor& running_var, double momentum,
                                       double eps, const at::Tensor& output, const at::Tensor& mean,
                                       const at::Tensor& invstd) {
-  if (!walkable(input) || !output.is_contiguous()) return false;
+  if (!walkable(input, {output}, {weight, bias, running_mean, running_var, mean, invstd})) return false;
   ChannelKernel k("batch_norm_f32", input);
   using enum FusedOpcode;
   const int x = k.load_full(input), count = k.constant(k.count());
@@ -112,7 +123,7 @@ bool batch_norm_forward_in_one_kernel(const at::Tensor& input, const at::Tensor&
 bool batch_norm_backward_in_one_kernel(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
                                        const at::Tensor& mean, const at::Tensor& invstd, const at::Tensor& grad_input,
                                        const at::Tensor& grad_weight, const at::Tensor& grad_bias) {
-  if (!walkable(input) || !grad_output.is_contiguous() || !grad_input.is_contiguous()) return false;
+  if (!walkable(input, {grad_output, grad_input}, {weight, mean, invstd, grad_weight, grad_bias})) return false;
   ChannelKernel k("batch_norm_backward_f32", input);
   using enum FusedOpcode;
   const int dy = k.load_full(grad_output), count = k.constant(k.count());

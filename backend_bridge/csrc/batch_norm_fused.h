@@ -11,7 +11,7 @@ namespace npusim::bridge {
 // y = (x - mean) invstd weight + bias over the batch's statistics; writes y, the batch mean and 1/std (for the
 // backward), and moves the running statistics (when defined) toward the batch's, the variance unbiased, as
 // PyTorch does. Weight, bias and the running statistics may be undefined. False (nothing written) when the kernel
-// cannot be built: a channel's elements do not fit the scratchpad, or the input is not contiguous.
+// cannot be built: a channel's elements do not fit the scratchpad, or a tensor is not contiguous.
 bool batch_norm_forward_in_one_kernel(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                                       const at::Tensor& running_mean, const at::Tensor& running_var, double momentum,
                                       double eps, const at::Tensor& output, const at::Tensor& mean,
