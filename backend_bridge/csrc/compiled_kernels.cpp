@@ -65,6 +65,8 @@ constexpr auto kOpcodeNames = std::to_array<std::pair<std::string_view, FusedOpc
     {"ReduceSum", FusedOpcode::ReduceSum},
     {"ReduceMax", FusedOpcode::ReduceMax},
     {"ReduceMin", FusedOpcode::ReduceMin},
+    {"ReduceArgMax", FusedOpcode::ReduceArgMax},
+    {"ReduceArgMin", FusedOpcode::ReduceArgMin},
     {"Store", FusedOpcode::Store},
     {"Product", FusedOpcode::Product},
     {"Gather", FusedOpcode::Gather},

@@ -233,6 +233,17 @@ inline std::vector<Bytes> reference(const FusedSpec& spec, std::vector<Bytes> bu
             out[c] = node.op != Op::ReduceSum ? extreme : isa::is_float(node.type) ? sum : total;
             break;
           }
+          case Op::ReduceArgMax:
+          case Op::ReduceArgMin: {  // the first index of the extremum, a NaN counting as it
+            int64_t at = 0;
+            for (int64_t k = 1; k < row; ++k) {
+              const double best = operand(node.a, at), x = operand(node.a, k);
+              if (std::isnan(best)) break;
+              if (std::isnan(x) || (node.op == Op::ReduceArgMax ? x > best : x < best)) at = k;
+            }
+            out[c] = static_cast<double>(at);
+            break;
+          }
           case Op::Store: {
             const FusedAccess& access = spec.stores[node.access];
             write_element(buffers[access.argument], access.type, element(access, point, c),
@@ -296,13 +307,16 @@ class BothModes {
   std::vector<Bytes> run(const emitter::Kernel& kernel, const std::vector<Bytes>& buffers) {
     const std::vector<Bytes> result = launch(functional_, kernel, buffers);
     EXPECT_EQ(result, launch(timed_, kernel, buffers)) << kernel.name;
-    const runtime::CommandRecord record = kernel_record(timed_.take_records(), kernel.name);
+    last_record_ = kernel_record(timed_.take_records(), kernel.name);
+    const runtime::CommandRecord& record = last_record_;
     EXPECT_EQ(record.stats.hazards, 0u) << kernel.name << ": " << record.first_hazard;
     std::printf("[ cycles ] %s: %llu cycles, %zu words, %llu cores\n", kernel.name.c_str(),
                 static_cast<unsigned long long>(record.kernel_cycles), kernel.words.size(),
                 static_cast<unsigned long long>(record.cores));
     return result;
   }
+  // The timed run's record of the last kernel run().
+  const runtime::CommandRecord& last_record() const { return last_record_; }
 
  private:
   static std::vector<Bytes> launch(runtime::Device& device, const emitter::Kernel& kernel,
@@ -321,6 +335,7 @@ class BothModes {
   }
 
   runtime::Device functional_, timed_;
+  runtime::CommandRecord last_record_;
 };
 
 // Every element of argument `argument` within `relative` of the reference (exactly, bit for bit, when 0; NaN where

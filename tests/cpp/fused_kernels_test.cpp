@@ -212,6 +212,77 @@ TEST(FusedKernels, LayerNormWithTwoReductionsAndThreeOutputs) {
   }
 }
 
+TEST(FusedKernels, ARowSharedByEveryRowIsLoadedOnceATileAndReadAsARepeatingRow) {
+  // y = x * w + b with w and b the same in every row (layer norm's weight and bias): each tile loads one row of each,
+  // so the kernel reads x once plus two rows per tile, not three tensors the size of x.
+  const int64_t rows = 96, cols = 40;
+  SpecBuilder s("fused_shared_rows", {rows, cols}, 1, 4);
+  const int x = s.load(0, F32, {cols, 1}), w = s.load(1, F32, {0, 1}), b = s.load(2, F32, {0, 1});
+  s.store(s.op(Op::Add, F32, s.op(Op::Mul, F32, x, w), b), 3, F32, {cols, 1});
+  const config::ChipConfig config = small_chip();
+  const emitter::Kernel kernel = emitter::emit_fused(s.spec, config);
+  BothModes modes(config);
+  const std::vector<Bytes> buffers = {random_buffer(F32, rows * cols, 40), random_buffer(F32, cols, 41),
+                                      random_buffer(F32, cols, 42), Bytes(rows * cols * 4)};
+  const std::vector<Bytes> actual = modes.run(kernel, buffers);
+  expect_matches(actual, reference(s.spec, buffers), 3, F32, 0, s.spec.name);
+  const size_t at = kernel.description.find(" tiles on ");
+  ASSERT_NE(at, std::string::npos) << kernel.description;
+  const int64_t tiles = std::stoll(kernel.description.substr(kernel.description.rfind(' ', at - 1) + 1));
+  EXPECT_GT(tiles, 2);
+  // Besides the tiles, each core reads the four addresses of the argument block once.
+  EXPECT_EQ(modes.last_record().stats.dram_bytes_read,
+            static_cast<uint64_t>(rows * cols * 4 + tiles * 2 * cols * 4 + kernel.cores * 4 * 8));
+}
+
+TEST(FusedKernels, ASharedRowMixesWithFullRowsPerRowValuesAndConstantsInEitherOrder) {
+  // w - x (a shared row first in a non-commutative op), 2 w (a shared row only), w s and s - w with s one value read
+  // by every row (a per-row value that is also the same in every row), and the row's max of w x.
+  const int64_t rows = 37, cols = 24;
+  SpecBuilder s("fused_shared_row_mixes", {rows, cols}, 1, 7);
+  const int x = s.load(0, F32, {cols, 1}), w = s.load(1, F32, {0, 1}), one = s.load(2, F32, {0, 0});
+  const int twice = s.op(Op::Mul, F32, w, s.constant(F32, 2));
+  s.store(s.op(Op::Add, F32, s.op(Op::Sub, F32, w, x), twice), 3, F32, {cols, 1});
+  s.store(s.op(Op::Mul, F32, s.op(Op::Sub, F32, one, w), s.op(Op::Mul, F32, w, one)), 4, F32, {cols, 1});
+  s.store(s.op(Op::ReduceMax, F32, s.op(Op::Mul, F32, w, x)), 5, F32, {1, 0});
+  s.store(s.op(Op::Where, F32, s.op(Op::Gt, Bool, w, s.constant(F32, 0)), w, x), 6, F32, {cols, 1});
+  run_and_compare(s.spec, small_chip(),
+                  {random_buffer(F32, rows * cols, 43), random_buffer(F32, cols, 44), random_buffer(F32, 1, 45),
+                   Bytes(rows * cols * 4), Bytes(rows * cols * 4), Bytes(rows * 4), Bytes(rows * cols * 4)},
+                  {F32, F32, F32, F32, F32, F32, F32});
+}
+
+TEST(FusedKernels, ArgMaxAndArgMinAreTheFirstIndexOfTheExtremumWithNaNCountingAsIt) {
+  const ElementType I64 = ElementType::I64, I32 = ElementType::I32;
+  const int64_t rows = 41, cols = 13;
+  SpecBuilder s("fused_arg_extrema", {rows, cols}, 1, 6);
+  const int x = s.load(0, F32, {cols, 1}), n = s.load(1, I32, {cols, 1});
+  s.store(s.op(Op::ReduceArgMax, I64, x), 2, I64, {1, 0});
+  s.store(s.op(Op::ReduceArgMin, I64, x), 3, I64, {1, 0});
+  s.store(s.op(Op::ReduceArgMax, I64, n), 4, I64, {1, 0});
+  s.store(s.op(Op::ReduceArgMin, I64, s.op(Op::Neg, I32, n)), 5, I64, {1, 0});
+  // Ties in every row (values in a few steps), a NaN in every fifth row.
+  const Bytes xs = buffer_of(F32, rows * cols, [&](int64_t k) {
+    return k / cols % 5 == 2 && k % cols == 7 ? std::nan("") : double((k * 7919) % 9) - 4;
+  });
+  const auto result = run_and_compare(s.spec, small_chip(),
+                                      {xs, buffer_of(I32, rows * cols, [](int64_t k) { return double((k * 31) % 6); }),
+                                       Bytes(rows * 8), Bytes(rows * 8), Bytes(rows * 8), Bytes(rows * 8)},
+                                      {F32, I32, I64, I64, I64, I64});
+  EXPECT_EQ(read_element(result[2], I64, 2), 7);  // the NaN
+  EXPECT_EQ(read_element(result[3], I64, 2), 7);
+}
+
+TEST(FusedKernels, AnIndexOfABoolRowOrOfAnotherTypeIsRefused) {
+  SpecBuilder s("fused_bad_argmax", {4, 3}, 1, 2);
+  const int x = s.load(0, F32, {3, 1});
+  s.store(s.op(Op::ReduceArgMax, F32, x), 1, F32, {1, 0});
+  EXPECT_THROW(emitter::emit_fused(s.spec, small_chip()), std::invalid_argument);
+  SpecBuilder b("fused_bool_argmax", {4, 3}, 1, 2);
+  b.store(b.op(Op::ReduceArgMax, ElementType::I64, b.load(0, Bool, {3, 1})), 1, ElementType::I64, {1, 0});
+  EXPECT_THROW(emitter::emit_fused(b.spec, small_chip()), std::invalid_argument);
+}
+
 TEST(FusedKernels, APerRowValueStoredAlongTheRowIsBroadcast) {
   // Softmax's max, stored to every element of the row, and a where choosing per-row values over the row.
   const int64_t rows = 17, cols = 9;

@@ -81,7 +81,8 @@ class BothModes {
     const emitter::Kernel kernel = emitter::emit_fused(spec, config_);
     const std::vector<Bytes> actual = launch(functional_, kernel, entries);
     EXPECT_EQ(actual, launch(timed_, kernel, entries)) << kernel.name;
-    const runtime::CommandRecord record = kernel_record(timed_.take_records(), kernel.name);
+    record_ = kernel_record(timed_.take_records(), kernel.name);
+    const runtime::CommandRecord& record = record_;
     EXPECT_EQ(record.stats.hazards, 0u) << kernel.name << ": " << record.first_hazard;
     std::printf("[ cycles ] %s: %llu cycles, %zu words, %lld cores\n", kernel.name.c_str(),
                 static_cast<unsigned long long>(record.kernel_cycles), kernel.words.size(),
@@ -101,10 +102,12 @@ class BothModes {
     }
     return kernel;
   }
+  const runtime::CommandRecord& last_record() const { return record_; }  // the timed run's, of the last kernel
 
  private:
   config::ChipConfig config_;
   runtime::Device functional_, timed_;
+  runtime::CommandRecord record_;
 };
 
 emitter::Kernel run_and_compare_segments(const FusedSpec& spec, const config::ChipConfig& config,
@@ -161,6 +164,35 @@ TEST(FusedSegments, AnOptimizerStepOverSegmentsOfManySizesIsOneKernel) {
   EXPECT_EQ(kernel.cores, 3);
   EXPECT_NE(kernel.description.find("2 sets"), std::string::npos) << kernel.description;
   EXPECT_NE(kernel.assembly().find("vfma.f32"), std::string::npos);
+}
+
+TEST(FusedSegments, AValueOfOneElementIsComputedOncePerTile) {
+  // out = x * (exp(t ln 0.9) / (1 - exp(t ln 0.999))) per segment, t the segment's step counter (one element, stride
+  // 0): the factor, the same at every point, is computed on one element per tile (its two exps and its division), and
+  // only the product runs over the tile.
+  SpecBuilder s("foreach_bias_correction", {}, 0, 3);
+  const std::vector<int64_t> sizes = {3000, 1, 700, 4100};
+  for (size_t k = 0; k < sizes.size(); ++k) s.spec.segments.push_back({sizes[k], static_cast<int>(3 * k)});
+  const int t = s.load(1, F32, {0});
+  const auto power = [&](double log_base) {
+    return s.op(Op::Exp, F32, s.op(Op::Mul, F32, t, s.constant(F32, log_base)));
+  };
+  const int factor =
+      s.op(Op::Div, F32, power(std::log(0.9)), s.op(Op::Sub, F32, s.constant(F32, 1), power(std::log(0.999))));
+  s.store(s.op(Op::Mul, F32, s.load(0, F32, {1}), factor), 2, F32, {1});
+  std::vector<Entry> entries;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    entries.push_back({random_buffer(F32, sizes[k], 400 + k)});
+    entries.push_back({buffer_of(F32, 1, [&](int64_t) { return double(3 + 7 * k); })});
+    entries.push_back({Bytes(sizes[k] * 4)});
+  }
+  BothModes modes(small_chip());
+  const emitter::Kernel kernel = modes.run_and_compare(s.spec, entries, {F32, F32, F32});
+  const size_t at = kernel.description.find(" tiles on ");
+  ASSERT_NE(at, std::string::npos) << kernel.description;
+  const int64_t tiles = std::stoll(kernel.description.substr(kernel.description.rfind(' ', at - 1) + 1));
+  EXPECT_GT(tiles, 4);
+  EXPECT_EQ(modes.last_record().stats.vector_special_elements, static_cast<uint64_t>(3 * tiles));
 }
 
 TEST(FusedSegments, NewArgumentValuesNeedNoNewKernel) {

@@ -62,6 +62,21 @@ def test_softmax_is_one_fused_kernel():
     assert len(kernels) == 1 and ROUTES[kernels[0]] == "fused"
 
 
+def test_argmax_and_argmin_are_fused_with_ties_and_nans_as_on_the_cpu():
+    """The first index of the extremum, a NaN counting as it: over the last dimension, the first, and all elements."""
+
+    def f(x):
+        y = x * 2 - 1
+        return y.argmax(-1), y.argmin(-1), y.argmax(0), (y.abs().argmin() + 1)
+
+    x = torch.randint(-3, 4, (37, 50)).float()  # many ties
+    x[5, 7] = x[20, 0] = float("nan")
+    results, kernels = compiled(f, x)
+    for actual, expected in zip(results, f(x)):
+        assert actual.dtype == torch.int64 and torch.equal(actual.cpu(), expected)
+    assert kernels and all(ROUTES[k] == "fused" for k in kernels), ROUTES
+
+
 def test_softmax_over_the_outer_dimension():
     """Inductor splits it: the reductions over columns, then the pointwise pass in the output's order."""
     x = torch.randn(37, 300)

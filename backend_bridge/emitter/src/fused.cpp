@@ -70,9 +70,8 @@ class FusedEmitter {
     slot_tiles_.resize(sets_);
     for (int set = 0; set < sets_; ++set)
       for (size_t k = 0; k < slots_.size(); ++k)
-        slot_tiles_[set].push_back(
-            b_.tile(Space::Scratchpad, plan_.slot_bytes(slots_[k], tile_rows_),
-                    fmt::format("{} {} of set {}", slots_[k].shape == Shape::Full ? "full" : "per-row", k, set)));
+        slot_tiles_[set].push_back(b_.tile(Space::Scratchpad, plan_.slot_bytes(slots_[k], tile_rows_),
+                                           fmt::format("{} {} of set {}", shape_name(slots_[k].shape), k, set)));
     if (plan_.has_scalars()) scalar_tile_ = b_.tile(Space::Scratchpad, plan_.scalar_tile_bytes(), "constants");
     for (int set = 0; set < sets_ && plan_.has_arguments(); ++set)
       argument_tiles_.push_back(
@@ -81,6 +80,7 @@ class FusedEmitter {
     allocate_registers();
     fill_scalars();
     b_.li(cols_, layout_.row_length);
+    if (one_element_steps()) b_.li(one_, 1);
     if (sets_ == 2) {
       emit_double_buffered_loop();
     } else {
@@ -146,11 +146,16 @@ class FusedEmitter {
   void choose_tiles() {
     const int64_t usable = static_cast<int64_t>(config_.scratchpad_bytes()) -
                            (plan_.has_scalars() ? round_up(plan_.scalar_tile_bytes(), 64) : 0);
-    int64_t per_row_bytes = 0;
-    for (const Slot& slot : slots_)
-      per_row_bytes += slot.element_bytes * (slot.shape == Shape::Full ? layout_.row_length : 1);
+    int64_t per_row_bytes = 0, pattern_bytes = 0;  // a pattern's or a single value's slot, whatever the tile's rows
+    for (const Slot& slot : slots_) {
+      if (slot.shape == Shape::Pattern || slot.shape == Shape::One) pattern_bytes += plan_.slot_bytes(slot, 1);
+      per_row_bytes += slot.element_bytes * (slot.shape == Shape::Full  ? layout_.row_length
+                                             : slot.shape == Shape::Row ? 1
+                                                                        : 0);
+    }
     const auto most_rows = [&](int64_t bytes) {
-      int64_t rows = std::max<int64_t>(0, (bytes - 64 * static_cast<int64_t>(slots_.size())) / per_row_bytes);
+      int64_t rows = std::max<int64_t>(
+          0, (bytes - pattern_bytes - 64 * static_cast<int64_t>(slots_.size())) / std::max<int64_t>(1, per_row_bytes));
       while (rows_fit(rows + 1, bytes) && rows < (int64_t{1} << 40)) ++rows;
       return rows;
     };
@@ -283,6 +288,7 @@ class FusedEmitter {
     rows_ = b_.reg("rows");
     elements_ = b_.reg("elements");
     cols_ = b_.reg("row length");
+    if (one_element_steps()) one_ = b_.reg("one");
     for (int d = 0; d < chunk_dim_; ++d) loop_index_.push_back(b_.reg(fmt::format("outer index {}", d)));
     if (sets_ == 2) {
       previous_ = b_.reg("previous tile");
@@ -433,6 +439,27 @@ class FusedEmitter {
     for (size_t k : trailing_stores_) emit(plan_.steps()[k], set);
   }
 
+  bool one_element_steps() const {
+    return std::any_of(plan_.steps().begin(), plan_.steps().end(),
+                       [](const Step& step) { return step.shape == Shape::One; });
+  }
+  // A step's element count.
+  R count_of(Shape shape) const {
+    switch (shape) {
+      case Shape::Full: return elements_;
+      case Shape::Pattern: return cols_;
+      case Shape::One: return one_;
+      case Shape::Row: break;
+    }
+    return rows_;
+  }
+  static const char* shape_name(Shape shape) {
+    return shape == Shape::Full      ? "full"
+           : shape == Shape::Pattern ? "pattern"
+           : shape == Shape::One     ? "one"
+                                     : "per-row";
+  }
+
   R point(Reg& reg, Ref ref, int set) {
     if (ref.kind == Ref::Kind::Slot) b_.point(reg, slot_tiles_[set][ref.index]);
     if (ref.kind == Ref::Kind::Scalar) b_.point(reg, *scalar_tile_, kScalarBytes * ref.index);
@@ -452,12 +479,12 @@ class FusedEmitter {
     if (s.opcode == Opcode::Vtr) {  // an indexed load's runs: their first indices to the front
       const R to = point(destination_, s.destination, set), from = point(first_, s.first, set);
       b_.li(scratch_, s.immediate);
-      b_.Divu(count_, s.shape == Shape::Full ? R(elements_) : R(rows_), scratch_);
+      b_.Divu(count_, count_of(s.shape), scratch_);
       b_.Vtr(s.type, to, from, count_, scratch_);
       return;
     }
-    emit_vector_step(b_, s, s.shape == Shape::Full ? R(elements_) : R(rows_), rows_, cols_, destination_, first_,
-                     second_, [&](Reg& reg, Ref ref) { return point(reg, ref, set); });
+    emit_vector_step(b_, s, count_of(s.shape), rows_, cols_, destination_, first_, second_,
+                     [&](Reg& reg, Ref ref) { return point(reg, ref, set); });
   }
 
   struct Dim {
@@ -475,9 +502,11 @@ class FusedEmitter {
         dims.push_back({count, stride});
       }
     };
-    if (s.shape == Shape::Full)
+    if (s.shape != Shape::Row)
       for (int d = static_cast<int>(layout_.reduced.size()) - 1; d >= 0; --d)
         push(layout_.reduced[d], layout_.reduced_strides[s.access][d]);
+    if (s.shape == Shape::Pattern) return dims;  // one row, the same for every row of the tile
+    if (s.shape == Shape::One) return {{1, 0}};  // one element, the same everywhere
     for (int d = static_cast<int>(outer.size()) - 1; d > chunk_dim_; --d) push(outer[d], outer_strides[d]);
     dims.push_back({0, outer_strides[chunk_dim_]});
     if (dims.size() == 2 && dims[1].stride == dims[0].count * dims[0].stride)
@@ -497,8 +526,7 @@ class FusedEmitter {
     const auto bytes = static_cast<int64_t>(isa::element_bytes(s.type));
     static constexpr Opcode loads[] = {Opcode::DmaLoad8, Opcode::DmaLoad16, Opcode::DmaLoad32, Opcode::DmaLoad64};
     if (s.first.kind == Ref::Kind::Slot) {
-      b_.emit(loads[std::countr_zero(static_cast<unsigned>(bytes))],
-              {spad, address_, s.shape == Shape::Full ? R(elements_) : R(rows_), 0});
+      b_.emit(loads[std::countr_zero(static_cast<unsigned>(bytes))], {spad, address_, count_of(s.shape), 0});
       return;
     }
     b_.li(count_, 1);
@@ -507,7 +535,7 @@ class FusedEmitter {
 
   // Whether load step s arrives transposed, to be put right by a vtr on the vector engine.
   bool transposed_load(const Step& s) const {
-    if (s.index.kind != Ref::Kind::None) return false;
+    if (s.index.kind != Ref::Kind::None || s.shape == Shape::Pattern || s.shape == Shape::One) return false;
     const std::vector<Dim> dims = dma_dims(s);
     const auto bytes = static_cast<int64_t>(isa::element_bytes(accesses_[s.access]->type));
     return dims.size() == 2 && dims[1].stride == bytes && dims[0].stride != 0;
@@ -533,7 +561,7 @@ class FusedEmitter {
     b_.add_constant(address_, access.offset * bytes);
     if (s.index.kind != Ref::Kind::None) {  // by index: element offset + index[k] of the argument, wherever the tile is
       const R spad = point(first_, s.first, set), indices = point(second_, s.index, set);
-      R count = s.shape == Shape::Full ? R(elements_) : R(rows_);
+      R count = count_of(s.shape);
       if (load && s.immediate > 1) {  // runs of consecutive elements, each moved as one wider element
         b_.li(scratch_, s.immediate);
         b_.Divu(count_, count, scratch_);
@@ -559,7 +587,7 @@ class FusedEmitter {
     const R spad = point(first_, s.first, set);
     // One dimension left holds the whole tile (a lone chunk dimension is the whole tile too: any block or reduced
     // dimension would be another dimension).
-    const R count = dims.size() > 1 ? R(count_) : s.shape == Shape::Full ? R(elements_) : R(rows_);
+    const R count = dims.size() > 1 ? R(count_) : count_of(s.shape);
     const auto immediate = [&](int64_t stride) {
       if (stride < INT32_MIN || stride > INT32_MAX)
         throw Unsupported(
@@ -583,7 +611,7 @@ class FusedEmitter {
       b_.li(count_, dims[0].count);
       b_.emit(loads[size], {spad, address_, chunk_rows_, count_, immediate(dims[0].stride)});
       b_.Vtr(access.type, spad, spad, count_, chunk_rows_);
-    } else if (dims.size() == 2 && dims[0].stride == bytes) {
+    } else if (dims.size() == 2 && dims[0].stride == bytes && s.shape != Shape::Pattern) {
       static constexpr Opcode loads[] = {DmaLoad2d8, DmaLoad2d16, DmaLoad2d32, DmaLoad2d64};
       static constexpr Opcode stores[] = {DmaStore2d8, DmaStore2d16, DmaStore2d32, DmaStore2d64};
       b_.li(count_, dims[0].count);
@@ -633,7 +661,7 @@ class FusedEmitter {
   std::optional<Tile> sink_;
   std::vector<uint64_t> tile_table_words_;  // segments: two words per tile (see choose_segment_tiles)
   std::optional<Label> tile_table_;
-  Reg tile_, chunk_start_, chunk_rows_, rows_, elements_, cols_, previous_, next_;
+  Reg tile_, chunk_start_, chunk_rows_, rows_, elements_, cols_, one_, previous_, next_;
   std::vector<Reg> loop_index_;
   Reg destination_, first_, second_, address_, scratch_, count_, stride_, segment_;
   std::map<int, Reg> pointers_;

@@ -63,6 +63,8 @@ Opcode vector_opcode(Op op) {
     case Op::ReduceSum: return Opcode::Vrsum;
     case Op::ReduceMax: return Opcode::Vrmax;
     case Op::ReduceMin: return Opcode::Vrmin;
+    case Op::ReduceArgMax: return Opcode::Vargmax;
+    case Op::ReduceArgMin: return Opcode::Vargmin;
     default: throw std::logic_error(fmt::format("fused node {} has no vector instruction", op_name(op)));
   }
 }
@@ -109,12 +111,55 @@ Plan::Plan(const FusedSpec& spec, int64_t row_length, const std::vector<char>& s
     : spec_(spec),
       row_length_(row_length),
       per_row_(per_row_flags(spec)),
+      same_every_row_(same_in_every_row()),
+      uniform_(uniform_values()),
       store_varies_along_rows_(store_varies_along_rows) {
   plan();
 }
 
+// Whether each node's value does not vary over the dimensions [first, last) of the space (the one dimension of the
+// segments, with segments): a load whose strides there are 0 (or whose dimensions there have one element), a
+// constant, an argument, and pointwise operations of those only.
+std::vector<char> Plan::invariant_over(size_t first, size_t last) const {
+  std::vector<char> invariant;
+  for (const FusedNode& node : spec_.nodes) {
+    bool result = false;
+    if (node.op == Op::Load) {
+      const FusedAccess& access = spec_.loads[node.access];
+      result = true;
+      for (size_t d = first; d < last && result; ++d)
+        result = access.strides[d] == 0 || (spec_.segments.empty() && spec_.sizes[d] == 1);
+    } else if (node.op == Op::Constant || node.op == Op::Argument) {
+      result = true;
+    } else if (is_unary(node.op) || is_arithmetic(node.op) || is_compare(node.op) || node.op == Op::Where ||
+               node.op == Op::MulAdd) {
+      const int operands[] = {node.a, node.b, node.c};
+      result = true;
+      for (int k = 0; k < operand_count(node.op); ++k) result = result && invariant[operands[k]];
+    }
+    invariant.push_back(result);
+  }
+  return invariant;
+}
+
+// The same in every row: invariant over the outer dimensions.
+std::vector<char> Plan::same_in_every_row() const {
+  if (!spec_.segments.empty()) return std::vector<char>(spec_.nodes.size(), 0);  // rows of one element
+  return invariant_over(0, spec_.sizes.size() - static_cast<size_t>(spec_.reduced_dims));
+}
+
+// The same at every point: invariant over every dimension. (Not in a GEMM epilogue, whose slots are all
+// block-shaped.)
+std::vector<char> Plan::uniform_values() const {
+  if (spec_.matmul) return std::vector<char>(spec_.nodes.size(), 0);
+  return invariant_over(0, spec_.segments.empty() ? spec_.sizes.size() : 1);
+}
+
 int64_t Plan::slot_bytes(const Slot& slot, int64_t rows) const {
-  const int64_t elements = slot.shape == Shape::Full ? rows * row_length_ : rows;
+  const int64_t elements = slot.shape == Shape::Full      ? rows * row_length_
+                           : slot.shape == Shape::Pattern ? row_length_
+                           : slot.shape == Shape::One     ? 1
+                                                          : rows;
   return (elements * slot.element_bytes + 63) / 64 * 64;
 }
 
@@ -144,7 +189,8 @@ void Plan::fill_scalars(KernelBuilder& b, const Tile& scalar_tile, R one, R firs
 // The operand's Ref as a step's second source, with the broadcast mode it needs in a step of `shape`.
 std::pair<Ref, int64_t> Plan::second_source(int node, Shape shape) const {
   if (scalar_node(node)) return {scalar(node), 1};
-  return {value(node), shape_of(node) == shape ? 0 : per_row_broadcast()};
+  if (shape_of(node) == shape) return {value(node), 0};
+  return {value(node), broadcast_mode(node)};
 }
 
 void Plan::unsupported(const std::string& what) const {
@@ -221,21 +267,34 @@ void Plan::fill(Ref destination, Shape shape, int node) {
   vector(Opcode::Vfill, type, destination, {}, {}, shape, additive_identity(type));
   vector(Opcode::Vadd, type, destination, destination, scalar(node), shape, 1);
 }
-// Repeats a per-row value over its row: identity + value, which is exact for every value (-0 included).
-void Plan::broadcast(Ref destination, Ref per_row, ElementType type) {
+// Repeats a per-row value over its row, or a pattern over every row, into a full tile: identity + value, which is
+// exact for every value (-0 included).
+// (A per-row value that is the same in every row broadcasts into a pattern: its first row's value, repeated.)
+void Plan::broadcast(Ref destination, Shape shape, int node) {
+  ElementType type = type_of(node);
   if (type == ElementType::Bool) type = ElementType::U8;
-  vector(Opcode::Vfill, type, destination, {}, {}, Shape::Full, additive_identity(type));
-  vector(Opcode::Vadd, type, destination, destination, per_row, Shape::Full, per_row_broadcast());
+  vector(Opcode::Vfill, type, destination, {}, {}, shape, additive_identity(type));
+  vector(Opcode::Vadd, type, destination, destination, value(node), shape, broadcast_mode(node));
+}
+// How a step of a larger shape reads the node's value: one element (mode 1), one per row (3), a repeating row (2).
+int64_t Plan::broadcast_mode(int node) const {
+  switch (shape_of(node)) {
+    case Shape::One: return 1;
+    case Shape::Row: return per_row_broadcast();
+    default: return repeating_row_broadcast();
+  }
 }
 // A slot holding the node's value in `shape`: its own, or `into` (a new temporary if none) filled or broadcast.
 Ref Plan::tile(int node, Shape shape, Ref into) {
   if (!scalar_node(node) && shape_of(node) == shape) return value(node);
-  if (!scalar_node(node) && shape == Shape::Row) throw std::logic_error("a full row where a per-row value is needed");
+  if (!scalar_node(node) && (shape == Shape::One || (shape == Shape::Row && shape_of(node) != Shape::One) ||
+                             (shape == Shape::Pattern && shape_of(node) == Shape::Full)))
+    throw std::logic_error("a value that varies where a per-row value, a pattern or one value is needed");
   if (into.kind == Ref::Kind::None) into = temporary(shape, type_of(node));
   if (scalar_node(node)) {
     fill(into, shape, node);
   } else {
-    broadcast(into, value(node), type_of(node));
+    broadcast(into, shape, node);
   }
   return into;
 }
@@ -308,7 +367,7 @@ void Plan::plan_node(int i) {
     }
   } else if (node.op == Op::Convert) {
     const ElementType source = type_of(node.a);
-    const Shape shape = shape_of(node.a);
+    const Shape shape = shape_of(i);
     const Ref input = tile(node.a, shape);
     values_[i] = allocate(shape, type);
     if (source == type) {
@@ -317,7 +376,7 @@ void Plan::plan_node(int i) {
       convert(type, source, values_[i], input, shape);
     }
   } else if (is_unary(node.op)) {
-    const Shape shape = shape_of(node.a);
+    const Shape shape = shape_of(i);
     values_[i] = allocate(shape, type);
     const Ref input = tile(node.a, shape, values_[i]);
     const ElementType computed = instruction_type(node.op, type);
@@ -340,7 +399,7 @@ void Plan::plan_node(int i) {
     } else if (shape_of(node.c) == shape) {
       vector(Opcode::Vmov, type, values_[i], value(node.c), {}, shape);
     } else {
-      broadcast(values_[i], value(node.c), type);
+      broadcast(values_[i], shape, node.c);
     }
     const Ref condition = tile(node.a, shape);
     const auto [second, mode] = second_source(node.b, shape);
@@ -351,7 +410,8 @@ void Plan::plan_node(int i) {
   } else if (is_reduction(node.op)) {
     const Ref input = tile(node.a, row_length_ > 1 ? Shape::Full : Shape::Row);
     values_[i] = allocate(Shape::Row, type);
-    vector(vector_opcode(node.op), instruction_type(node.op, type), values_[i], input, {}, Shape::Row);
+    // An index's instruction has the type of the row it searches.
+    vector(vector_opcode(node.op), instruction_type(node.op, type_of(node.a)), values_[i], input, {}, Shape::Row);
   } else if (node.op == Op::Gather) {
     const Shape shape = shape_of(i);
     values_[i] = allocate(shape, type);
@@ -367,7 +427,10 @@ void Plan::plan_node(int i) {
     }
   } else if (node.op == Op::ScatterAdd) {
     check_type(Opcode::DmaStoreAddIndexed, type);
-    const Shape shape = shape_of(node.a) == Shape::Full || shape_of(node.b) == Shape::Full ? Shape::Full : Shape::Row;
+    const auto varies_along_rows = [&](int operand) {
+      return shape_of(operand) == Shape::Full || shape_of(operand) == Shape::Pattern;
+    };
+    const Shape shape = varies_along_rows(node.a) || varies_along_rows(node.b) ? Shape::Full : Shape::Row;
     const Ref indices = tile(node.b, shape);
     const Ref values = tile(node.a, shape);
     dma(static_cast<int>(spec_.loads.size()) + node.access, values, shape, indices);
@@ -402,7 +465,7 @@ void Plan::plan_binary(int i) {
                            node.op == Op::Eq || node.op == Op::Ne;
   int x = node.a, y = node.b;
   if (node.op == Op::Gt || node.op == Op::Ge) std::swap(x, y);
-  const Shape shape = shape_of(x) == Shape::Full || shape_of(y) == Shape::Full ? Shape::Full : Shape::Row;
+  const Shape shape = shape_of(i);
   if (commutative && !scalar_node(y) && (scalar_node(x) || shape_of(x) != shape)) std::swap(x, y);
   const ElementType computed = instruction_type(node.op, type_of(x));
   values_[i] = allocate(shape, node.type);
@@ -428,7 +491,7 @@ void Plan::plan_multiply_add(int i) {
   } else if (shape_of(node.c) == shape) {
     vector(Opcode::Vmov, node.type, values_[i], value(node.c), {}, shape);
   } else {
-    broadcast(values_[i], value(node.c), node.type);
+    broadcast(values_[i], shape, node.c);
   }
   const Ref first = tile(x, shape);
   const auto [second, mode] = second_source(y, shape);

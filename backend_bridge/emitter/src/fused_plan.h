@@ -22,7 +22,11 @@ struct Ref {
   int index = -1;
 };
 
-enum class Shape : uint8_t { Row, Full };  // a step's count: rows (per-row values), or rows x row length
+// A step's count: rows (per-row values), rows x row length (Full), one row length (Pattern: a value that varies
+// along the row but is the same in every row, as layer norm's weight, which a full step reads as a repeating row), or
+// one element (One: a value the same at every point computed from loads, as an optimizer's bias correction from its
+// step counter, computed once per tile and read as a scalar).
+enum class Shape : uint8_t { Row, Full, Pattern, One };
 
 // One step of a tile: a vector instruction over slots, (access >= 0) a DMA of an access to or from a slot (by the
 // indices in `index` when it is a Gather's or ScatterAdd's, an indexed load's run length in `immediate`), or
@@ -74,9 +78,18 @@ class Plan {
   bool constant(int node) const { return spec_.nodes[node].op == FusedOpcode::Constant; }
   // A constant or an argument: one value at every point, read with broadcast mode 1.
   bool scalar_node(int node) const { return constant(node) || spec_.nodes[node].op == FusedOpcode::Argument; }
-  Shape shape_of(int node) const { return row_length_ > 1 && !per_row_[node] ? Shape::Full : Shape::Row; }
+  Shape shape_of(int node) const {
+    if (uniform_[node] && !scalar_node(node)) return Shape::One;
+    if (row_length_ == 1 || per_row_[node]) return Shape::Row;
+    return same_every_row_[node] ? Shape::Pattern : Shape::Full;
+  }
   isa::ElementType type_of(int node) const { return spec_.nodes[node].type; }
   int64_t per_row_broadcast() const { return 3 + (row_length_ << 2); }
+  int64_t repeating_row_broadcast() const { return 2 + (row_length_ << 2); }
+  int64_t broadcast_mode(int node) const;
+  std::vector<char> invariant_over(size_t first, size_t last) const;
+  std::vector<char> same_in_every_row() const;
+  std::vector<char> uniform_values() const;
   Ref scalar(int node) const {
     return constant(node) ? Ref{Ref::Kind::Scalar, scalar_index_.at(node)}
                           : Ref{Ref::Kind::Argument, argument_index_.at(node)};
@@ -95,7 +108,7 @@ class Plan {
   Ref temporary(Shape shape, isa::ElementType type);
   void release(Ref ref);
   void fill(Ref destination, Shape shape, int node);
-  void broadcast(Ref destination, Ref per_row, isa::ElementType type);
+  void broadcast(Ref destination, Shape shape, int node);
   Ref tile(int node, Shape shape, Ref into = {});
 
   void plan();
@@ -105,7 +118,7 @@ class Plan {
 
   const FusedSpec& spec_;
   int64_t row_length_;
-  std::vector<char> per_row_, store_varies_along_rows_;
+  std::vector<char> per_row_, same_every_row_, uniform_, store_varies_along_rows_;
   int node_ = 0;  // the node being planned, for errors
   std::vector<Step> steps_;
   std::vector<Slot> slots_;

@@ -16,12 +16,13 @@ using isa::ElementType;
 using Op = FusedOpcode;
 
 constexpr std::array<std::string_view, static_cast<int>(Op::CheckIndex) + 1> kOpNames = {
-    "Load",    "Constant", "Argument",   "Neg",        "Abs",     "Exp",       "Log",       "Tanh",      "Sigmoid",
-    "Erf",     "Sqrt",     "Rsqrt",      "Reciprocal", "Sin",     "Cos",       "Log1p",     "Expm1",     "Floor",
-    "Ceil",    "Round",    "Trunc",      "Not",        "Convert", "Add",       "Sub",       "Mul",       "Div",
-    "Fmod",    "Maximum",  "Minimum",    "And",        "Or",      "Xor",       "Eq",        "Ne",        "Lt",
-    "Le",      "Gt",       "Ge",         "Where",      "MulAdd",  "ReduceSum", "ReduceMax", "ReduceMin", "Store",
-    "Product", "Gather",   "ScatterAdd", "CheckIndex"};
+    "Load",    "Constant",   "Argument",  "Neg",       "Abs",          "Exp",          "Log",     "Tanh",
+    "Sigmoid", "Erf",        "Sqrt",      "Rsqrt",     "Reciprocal",   "Sin",          "Cos",     "Log1p",
+    "Expm1",   "Floor",      "Ceil",      "Round",     "Trunc",        "Not",          "Convert", "Add",
+    "Sub",     "Mul",        "Div",       "Fmod",      "Maximum",      "Minimum",      "And",     "Or",
+    "Xor",     "Eq",         "Ne",        "Lt",        "Le",           "Gt",           "Ge",      "Where",
+    "MulAdd",  "ReduceSum",  "ReduceMax", "ReduceMin", "ReduceArgMax", "ReduceArgMin", "Store",   "Product",
+    "Gather",  "ScatterAdd", "CheckIndex"};
 
 bool between(Op op, Op first, Op last) {
   return static_cast<int>(op) >= static_cast<int>(first) && static_cast<int>(op) <= static_cast<int>(last);
@@ -76,7 +77,7 @@ std::string_view op_name(Op op) {
 bool is_unary(Op op) { return between(op, Op::Neg, Op::Convert); }
 bool is_arithmetic(Op op) { return between(op, Op::Add, Op::Xor); }
 bool is_compare(Op op) { return between(op, Op::Eq, Op::Ge); }
-bool is_reduction(Op op) { return between(op, Op::ReduceSum, Op::ReduceMin); }
+bool is_reduction(Op op) { return between(op, Op::ReduceSum, Op::ReduceArgMin); }
 int operand_count(Op op) {
   if (op == Op::Load || op == Op::Constant || op == Op::Argument || op == Op::Product) return 0;
   if (op == Op::Where || op == Op::MulAdd) return 3;
@@ -185,6 +186,11 @@ void validate(const FusedSpec& spec) {
         expect(type_of(node.a), ElementType::Bool, "operand a");
         break;
       case Op::Convert: break;
+      case Op::ReduceArgMax:
+      case Op::ReduceArgMin:
+        expect(node.type, ElementType::I64, "its type");
+        if (type_of(node.a) == ElementType::Bool) throw node_error("the index of a bool row's extremum");
+        break;
       case Op::Product:
         if (!spec.matmul) throw node_error("the spec has no matrix product");
         if (!isa::is_float(node.type)) throw node_error(fmt::format("a product of {}", isa::type_name(node.type)));

@@ -13,7 +13,7 @@ std::string_view op_name(FusedOpcode op);  // "Exp"
 bool is_unary(FusedOpcode op);             // Neg .. Convert
 bool is_arithmetic(FusedOpcode op);        // Add .. Xor
 bool is_compare(FusedOpcode op);           // Eq .. Ge
-bool is_reduction(FusedOpcode op);         // ReduceSum .. ReduceMin
+bool is_reduction(FusedOpcode op);         // ReduceSum .. ReduceArgMin
 int operand_count(FusedOpcode op);         // of a, b, c
 
 // Throws std::invalid_argument for the first problem of the spec, naming the kernel and the node.

@@ -15,7 +15,17 @@ from . import runtime
 
 # Nodes a segment cannot hold: a segment is a one-dimensional pointwise space (no rows to reduce, no product) and
 # indexed accesses check and move elements of one tensor.
-_NOT_IN_SEGMENTS = {"ReduceSum", "ReduceMax", "ReduceMin", "Product", "Gather", "ScatterAdd", "CheckIndex"}
+_NOT_IN_SEGMENTS = {
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceArgMax",
+    "ReduceArgMin",
+    "Product",
+    "Gather",
+    "ScatterAdd",
+    "CheckIndex",
+}
 
 _specs = {}  # (the program's form, each segment's elements) -> the multi-tensor FusedSpec
 

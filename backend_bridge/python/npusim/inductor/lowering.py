@@ -72,7 +72,13 @@ _BINARY = {
     "bitwise_or": "Or",
     "bitwise_xor": "Xor",
 }
-_REDUCTIONS = {"sum": "ReduceSum", "max": "ReduceMax", "min": "ReduceMin"}
+_REDUCTIONS = {
+    "sum": "ReduceSum",
+    "max": "ReduceMax",
+    "min": "ReduceMin",
+    "argmax": "ReduceArgMax",  # the first index along the flattened reduced dimensions, a NaN counting as the extremum
+    "argmin": "ReduceArgMin",
+}
 
 
 class NotLowered(Exception):

@@ -1,10 +1,11 @@
 // Emits one kernel for a fused group of pointwise operations, optionally with reductions: the kernels torch.compile's
-// Inductor backend generates (docs/compile.md), and every eager elementwise op, a small group of its own
-// (elementwise.h). The kernel is a small dataflow program over an iteration space:
+// Inductor backend generates (docs/compile.md), every eager elementwise op, a small group of its own
+// (elementwise.h), and the row kernels (rows.h). The kernel is a small dataflow program over an iteration space:
 // loads of strided views of the argument tensors, vector operations, reductions over the innermost dimensions, and
 // stores. Every value lives in a scratchpad tile; a tile is a block of rows of the iteration space (a row is every
 // reduced element of one point of the outer space, one element when nothing is reduced), so a reduction finds its
-// whole row in one tile and its result broadcasts back over the row.
+// whole row in one tile and its result broadcasts back over the row. A value the same in every row that varies
+// along it (a load with strides 0 over the outer dimensions, as layer norm's weight) takes one row per tile.
 //
 // A multi-tensor kernel (FusedSpec::segments) runs one program over a list of tensor groups in one launch: each
 // segment is a one-dimensional space of its own length with its own arguments, as an optimizer's foreach step
@@ -74,6 +75,9 @@ enum class FusedOpcode : uint8_t {
   ReduceSum,
   ReduceMax,  // NaN if the row has one
   ReduceMin,
+  ReduceArgMax,  // an i64: the first index along the row of its maximum (a NaN counting as the maximum), a float or
+                 // integer a, as PyTorch's argmax; the row's reduced dimensions flattened in their order
+  ReduceArgMin,
   Store,    // a, to the view `access` of spec.stores (converted to the store's type when they differ)
   Product,  // the kernel's matrix product (FusedSpec::matmul) at each point, rounded from f32 to `type`
   // Indexed accesses: a (i64) holds each point's element index into the argument, from the access's offset (whose
