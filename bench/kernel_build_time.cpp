@@ -18,6 +18,7 @@
 #include "npusim/emitter/attention.h"
 #include "npusim/emitter/cumsum.h"
 #include "npusim/emitter/elementwise.h"
+#include "npusim/emitter/fused.h"
 #include "npusim/emitter/gather.h"
 #include "npusim/emitter/indexed_elements.h"
 #include "npusim/emitter/matmul.h"
@@ -160,11 +161,13 @@ std::vector<Case> cases(const config::ChipConfig& config) {
   add_random("normal bf16 4096", {emitter::RandomOp::Normal, 4096, ElementType::BF16});
   add_random("dropout f32 100000", {emitter::RandomOp::Dropout, 100000});
 
+  // An MLP's parameters: weights and biases of three layers.
+  static constexpr int64_t kOptimizerTensors[] = {784 * 512, 512, 512 * 512, 512, 512 * 10, 10};
   for (const bool decoupled : {false, true})
     for (const bool amsgrad : {false, true}) {
       const emitter::AdamSpec spec{decoupled, true, amsgrad, false};
       add("adam", fmt::format("{}{}", decoupled ? "adamw" : "adam", amsgrad ? " amsgrad" : ""),
-          [spec, &config] { return emitter::emit_adam(spec, config); });
+          [spec, &config] { return emitter::emit_fused(emitter::adam_spec(spec, kOptimizerTensors), config); });
     }
 
   // The other kernels, for the round-trip check as much as for their times.
@@ -193,7 +196,7 @@ std::vector<Case> cases(const config::ChipConfig& config) {
     return emitter::emit_scatter_add_rows({1000, 256, 4096, 8, -1}, config);
   });
   add("other", "sgd momentum nesterov", [&config] {
-    return emitter::emit_sgd({true, true, false, true, false}, config);
+    return emitter::emit_fused(emitter::sgd_spec({true, true, false, true, false}, kOptimizerTensors), config);
   });
   add("other", "tril f32 [4, 100, 100]", [&config] {
     return emitter::emit_zero_triangle({4, 100, 100, 4, 0, true}, config);

@@ -67,61 +67,6 @@ std::vector<Segment> segments_of(const Operands& operands, const std::vector<at:
 
 }  // namespace
 
-Program::Program(emitter::FusedSpec& spec, ElementType storage, int tensors)
-    : spec_(spec), storage_(storage), tensors_(tensors) {}
-
-int Program::node(emitter::FusedNode node) {
-  spec_.nodes.push_back(node);
-  return static_cast<int>(spec_.nodes.size()) - 1;
-}
-
-int Program::load(int tensor) {
-  spec_.loads.push_back({tensor, storage_, 0, {1}});
-  const int loaded =
-      node({.op = FusedOpcode::Load, .type = storage_, .access = static_cast<int>(spec_.loads.size()) - 1});
-  return storage_ == ElementType::F32 ? loaded
-                                      : node({.op = FusedOpcode::Convert, .type = ElementType::F32, .a = loaded});
-}
-
-int Program::load_element(int tensor) {
-  spec_.loads.push_back({tensor, storage_, 0, {0}});
-  const int loaded =
-      node({.op = FusedOpcode::Load, .type = storage_, .access = static_cast<int>(spec_.loads.size()) - 1});
-  return storage_ == ElementType::F32 ? loaded
-                                      : node({.op = FusedOpcode::Convert, .type = ElementType::F32, .a = loaded});
-}
-
-int Program::load_stored(int tensor) {
-  spec_.loads.push_back({tensor, storage_, 0, {1}});
-  return node({.op = FusedOpcode::Load, .type = storage_, .access = static_cast<int>(spec_.loads.size()) - 1});
-}
-
-int Program::scalar(int k) {
-  return node({.op = FusedOpcode::Argument, .type = ElementType::F32, .argument = tensors_ + k});
-}
-
-int Program::constant(double value) {
-  return node({.op = FusedOpcode::Constant, .type = ElementType::F32, .constant = value});
-}
-
-int Program::op(FusedOpcode opcode, int a, int b, int c) {
-  const bool compare = opcode >= FusedOpcode::Eq && opcode <= FusedOpcode::Ge;
-  return node({.op = opcode, .type = compare ? ElementType::Bool : ElementType::F32, .a = a, .b = b, .c = c});
-}
-
-void Program::store(int value, int tensor) {
-  spec_.stores.push_back({tensor, storage_, 0, {1}});
-  node({.op = FusedOpcode::Store,
-        .type = spec_.nodes[value].type,
-        .a = value,
-        .access = static_cast<int>(spec_.stores.size()) - 1});
-}
-
-void Program::store_zero(int tensor) {
-  const int zero = node({.op = FusedOpcode::Constant, .type = storage_, .constant = 0});
-  store(zero, tensor);
-}
-
 std::vector<size_t> run(const Operator& op, const std::vector<Segment>& segments) {
   std::vector<size_t> others;
   std::map<std::pair<c10::DeviceIndex, at::ScalarType>, std::vector<size_t>> groups;

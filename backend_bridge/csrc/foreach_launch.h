@@ -11,31 +11,12 @@
 #include <vector>
 
 #include "npusim/emitter/fused.h"
+#include "npusim/emitter/segment_program.h"
 
 namespace npusim::bridge::foreach {
 
-// A foreach operator's program over one segment, computed in f32 (PyTorch's opmath type for float32, float16 and
-// bfloat16): a tensor is converted to f32 when loaded and rounded once to its type when stored.
-class Program {
- public:
-  Program(emitter::FusedSpec& spec, isa::ElementType storage, int tensors);
-
-  int load(int tensor);          // the segment's tensor `tensor`, element by element
-  int load_element(int tensor);  // its one element, the same at every point
-  int load_stored(int tensor);   // the tensor in its own type (a copy keeps every bit)
-  int scalar(int k);             // the segment's scalar k: an f32 given at launch
-  int constant(double value);    // an f32 constant
-  int op(emitter::FusedOpcode op, int a, int b = -1, int c = -1);  // an f32 result (a comparison's: bool)
-  void store(int value, int tensor);
-  // Zeros in the tensors' own type, whatever it is (zero_ of integer or bool tensors).
-  void store_zero(int tensor);
-
- private:
-  int node(emitter::FusedNode node);
-  emitter::FusedSpec& spec_;
-  isa::ElementType storage_;
-  int tensors_;
-};
+// A foreach operator's program over one segment (emitter/segment_program.h).
+using Program = emitter::SegmentProgram;
 
 // How an operator runs: its kernel's name (without the type, which is added: foreach_addcdiv_f32), the tensors and
 // scalars of a segment, and its program. Tensor 0 is the one written (the result, or self in place); every other

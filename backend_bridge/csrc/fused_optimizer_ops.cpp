@@ -1,21 +1,26 @@
 // The fused optimizer steps PyTorch's Adam, AdamW and SGD run with fused=True (torch._fused_adam_, _fused_adamw_,
-// _fused_sgd_): one kernel per float32 parameter tensor updates parameter and optimizer state in a single pass,
-// Adam's bias corrections derived on the device from the step counter. Other cases (a tensor learning rate, AMP's
-// grad_scale / found_inf, other dtypes) take the CPU fallback, which is exact.
+// _fused_sgd_): one multi-tensor kernel per call updates every float32 parameter tensor and its optimizer state in a
+// single pass (adam.h, sgd.h), Adam's bias corrections derived on the device from the step counters. Other cases (a
+// tensor learning rate, AMP's grad_scale / found_inf, other dtypes) take the CPU fallback, which is exact.
 #include <torch/library.h>
 
 #include <bit>
 #include <cmath>
+#include <vector>
 
 #include "bridge.h"
 #include "kernel_launcher.h"
+#include "npusim/emitter/adam.h"
+#include "npusim/emitter/sgd.h"
 
 namespace npusim::bridge {
 namespace {
 
-uint64_t two_floats(double low, double high) {
-  return uint64_t{std::bit_cast<uint32_t>(static_cast<float>(low))} |
-         uint64_t{std::bit_cast<uint32_t>(static_cast<float>(high))} << 32;
+uint64_t float_word(double value) { return std::bit_cast<uint32_t>(static_cast<float>(value)); }
+
+// One launch over the parameter tensors (their element counts), with the segments' argument entries in `block`.
+void launch_step(const at::Tensor& on, const emitter::FusedSpec& spec, const std::vector<uint64_t>& block) {
+  if (!spec.segments.empty()) launch_fused(on.device().index(), runtime_device(on), spec, block);
 }
 
 bool is_float32_on(const at::Tensor& tensor, const at::Tensor& like) {
@@ -33,8 +38,8 @@ void npusim_fused_adam(at::TensorList params, at::TensorList grads, at::TensorLi
                 (!amsgrad || max_exp_avg_sqs.size() == params.size());
   for (size_t i = 0; native && i < params.size(); ++i) {
     const at::Tensor& p = params[i];
-    native = p.is_privateuseone() && is_float32_on(p, p) && is_float32_on(grads[i], p) &&
-             is_float32_on(exp_avgs[i], p) && is_float32_on(exp_avg_sqs[i], p) &&
+    native = p.is_privateuseone() && p.device() == params[0].device() && is_float32_on(p, p) &&
+             is_float32_on(grads[i], p) && is_float32_on(exp_avgs[i], p) && is_float32_on(exp_avg_sqs[i], p) &&
              (!amsgrad || is_float32_on(max_exp_avg_sqs[i], p)) && state_steps[i].scalar_type() == at::kFloat &&
              state_steps[i].device() == p.device() && state_steps[i].numel() == 1;
   }
@@ -45,23 +50,19 @@ void npusim_fused_adam(at::TensorList params, at::TensorList grads, at::TensorLi
     return;
   }
   const emitter::AdamSpec spec{Decoupled, weight_decay != 0.0, amsgrad, maximize};
+  std::vector<int64_t> elements;
+  std::vector<uint64_t> block;
   for (size_t i = 0; i < params.size(); ++i) {
     const at::Tensor& p = params[i];
     if (p.numel() == 0) continue;
-    const uint64_t arguments[] = {device_address(p),
-                                  device_address(grads[i]),
-                                  device_address(exp_avgs[i]),
-                                  device_address(exp_avg_sqs[i]),
-                                  amsgrad ? device_address(max_exp_avg_sqs[i]) : 0,
-                                  device_address(state_steps[i]),
-                                  static_cast<uint64_t>(p.numel()),
-                                  two_floats(lr, weight_decay),
-                                  two_floats(beta1, beta2),
-                                  two_floats(eps, std::log(beta1)),
-                                  two_floats(std::log(beta2), 1.0 - beta1),
-                                  two_floats(1.0 - beta2, 1.0)};
-    launch_adam(p.device().index(), runtime_device(p), spec, arguments);
+    elements.push_back(p.numel());
+    block.insert(block.end(), {device_address(p), device_address(grads[i]), device_address(exp_avgs[i]),
+                               device_address(exp_avg_sqs[i]), amsgrad ? device_address(max_exp_avg_sqs[i]) : 0,
+                               device_address(state_steps[i]), float_word(lr), float_word(weight_decay),
+                               float_word(beta1), float_word(beta2), float_word(eps), float_word(std::log(beta1)),
+                               float_word(std::log(beta2)), float_word(1.0 - beta1), float_word(1.0 - beta2)});
   }
+  if (!params.empty()) launch_step(params[0], emitter::adam_spec(spec, elements), block);
 }
 
 void npusim_fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double weight_decay,
@@ -72,8 +73,8 @@ void npusim_fused_sgd(at::TensorList params, at::TensorList grads, at::TensorLis
                 (!with_momentum || momentum_buffers.size() == params.size());
   for (size_t i = 0; native && i < params.size(); ++i) {
     const at::Tensor& p = params[i];
-    native = p.is_privateuseone() && is_float32_on(p, p) && is_float32_on(grads[i], p) &&
-             (!with_momentum || is_float32_on(momentum_buffers[i], p));
+    native = p.is_privateuseone() && p.device() == params[0].device() && is_float32_on(p, p) &&
+             is_float32_on(grads[i], p) && (!with_momentum || is_float32_on(momentum_buffers[i], p));
   }
   if (!native) {
     torch::jit::Stack stack{params,    grads,    momentum_buffers, weight_decay,  momentum,   lr,
@@ -82,17 +83,17 @@ void npusim_fused_sgd(at::TensorList params, at::TensorList grads, at::TensorLis
     return;
   }
   const emitter::SgdSpec spec{weight_decay != 0.0, with_momentum, with_momentum && is_first_step, nesterov, maximize};
+  std::vector<int64_t> elements;
+  std::vector<uint64_t> block;
   for (size_t i = 0; i < params.size(); ++i) {
     const at::Tensor& p = params[i];
     if (p.numel() == 0) continue;
-    const uint64_t arguments[] = {device_address(p),
-                                  device_address(grads[i]),
-                                  with_momentum ? device_address(momentum_buffers[i]) : 0,
-                                  static_cast<uint64_t>(p.numel()),
-                                  two_floats(lr, weight_decay),
-                                  two_floats(momentum, 1.0 - dampening)};
-    launch_sgd(p.device().index(), runtime_device(p), spec, arguments);
+    elements.push_back(p.numel());
+    block.insert(block.end(),
+                 {device_address(p), device_address(grads[i]), with_momentum ? device_address(momentum_buffers[i]) : 0,
+                  float_word(lr), float_word(weight_decay), float_word(momentum), float_word(1.0 - dampening)});
   }
+  if (!params.empty()) launch_step(params[0], emitter::sgd_spec(spec, elements), block);
 }
 
 }  // namespace

@@ -93,18 +93,6 @@ void launch_indexed_elements(int device_index, runtime::Device& device, const em
       operand_addresses);
 }
 
-void launch_adam(int device_index, runtime::Device& device, const emitter::AdamSpec& spec,
-                 std::span<const uint64_t> arguments) {
-  launch_cached(
-      device, device_index, spec, [&] { return emitter::emit_adam(spec, device.config()); }, arguments);
-}
-
-void launch_sgd(int device_index, runtime::Device& device, const emitter::SgdSpec& spec,
-                std::span<const uint64_t> arguments) {
-  launch_cached(
-      device, device_index, spec, [&] { return emitter::emit_sgd(spec, device.config()); }, arguments);
-}
-
 void launch_attention(int device_index, runtime::Device& device, const emitter::AttentionSpec& spec,
                       std::span<const uint64_t> operand_addresses) {
   launch_cached(

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <span>
 
-#include "npusim/emitter/adam.h"
 #include "npusim/emitter/attention.h"
 #include "npusim/emitter/cumsum.h"
 #include "npusim/emitter/elementwise.h"
@@ -17,7 +16,6 @@
 #include "npusim/emitter/random.h"
 #include "npusim/emitter/rows.h"
 #include "npusim/emitter/scatter_add_rows.h"
-#include "npusim/emitter/sgd.h"
 #include "npusim/emitter/triangle.h"
 #include "npusim/runtime/device.h"
 
@@ -30,12 +28,6 @@ void launch_matmul(int device_index, runtime::Device& device, const emitter::Mat
                    std::span<const uint64_t> operand_addresses);
 void launch_gather(int device_index, runtime::Device& device, const emitter::GatherSpec& spec,
                    std::span<const uint64_t> operand_addresses);
-// `arguments` is the argument block emit_adam documents.
-void launch_adam(int device_index, runtime::Device& device, const emitter::AdamSpec& spec,
-                 std::span<const uint64_t> arguments);
-// `arguments` is the argument block emit_sgd documents.
-void launch_sgd(int device_index, runtime::Device& device, const emitter::SgdSpec& spec,
-                std::span<const uint64_t> arguments);
 void launch_attention(int device_index, runtime::Device& device, const emitter::AttentionSpec& spec,
                       std::span<const uint64_t> operand_addresses);
 // The argument block emit_attention_gradient documents for spec.part.

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "npusim/emitter/adam.h"
+#include "npusim/emitter/fused.h"
 #include "npusim/emitter/gather.h"
 #include "npusim/emitter/indexed_elements.h"
 #include "npusim/emitter/scatter_add_rows.h"
@@ -28,10 +29,6 @@ using Bytes = std::vector<uint8_t>;
 Bytes index_bytes(const std::vector<int64_t>& indices, int element_bytes) {
   if (element_bytes == 8) return bytes_of<uint8_t>(indices);
   return bytes_of<uint8_t>(std::vector<int32_t>(indices.begin(), indices.end()));
-}
-
-uint64_t two_floats(float low, float high) {
-  return uint64_t{std::bit_cast<uint32_t>(low)} | uint64_t{std::bit_cast<uint32_t>(high)} << 32;
 }
 
 std::vector<float> pattern(size_t count, float scale, float offset) {
@@ -225,7 +222,65 @@ TEST(OptimKernels, IndexedElementsTrapOnAnIndexOutsideTheDimension) {
                     "index 4 of a dimension of 4");
 }
 
-// Adam's hyperparameters, as the argument block carries them after the addresses and the element count.
+// ---- the optimizer steps: multi-tensor kernels, one segment per parameter tensor
+
+// One segment's entries of the argument block: buffers (the entry is the address) and float values.
+struct Entry {
+  std::optional<std::vector<float>> buffer;
+  float value = 0;
+};
+
+// Runs the kernel on the device over the entries, and returns the buffers afterwards, in order.
+std::vector<std::vector<float>> run_segments(runtime::Device& device, const emitter::Kernel& kernel,
+                                             const std::vector<Entry>& entries) {
+  std::vector<uint64_t> block, allocated;
+  for (const Entry& entry : entries) {
+    if (!entry.buffer) {
+      block.push_back(std::bit_cast<uint32_t>(entry.value));
+      continue;
+    }
+    allocated.push_back(device.allocate(std::max<size_t>(entry.buffer->size() * 4, 8)));
+    if (!entry.buffer->empty())
+      device.copy_host_to_device(allocated.back(), entry.buffer->data(), entry.buffer->size() * 4);
+    block.push_back(allocated.back());
+  }
+  device.launch(kernel.name, device.load_program(kernel.words), block, (uint64_t{1} << kernel.cores) - 1);
+  std::vector<std::vector<float>> result;
+  size_t next = 0;
+  for (const Entry& entry : entries) {
+    if (!entry.buffer) continue;
+    result.emplace_back(entry.buffer->size());
+    if (!result.back().empty())
+      device.copy_device_to_host(result.back().data(), allocated[next], result.back().size() * 4);
+    device.free(allocated[next++]);
+  }
+  return result;
+}
+
+// Expects the kernel, run on both devices (functional, then timed), to leave the buffers as `expected` (bit for
+// bit) with no hazard.
+void expect_segments(runtime::Device& functional, runtime::Device& timed, const emitter::Kernel& kernel,
+                     const std::vector<Entry>& entries, const std::vector<std::vector<float>>& expected,
+                     const std::string& what) {
+  for (runtime::Device* device : {&functional, &timed}) {
+    const std::vector<std::vector<float>> result = run_segments(*device, kernel, entries);
+    ASSERT_EQ(result.size(), expected.size());
+    for (size_t b = 0; b < expected.size(); ++b) {
+      ASSERT_EQ(result[b].size(), expected[b].size());
+      for (size_t k = 0; k < expected[b].size(); ++k)
+        ASSERT_EQ(std::bit_cast<uint32_t>(result[b][k]), std::bit_cast<uint32_t>(expected[b][k]))
+            << what << (device == &timed ? " (timed)" : " (functional)") << ": buffer " << b << " element " << k << ": "
+            << result[b][k] << ", expected " << expected[b][k];
+    }
+  }
+  const runtime::CommandRecord record = kernel_record(timed.take_records(), kernel.name);
+  EXPECT_EQ(record.stats.hazards, 0u) << what << ": " << record.first_hazard;
+}
+
+// Parameter tensors of many sizes: a ragged last tile, one element, none, several tiles.
+const std::vector<int64_t> kParameterSizes = {1000, 1, 0, 37, 2500};
+
+// Adam's hyperparameters, as the argument block carries them after the addresses.
 struct AdamHyper {
   float lr = 1e-2f, wd = 0.01f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
 };
@@ -260,68 +315,75 @@ void adam_reference(const emitter::AdamSpec& spec, const AdamHyper& h, float ste
   }
 }
 
-TEST(OptimKernels, AdamStepMatchesAFloat32Loop) {
-  // Two cores, 8 KiB of scratchpad: tiles of 288, so 1000 elements end in a ragged tile.
+TEST(OptimKernels, AdamStepOverManyTensorsMatchesAFloat32Loop) {
+  // Two cores, 8 KiB of scratchpad; each tensor has its own step counter.
   const config::ChipConfig config = chip(2, 8);
-  BothModes modes(config);
+  runtime::Device functional(config, runtime::Mode::Functional), timed(config, runtime::Mode::Timed);
   const emitter::AdamSpec specs[] = {
       {true, true, true, false}, {false, true, false, true}, {false, false, false, false}};
   const AdamHyper h;
-  const float step = 3.0f;
   for (const emitter::AdamSpec& spec : specs) {
-    const emitter::Kernel kernel = emitter::emit_adam(spec, config);
-    const size_t n = 1000;
-    std::vector<float> p = pattern(n, 0.001f, 0.01f), g = pattern(n, 0.002f, -0.05f), m = pattern(n, 0.003f, 0.0f),
-                       v = pattern(n, 0.0001f, 0.001f), x = pattern(n, 0.0002f, 0.0f);
-    const std::vector<Bytes> buffers = {bytes_of<uint8_t>(p), bytes_of<uint8_t>(g),
-                                        bytes_of<uint8_t>(m), bytes_of<uint8_t>(v),
-                                        bytes_of<uint8_t>(x), bytes_of<uint8_t>(std::vector<float>{step})};
-    adam_reference(spec, h, step, p, g, m, v, x);
-    const std::vector<uint64_t> words = {n,
-                                         two_floats(h.lr, h.wd),
-                                         two_floats(h.beta1, h.beta2),
-                                         two_floats(h.eps, std::log(h.beta1)),
-                                         two_floats(std::log(h.beta2), 1.0f - h.beta1),
-                                         two_floats(1.0f - h.beta2, 1.0f)};
-    modes.expect(kernel, buffers, words,
-                 {bytes_of<uint8_t>(p), buffers[1], bytes_of<uint8_t>(m), bytes_of<uint8_t>(v), bytes_of<uint8_t>(x),
-                  buffers[5]},
-                 fmt::format("{} amsgrad {} maximize {}", kernel.name, spec.amsgrad, spec.maximize));
+    const emitter::Kernel kernel = emitter::emit_fused(emitter::adam_spec(spec, kParameterSizes), config);
+    EXPECT_EQ(kernel.name, spec.decoupled_weight_decay ? "adamw_f32" : "adam_f32");
+    std::vector<Entry> entries;
+    std::vector<std::vector<float>> expected;
+    for (size_t t = 0; t < kParameterSizes.size(); ++t) {
+      const auto n = static_cast<size_t>(kParameterSizes[t]);
+      const auto shift = static_cast<float>(t) * 0.001f;
+      std::vector<float> p = pattern(n, 0.001f, 0.01f + shift), g = pattern(n, 0.002f, -0.05f),
+                         m = pattern(n, 0.003f, shift), v = pattern(n, 0.0001f, 0.001f), x = pattern(n, 0.0002f, 0.0f);
+      const float step = 1.0f + 2.0f * static_cast<float>(t);
+      for (const std::vector<float>& buffer : {p, g, m, v, x, std::vector<float>{step}}) entries.push_back({buffer});
+      for (const float value :
+           {h.lr, h.wd, h.beta1, h.beta2, h.eps, std::log(h.beta1), std::log(h.beta2), 1.0f - h.beta1, 1.0f - h.beta2})
+        entries.push_back({std::nullopt, value});
+      adam_reference(spec, h, step, p, g, m, v, x);
+      expected.insert(expected.end(), {p, g, m, v, x, {step}});
+    }
+    expect_segments(functional, timed, kernel, entries, expected,
+                    fmt::format("{} amsgrad {} maximize {}", kernel.name, spec.amsgrad, spec.maximize));
   }
 }
 
-TEST(OptimKernels, SgdStepMatchesAFloat32Loop) {
-  // Two cores, 4 KiB of scratchpad: tiles of 240, so 1000 elements end in a ragged tile.
+TEST(OptimKernels, SgdStepOverManyTensorsMatchesAFloat32Loop) {
+  // Two cores, 4 KiB of scratchpad.
   const config::ChipConfig config = chip(2, 4);
-  BothModes modes(config);
+  runtime::Device functional(config, runtime::Mode::Functional), timed(config, runtime::Mode::Timed);
   const emitter::SgdSpec specs[] = {
       {true, true, false, true, false}, {false, true, true, false, true}, {true, true, false, false, false}, {}};
   const float lr = 0.1f, wd = 0.01f, momentum = 0.9f, one_minus_dampening = 0.8f;
   for (const emitter::SgdSpec& spec : specs) {
-    const emitter::Kernel kernel = emitter::emit_sgd(spec, config);
-    const size_t n = 1000;
-    std::vector<float> p = pattern(n, 0.01f, -0.3f), g = pattern(n, 0.02f, -0.6f), b = pattern(n, 0.03f, -0.9f);
-    const std::vector<Bytes> buffers = {bytes_of<uint8_t>(p), bytes_of<uint8_t>(g), bytes_of<uint8_t>(b)};
-    for (size_t k = 0; k < n; ++k) {
-      float grad = spec.maximize ? -g[k] : g[k];
-      if (spec.weight_decay) grad = grad + p[k] * wd;
-      if (spec.momentum) {
-        if (spec.first_step) {
-          b[k] = grad;
-        } else {
-          const float damped = grad * one_minus_dampening;
-          b[k] = b[k] * momentum;
-          b[k] = b[k] + damped;
+    const emitter::Kernel kernel = emitter::emit_fused(emitter::sgd_spec(spec, kParameterSizes), config);
+    std::vector<Entry> entries;
+    std::vector<std::vector<float>> expected;
+    for (size_t t = 0; t < kParameterSizes.size(); ++t) {
+      const auto n = static_cast<size_t>(kParameterSizes[t]);
+      std::vector<float> p = pattern(n, 0.01f, -0.3f), g = pattern(n, 0.02f, -0.6f + static_cast<float>(t)),
+                         b = pattern(n, 0.03f, -0.9f);
+      for (const std::vector<float>& buffer : {p, g, b}) entries.push_back({buffer});
+      for (const float value : {lr, wd, momentum, one_minus_dampening}) entries.push_back({std::nullopt, value});
+      const std::vector<float> grads = g;
+      for (size_t k = 0; k < n; ++k) {
+        float grad = spec.maximize ? -g[k] : g[k];
+        if (spec.weight_decay) grad = grad + p[k] * wd;
+        if (spec.momentum) {
+          if (spec.first_step) {
+            b[k] = grad;
+          } else {
+            const float damped = grad * one_minus_dampening;
+            b[k] = b[k] * momentum;
+            b[k] = b[k] + damped;
+          }
+          grad = spec.nesterov ? grad + b[k] * momentum : b[k];
         }
-        grad = spec.nesterov ? grad + b[k] * momentum : b[k];
+        const float update = grad * lr;
+        p[k] = p[k] - update;
       }
-      const float update = grad * lr;
-      p[k] = p[k] - update;
+      expected.insert(expected.end(), {p, grads, b});
     }
-    modes.expect(kernel, buffers, {n, two_floats(lr, wd), two_floats(momentum, one_minus_dampening)},
-                 {bytes_of<uint8_t>(p), buffers[1], bytes_of<uint8_t>(b)},
-                 fmt::format("momentum {} first step {} nesterov {} maximize {}", spec.momentum, spec.first_step,
-                             spec.nesterov, spec.maximize));
+    expect_segments(functional, timed, kernel, entries, expected,
+                    fmt::format("momentum {} first step {} nesterov {} maximize {}", spec.momentum, spec.first_step,
+                                spec.nesterov, spec.maximize));
   }
 }
 

@@ -4,27 +4,18 @@
 
 #include <bit>
 #include <cmath>
-#include <cstring>
-#include <functional>
 
-#include "npusim/emitter/adam.h"
 #include "npusim/emitter/attention.h"
 #include "npusim/emitter/gather.h"
 #include "npusim/emitter/indexed_elements.h"
 #include "npusim/emitter/nll_loss.h"
 #include "npusim/emitter/random.h"
 #include "npusim/emitter/rows.h"
-#include "npusim/emitter/sgd.h"
 #include "npusim/runtime/device.h"
 #include "timed_model_support.h"
 
 namespace npusim {
 namespace {
-
-// Two float32 argument words packed into one 64-bit word, low half first.
-uint64_t two_floats(float low, float high) {
-  return uint64_t{std::bit_cast<uint32_t>(low)} | uint64_t{std::bit_cast<uint32_t>(high)} << 32;
-}
 
 // A kernel whose argument block is `count` 8 KiB buffers, all filled with the same float pattern first; returns the
 // buffers' contents afterwards.
@@ -123,66 +114,6 @@ TEST(TimedModel, AttentionKernelsLeaveTheSameMemoryAsTheEmulator) {
       for (const runtime::CommandRecord& record : timed.take_records())
         EXPECT_EQ(record.stats.hazards, 0u) << kernel.name << ": " << record.first_hazard;
     }
-}
-
-// Runs an optimizer kernel on 2 cores over one buffer holding `contents` (each tensor 1000 floats, one after the
-// other) in both modes, its argument block `arguments(buffer address)`; expects the same bits, and a moved parameter.
-void optimizer_step_in_both_modes(const config::ChipConfig& config, const emitter::Kernel& kernel,
-                                  const std::vector<float>& contents,
-                                  const std::function<std::vector<uint64_t>(uint64_t)>& arguments) {
-  const auto run = [&](runtime::Device& device) {
-    std::vector<float> result = contents;
-    const uint64_t memory = device.allocate(result.size() * 4);
-    device.copy_host_to_device(memory, result.data(), result.size() * 4);
-    device.launch(kernel.name, device.load_program(kernel.words), arguments(memory), 3);
-    device.copy_device_to_host(result.data(), memory, result.size() * 4);
-    return result;
-  };
-  runtime::Device functional(config, runtime::Mode::Functional);
-  runtime::Device timed(config, runtime::Mode::Timed);
-  const std::vector<float> expected = run(functional);
-  EXPECT_EQ(expected, run(timed)) << kernel.name;
-  EXPECT_NE(expected[0], contents[0]) << kernel.name << ": the parameter should move";
-}
-
-// The fused AdamW step (amsgrad, weight decay) on 1000 elements, tiles ragged: the same parameter and moment bits in
-// both modes.
-TEST(TimedModel, AdamKernelLeavesTheSameMemoryAsTheEmulator) {
-  config::ChipConfig config = test_config();
-  config.chip_cores = 2;
-  config.core_scratchpad_kib = 8;             // tiles of 288: four tiles, the last one ragged
-  std::vector<float> contents(5 * 1000 + 1);  // param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step
-  for (size_t k = 0; k < contents.size(); ++k) contents[k] = 0.001f * static_cast<float>(k % 97) + 0.01f;
-  contents.back() = 3.0f;
-  optimizer_step_in_both_modes(config, emitter::emit_adam({true, true, true, false}, config), contents,
-                               [](uint64_t memory) {
-                                 return std::vector<uint64_t>{memory,
-                                                              memory + 4000,
-                                                              memory + 8000,
-                                                              memory + 12000,
-                                                              memory + 16000,
-                                                              memory + 20000,
-                                                              1000,
-                                                              two_floats(1e-2f, 0.01f),
-                                                              two_floats(0.9f, 0.999f),
-                                                              two_floats(1e-8f, std::log(0.9f)),
-                                                              two_floats(std::log(0.999f), 0.1f),
-                                                              two_floats(0.001f, 1.0f)};
-                               });
-}
-
-// The fused SGD step with momentum, weight decay and Nesterov on 1000 elements: the same bits in both modes.
-TEST(TimedModel, SgdKernelLeavesTheSameMemoryAsTheEmulator) {
-  config::ChipConfig config = test_config();
-  config.chip_cores = 2;
-  config.core_scratchpad_kib = 4;
-  std::vector<float> contents(3000);  // param, grad, momentum buffer
-  for (size_t k = 0; k < contents.size(); ++k) contents[k] = 0.01f * static_cast<float>(k % 89) - 0.3f;
-  optimizer_step_in_both_modes(config, emitter::emit_sgd({true, true, false, true, false}, config), contents,
-                               [](uint64_t memory) {
-                                 return std::vector<uint64_t>{memory, memory + 4000,           memory + 8000,
-                                                              1000,   two_floats(0.1f, 0.01f), two_floats(0.9f, 0.8f)};
-                               });
 }
 
 TEST(TimedModel, RandomKernelsLeaveTheSameMemoryAsTheEmulator) {

@@ -72,7 +72,7 @@ def test_argmax_and_argmin_are_fused_with_ties_and_nans_as_on_the_cpu():
     x = torch.randint(-3, 4, (37, 50)).float()  # many ties
     x[5, 7] = x[20, 0] = float("nan")
     results, kernels = compiled(f, x)
-    for actual, expected in zip(results, f(x)):
+    for actual, expected in zip(results, f(x), strict=True):
         assert actual.dtype == torch.int64 and torch.equal(actual.cpu(), expected)
     assert kernels and all(ROUTES[k] == "fused" for k in kernels), ROUTES
 

@@ -513,8 +513,8 @@ class FusedEmitter {
       dims = {{0, dims[0].stride}};  // one run: all of the tile's count
     return dims;
   }
-  // An Argument's value from its entry of the argument block (the segment's, with segments): one element into the
-  // argument tile, or repeated (stride 0) over a slot's rows or elements.
+  // An Argument's value from its entry of the argument block (the segment's, with segments): one element (or n whole
+  // entries) into the argument tile, or repeated (stride 0) over a slot's rows or elements.
   void emit_argument_load(const Step& s, int set) {
     if (segmented()) {
       b_.Add(address_, kArgumentBlock, segment_);
@@ -529,7 +529,7 @@ class FusedEmitter {
       b_.emit(loads[std::countr_zero(static_cast<unsigned>(bytes))], {spad, address_, count_of(s.shape), 0});
       return;
     }
-    b_.li(count_, 1);
+    b_.li(count_, std::max<int64_t>(1, s.immediate));
     b_.emit(loads[std::countr_zero(static_cast<unsigned>(bytes))], {spad, address_, count_, bytes});
   }
 

@@ -255,6 +255,10 @@ void Plan::fill(Ref destination, Shape shape, int node) {
     vector(Opcode::Vfill, type, destination, {}, {}, shape, *immediate);
     return;
   }
+  if (!constant(node) && shape == Shape::One) {  // an Argument as one value: copied from the argument tile
+    vector(Opcode::Vmov, type, destination, scalar(node), {}, shape);
+    return;
+  }
   if (!constant(node)) {  // an Argument: its entry of the argument block, repeated by a DMA with stride 0
     Step s;
     s.type = type;
@@ -349,6 +353,38 @@ void Plan::plan() {
   std::erase_if(steps_, [&](const Step& s) {
     return s.argument >= 0 && s.first.kind == Ref::Kind::Argument && !read[s.first.index];
   });
+  load_arguments_together();
+}
+
+// Arguments loaded one DMA each cost a DRAM latency each on every tile; those of nearby entries (an optimizer's
+// hyperparameters) are loaded by one DMA of whole 64-bit entries instead, each into the slot of its entry (whose low
+// bytes hold the value).
+void Plan::load_arguments_together() {
+  constexpr int64_t kMostEntries = 64;
+  std::map<int, int> entry_of_slot;
+  for (const Step& s : steps_)
+    if (s.argument >= 0 && s.first.kind == Ref::Kind::Argument) entry_of_slot[s.first.index] = s.argument;
+  if (entry_of_slot.size() < 2) return;
+  int first = INT32_MAX, last = 0;
+  for (const auto& [slot, entry] : entry_of_slot) {
+    first = std::min(first, entry);
+    last = std::max(last, entry);
+  }
+  const int64_t span = int64_t{last} - first + 1;
+  if (span > kMostEntries || span > 4 * static_cast<int64_t>(entry_of_slot.size())) return;
+  std::erase_if(steps_, [](const Step& s) { return s.argument >= 0 && s.first.kind == Ref::Kind::Argument; });
+  for (Step& s : steps_)
+    for (Ref* ref : {&s.destination, &s.first, &s.second})
+      if (ref->kind == Ref::Kind::Argument) ref->index = entry_of_slot.at(ref->index) - first;
+  for (auto& [node, slot] : argument_index_)
+    if (entry_of_slot.contains(slot)) slot = entry_of_slot.at(slot) - first;
+  arguments_ = span;
+  Step load;
+  load.type = ElementType::I64;
+  load.first = {Ref::Kind::Argument, 0};
+  load.argument = first;
+  load.immediate = span;
+  steps_.insert(steps_.begin(), load);
 }
 
 void Plan::plan_node(int i) {

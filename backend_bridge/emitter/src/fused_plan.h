@@ -30,8 +30,9 @@ enum class Shape : uint8_t { Row, Full, Pattern, One };
 
 // One step of a tile: a vector instruction over slots, (access >= 0) a DMA of an access to or from a slot (by the
 // indices in `index` when it is a Gather's or ScatterAdd's, an indexed load's run length in `immediate`), or
-// (argument >= 0) a DMA of an Argument's value from its entry of the argument block: into its argument slot (first),
-// or repeated over every element of a slot of `shape` (first a Slot) where a full tile of the value is needed.
+// (argument >= 0) a DMA of an Argument's value from its entry of the argument block: into its argument slot (first;
+// with an immediate n > 0, the n whole entries from this one into the argument slots from first), or repeated over
+// every element of a slot of `shape` (first a Slot) where a full tile of the value is needed.
 // A vcheck's bound is its immediate; a vtr's immediate is r, for a transpose of the tile's elements as (count / r) x r.
 struct Step {
   isa::Opcode opcode{};
@@ -112,6 +113,7 @@ class Plan {
   Ref tile(int node, Shape shape, Ref into = {});
 
   void plan();
+  void load_arguments_together();
   void plan_node(int i);
   void plan_binary(int i);
   void plan_multiply_add(int i);

@@ -1,12 +1,14 @@
-// Emits the fused SGD step (torch._fused_sgd_, SGD with fused=True) for one float32 parameter tensor: weight decay,
-// momentum (the buffer set to the gradient on the first step), dampening, Nesterov and maximize in one pass.
-// Hyperparameters and sizes are arguments, so one program serves every tensor and learning rate.
+// The fused SGD step (torch._fused_sgd_, SGD with fused=True) over every float32 parameter tensor of a group in one
+// launch: a multi-tensor fused kernel (fused.h), one segment per parameter tensor, with weight decay, momentum (the
+// buffer set to the gradient on the first step), dampening, Nesterov and maximize in one pass. The hyperparameters are
+// arguments, so a new learning rate needs no new kernel.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "npusim/config/chip_config.h"
-#include "npusim/emitter/elementwise.h"
+#include "npusim/emitter/fused.h"
 
 namespace npusim::emitter {
 
@@ -18,8 +20,14 @@ struct SgdSpec {
   bool maximize = false;
 };
 
-// The argument block, 64-bit words: the addresses of param, grad and momentum_buffer (unused without momentum), the
-// element count, then float32 values two to a word (low half first): lr, weight_decay, momentum, 1 - dampening.
-Kernel emit_sgd(const SgdSpec& spec, const config::ChipConfig& config);
+// Each segment's entries of the argument block, 64-bit words: the addresses of param, grad and momentum_buffer
+// (unused without momentum), then float32 values, one to a word (low half): lr, weight_decay, momentum,
+// 1 - dampening.
+inline constexpr int kSgdTensors = 3;
+inline constexpr int kSgdArguments = kSgdTensors + 4;
+
+// The step as a fused kernel's spec over parameter tensors of `elements` elements each (named sgd_f32); emit it with
+// emit_fused.
+FusedSpec sgd_spec(const SgdSpec& spec, std::span<const int64_t> elements);
 
 }  // namespace npusim::emitter
