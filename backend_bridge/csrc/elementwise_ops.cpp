@@ -227,6 +227,9 @@ const char* aten_name(ElementwiseOp op) {
     case ElementwiseOp::CosF32: return "aten::cos";
     case ElementwiseOp::Log1pF32: return "aten::log1p";
     case ElementwiseOp::Expm1F32: return "aten::expm1";
+    case ElementwiseOp::SinhF32: return "aten::sinh";
+    case ElementwiseOp::CoshF32: return "aten::cosh";
+    case ElementwiseOp::TanF32: return "aten::tan";
     case ElementwiseOp::FloorF32: return "aten::floor";
     case ElementwiseOp::CeilF32: return "aten::ceil";
     case ElementwiseOp::RoundF32: return "aten::round";
@@ -545,6 +548,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NPUSIM_UNARY("cos", CosF32)
   NPUSIM_UNARY("log1p", Log1pF32)
   NPUSIM_UNARY("expm1", Expm1F32)
+  NPUSIM_UNARY("sinh", SinhF32)
+  NPUSIM_UNARY("cosh", CoshF32)
+  NPUSIM_UNARY("tan", TanF32)
   NPUSIM_UNARY("floor", FloorF32)
   NPUSIM_UNARY("ceil", CeilF32)
   NPUSIM_UNARY("round", RoundF32)

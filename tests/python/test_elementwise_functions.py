@@ -35,6 +35,9 @@ UNARY = [
     ("cos", torch.cos, (-20, 20), 2e-7),
     ("log1p", torch.log1p, (-0.99, 10), 2e-7),
     ("expm1", torch.expm1, (-10, 10), 2e-7),
+    ("sinh", torch.sinh, (-30, 30), 5e-7),
+    ("cosh", torch.cosh, (-30, 30), 5e-7),
+    ("tan", torch.tan, (-1.57, 1.57), 5e-7),
     ("floor", torch.floor, (-5, 5), 0),
     ("ceil", torch.ceil, (-5, 5), 0),
     ("round", torch.round, (-5, 5), 0),
@@ -60,6 +63,20 @@ def test_unary_runs_as_emitted_kernel_without_fallback(name, function, bounds, r
         function(x)
     assert [r.name for r in report.kernels] == [f"{name}_f32"]
     assert report.fallbacks == {}
+
+
+def test_hyperbolic_functions_and_tan_at_their_edges(device):
+    """Near 0 (no cancellation), across the switch at |x| = 20, up to and past overflow (sinh and cosh stay finite
+    as far as the CPU's do), at the poles of tan, and for the special values."""
+    x = torch.tensor(
+        [0.0, -0.0, 1e-30, -3e-8, 1e-4, 19.999, 20.0, 20.001, -20.5, 88.5, 89.0, 89.4, -89.4, 89.5, 100.0, -100.0]
+        + [float("inf"), float("-inf"), float("nan"), 1.5707963, -1.5707964, 3.1415927, 1e6]
+    )
+    for function in (torch.sinh, torch.cosh, torch.tan):
+        expected = function(x)
+        actual = function(x.to(device)).cpu()
+        torch.testing.assert_close(actual, expected, rtol=5e-7, atol=0, equal_nan=True)
+        assert torch.equal(actual.signbit(), expected.signbit()), function
 
 
 def test_in_place_out_and_strided_variants(device):

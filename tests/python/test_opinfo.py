@@ -25,7 +25,8 @@ NATIVE_OPS = """
     nn.functional.embedding masked_fill lerp addcmul addcdiv pow cumsum flip linalg.vector_norm norm
     nn.functional.normalize sign sgn any all bitwise_and bitwise_or bitwise_xor bitwise_not clamp_min clamp_max
     nn.functional.group_norm gather scatter scatter_add index_add index_put take_along_dim
-    nn.functional.one_hot __getitem__ sin cos log1p expm1 floor ceil round trunc frac nonzero masked_select
+    nn.functional.one_hot __getitem__ sin cos tan sinh cosh log1p expm1 floor ceil round trunc frac nonzero
+    masked_select
     remainder floor_divide fmod div.floor_rounding div.trunc_rounding dot vdot mv addmv
     rsub logaddexp nn.functional.logsigmoid isnan equal
 """.split()

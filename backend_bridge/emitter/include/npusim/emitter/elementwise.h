@@ -94,6 +94,9 @@ enum class ElementwiseOp {
   CosF32,
   Log1pF32,
   Expm1F32,
+  SinhF32,  // (expm1(x) - expm1(-x)) / 2; beyond |x| = 20, e = exp(|x| / 2), sign(x) (e / 2) e
+  CoshF32,  // (exp(|x|) + exp(-|x|)) / 2; beyond |x| = 20, e = exp(|x| / 2), (e / 2) e
+  TanF32,   // sin(x) / cos(x)
   FloorF32,
   CeilF32,
   RoundF32,  // halves to even, as torch.round
