@@ -1,7 +1,9 @@
-// Native maxima and minima of float32 tensors: max/min along a dimension (values and indices), amax/amin over any
-// dimensions, argmax/argmin, and the max/min of every element. Each moves the reduced dimension last and runs the
-// row kernels (vrmax/vrmin for values, vargmax/vargmin for the first index, NaN counting as the extremum, as on the
-// CPU); values of rows too long for the scratchpad are reduced in chunks. Other dtypes take the CPU fallback.
+// Native maxima and minima: max/min along a dimension (values and indices), amax/amin over any dimensions,
+// argmax/argmin, and the max/min of every element, of float32, float16, bfloat16, int64, int32, int8, uint8 and bool
+// tensors (argmax/argmin not of bools, which PyTorch refuses). Each moves the reduced dimension last and runs the row
+// kernels (vrmax/vrmin for values, vargmax/vargmin for the first index, NaN counting as the extremum, as on the CPU),
+// exact in every type; values of rows too long for the scratchpad are reduced in chunks. Other dtypes (int16, double)
+// take the CPU fallback.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/amax.h>
@@ -43,10 +45,16 @@ at::Tensor extremum_in_chunks(bool is_max, const at::Tensor& rows_last) {
   return is_max ? at::maximum(result, tail) : at::minimum(result, tail);
 }
 
-// Reduces float32 `self` (at least 1-D, the dimension not empty) along `dim` with a row op into `out`, resized to the
-// reduced shape. False when it cannot (the caller falls back).
+// Whether the row kernels take `self`'s type for the op: any type the vector engine has, but argmax/argmin of bools.
+bool native_type(RowOp op, const at::Tensor& self) {
+  if (!element_type(self.scalar_type())) return false;
+  return self.scalar_type() != at::kBool || op == RowOp::MaxF32 || op == RowOp::MinF32;
+}
+
+// Reduces `self` (at least 1-D, the dimension not empty) along `dim` with a row op into `out`, resized to the reduced
+// shape. False when it cannot (the caller falls back).
 bool reduce_along(RowOp op, const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
-  if (self.scalar_type() != at::kFloat || self.dim() == 0 || out.device() != self.device()) return false;
+  if (!native_type(op, self) || self.dim() == 0 || out.device() != self.device()) return false;
   dim = at::maybe_wrap_dim(dim, self.dim());
   if (self.size(dim) == 0) return false;  // the CPU raises PyTorch's own error
   at::native::resize_output(out, reduced_shape(self, dim, keepdim));
@@ -73,9 +81,12 @@ constexpr const char* kName = IsMax ? "aten::max" : "aten::min";
 template <bool IsMax>
 std::tuple<at::Tensor&, at::Tensor&> along_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
                                                    at::Tensor& values, at::Tensor& indices) {
-  if (indices.scalar_type() == at::kLong && values.scalar_type() == at::kFloat &&
+  // The indices of bools are those of their bytes (argmax itself refuses bools).
+  const at::Tensor searched = self.scalar_type() == at::kBool ? self.view(at::kByte) : self;
+  if (indices.scalar_type() == at::kLong && values.scalar_type() == self.scalar_type() &&
+      native_type(kValues<IsMax>, self) && native_type(kIndex<IsMax>, searched) &&
       reduce_along(kValues<IsMax>, self, dim, keepdim, values) &&
-      reduce_along(kIndex<IsMax>, self, dim, keepdim, indices))
+      reduce_along(kIndex<IsMax>, searched, dim, keepdim, indices))
     return {values, indices};
   torch::jit::Stack stack{self, dim, keepdim, values, indices};
   call_cpu_fallback(kName<IsMax>, IsMax ? "dim_max" : "dim_min", stack);
@@ -97,7 +108,7 @@ at::Tensor& over_dims_out(const at::Tensor& self, at::IntArrayRef dims, bool kee
     for (int64_t dim = 0; dim < self.dim(); ++dim) reduced.push_back(dim);
   std::sort(reduced.rbegin(), reduced.rend());
   const bool distinct = std::adjacent_find(reduced.begin(), reduced.end()) == reduced.end();
-  if (self.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && self.dim() > 0 && distinct) {
+  if (native_type(kValues<IsMax>, self) && out.scalar_type() == self.scalar_type() && self.dim() > 0 && distinct) {
     at::Tensor partial = self;
     bool native = true;
     for (int64_t dim : reduced) {

@@ -30,8 +30,13 @@ bool launch_row_op(RowOp op, const at::Tensor& self, at::Tensor& out, const at::
   const at::Tensor input = self.contiguous();
   const at::Tensor second = forward.defined() ? forward.contiguous() : input;
   const int64_t cols = input.dim() == 0 ? 1 : input.size(-1);
-  const emitter::RowSpec spec{op, cols == 0 ? 0 : input.numel() / cols, cols};
+  emitter::RowSpec spec{op, cols == 0 ? 0 : input.numel() / cols, cols};
   if (spec.rows == 0 || spec.cols == 0) return false;
+  if (op == RowOp::MaxF32 || op == RowOp::MinF32 || op == RowOp::ArgMaxF32 || op == RowOp::ArgMinF32) {
+    const std::optional<isa::ElementType> type = element_type(input.scalar_type());
+    if (!type) return false;
+    spec.type = *type == isa::ElementType::Bool ? isa::ElementType::U8 : *type;  // bools as the bytes 0 and 1
+  }
   at::Tensor result = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
   const uint64_t addresses[] = {device_address(result), device_address(input), device_address(second)};
   if (!launched_natively([&] { launch_rows(out.device().index(), runtime_device(out), spec, addresses); }))

@@ -62,8 +62,42 @@ def test_extrema_of_rows_longer_than_the_scratchpad_reduce_in_chunks(no_fallback
     same(x.to("npusim").min(), x.min())
 
 
-def test_max_with_indices_and_argmax_of_integers_take_the_fallback_and_stay_correct():
-    x = torch.randint(-100, 100, (6, 9), generator=torch.Generator().manual_seed(2))
+OTHER_TYPES = [torch.int64, torch.int32, torch.int8, torch.uint8, torch.float16, torch.bfloat16, torch.bool]
+
+
+def of_type(dtype):
+    """Values with many ties (and, for floats, a NaN and infinities) in `dtype`, over [7, 33, 5]."""
+    generator = torch.Generator().manual_seed(2)
+    if dtype == torch.bool:
+        return torch.rand(7, 33, 5, generator=generator) < 0.3
+    low = 0 if dtype == torch.uint8 else -100
+    x = torch.randint(low, 100, (7, 33, 5), generator=generator).to(dtype)
+    if dtype.is_floating_point:
+        x = x * 0.25
+        x[2, 3, 1], x[5, 7, 2], x[6, 0, 0] = float("nan"), float("inf"), float("-inf")
+    if dtype == torch.int64:
+        x[1, 4, 2] = 2**62 + 1  # beyond float precision
+    return x
+
+
+@pytest.mark.parametrize("dtype", OTHER_TYPES, ids=str)
+@pytest.mark.parametrize("name", EXTREMA)
+def test_extrema_of_integers_halves_and_bools_match_cpu_exactly_natively(name, dtype, no_fallback):
+    if dtype == torch.bool and "arg" in name:
+        pytest.skip("PyTorch refuses argmax and argmin of bools (tested below)")
+    x = of_type(dtype)
+    actual, expected = EXTREMA[name](x.to("npusim")), EXTREMA[name](x)
+    for got, want in zip(as_tuple(actual), as_tuple(expected), strict=True):
+        same(got, want)
+
+
+def test_argmax_of_bools_raises_pytorchs_error():
+    with pytest.raises(RuntimeError, match="bool"):
+        torch.zeros(3, dtype=torch.bool, device="npusim").argmax()
+
+
+def test_int16_extrema_take_the_fallback_and_stay_correct():
+    x = torch.randint(-100, 100, (6, 9), generator=torch.Generator().manual_seed(2)).to(torch.int16)
     values, indices = x.to("npusim").max(1)
     same(values, x.max(1).values)
     same(indices, x.max(1).indices)

@@ -30,18 +30,18 @@ using Op = FusedOpcode;
 
 const char* name_of(RowOp op) {
   switch (op) {
-    case RowOp::SoftmaxF32: return "softmax_f32";
-    case RowOp::LogSoftmaxF32: return "log_softmax_f32";
-    case RowOp::SumF32: return "row_sum_f32";
-    case RowOp::LayerNormF32: return "layer_norm_f32";
-    case RowOp::SafeSoftmaxF32: return "safe_softmax_f32";
-    case RowOp::SoftmaxBackwardF32: return "softmax_backward_f32";
-    case RowOp::LogSoftmaxBackwardF32: return "log_softmax_backward_f32";
-    case RowOp::MaxF32: return "row_max_f32";
-    case RowOp::MinF32: return "row_min_f32";
-    case RowOp::ArgMaxF32: return "row_argmax_f32";
-    case RowOp::ArgMinF32: return "row_argmin_f32";
-    case RowOp::LayerNormBackwardF32: return "layer_norm_backward_f32";
+    case RowOp::SoftmaxF32: return "softmax";
+    case RowOp::LogSoftmaxF32: return "log_softmax";
+    case RowOp::SumF32: return "row_sum";
+    case RowOp::LayerNormF32: return "layer_norm";
+    case RowOp::SafeSoftmaxF32: return "safe_softmax";
+    case RowOp::SoftmaxBackwardF32: return "softmax_backward";
+    case RowOp::LogSoftmaxBackwardF32: return "log_softmax_backward";
+    case RowOp::MaxF32: return "row_max";
+    case RowOp::MinF32: return "row_min";
+    case RowOp::ArgMaxF32: return "row_argmax";
+    case RowOp::ArgMinF32: return "row_argmin";
+    case RowOp::LayerNormBackwardF32: return "layer_norm_backward";
   }
   return "?";
 }
@@ -51,13 +51,13 @@ const char* name_of(RowOp op) {
 class RowGraph {
  public:
   RowGraph(const RowSpec& spec, int arguments) : cols_(spec.cols) {
-    spec_.name = name_of(spec.op);
+    spec_.name = fmt::format("{}_{}", name_of(spec.op), isa::type_name(spec.type));  // softmax_f32
     spec_.sizes = {spec.rows, spec.cols};
     spec_.reduced_dims = 1;
     spec_.arguments = arguments;
   }
 
-  int full(int argument) { return load(argument, {cols_, 1}); }
+  int full(int argument, ElementType type = ElementType::F32) { return load(argument, {cols_, 1}, type); }
   int per_row(int argument) { return load(argument, {1, 0}); }
   int shared_row(int argument) { return load(argument, {0, 1}); }
   void store_full(int value, int argument) { store(value, argument, {cols_, 1}); }
@@ -79,9 +79,9 @@ class RowGraph {
     spec_.nodes.push_back(node);
     return static_cast<int>(spec_.nodes.size()) - 1;
   }
-  int load(int argument, std::vector<int64_t> strides) {
-    spec_.loads.push_back({argument, ElementType::F32, 0, std::move(strides)});
-    return add({.op = Op::Load, .type = ElementType::F32, .access = static_cast<int>(spec_.loads.size()) - 1});
+  int load(int argument, std::vector<int64_t> strides, ElementType type = ElementType::F32) {
+    spec_.loads.push_back({argument, type, 0, std::move(strides)});
+    return add({.op = Op::Load, .type = type, .access = static_cast<int>(spec_.loads.size()) - 1});
   }
   void store(int value, int argument, std::vector<int64_t> strides) {
     const ElementType type = spec_.nodes[value].type;
@@ -114,9 +114,9 @@ void log_softmax(RowGraph& g) {
 }
 
 // Arguments: 0 the per-row results, 1 the input.
-void reduction(RowGraph& g, Op opcode) {
+void reduction(RowGraph& g, Op opcode, ElementType type) {
   const bool index = opcode == Op::ReduceArgMax || opcode == Op::ReduceArgMin;
-  g.store_per_row(g.op(opcode, g.full(1), -1, -1, index ? ElementType::I64 : ElementType::F32), 0);
+  g.store_per_row(g.op(opcode, g.full(1, type), -1, -1, index ? ElementType::I64 : type), 0);
 }
 
 // Arguments: 0 the input's gradient, 1 the output's gradient, 2 the forward's output.
@@ -177,26 +177,31 @@ int argument_count(RowOp op) {
 Kernel emit_rows(const RowSpec& spec, const config::ChipConfig& config) {
   if (spec.rows < 1 || spec.cols < 1)
     throw std::invalid_argument(fmt::format("a row kernel over {} x {} has no elements", spec.rows, spec.cols));
+  if (static_cast<int>(spec.type) >= isa::kElementTypeCount)
+    throw std::invalid_argument(fmt::format("{}: rows of no element type", name_of(spec.op)));
+  const bool any_type = spec.op == RowOp::MaxF32 || spec.op == RowOp::MinF32 || spec.op == RowOp::ArgMaxF32 ||
+                        spec.op == RowOp::ArgMinF32;
+  if (spec.type != ElementType::F32 && (!any_type || spec.type == ElementType::Bool))
+    throw std::invalid_argument(
+        fmt::format("{} of {} rows: only max, min and their indices take rows of another type than f32 (u8 for "
+                    "bools)",
+                    name_of(spec.op), isa::type_name(spec.type)));
   RowGraph g(spec, argument_count(spec.op));
   switch (spec.op) {
     case RowOp::SoftmaxF32: softmax(g, false); break;
     case RowOp::SafeSoftmaxF32: softmax(g, true); break;
     case RowOp::LogSoftmaxF32: log_softmax(g); break;
-    case RowOp::SumF32: reduction(g, Op::ReduceSum); break;
-    case RowOp::MaxF32: reduction(g, Op::ReduceMax); break;
-    case RowOp::MinF32: reduction(g, Op::ReduceMin); break;
-    case RowOp::ArgMaxF32: reduction(g, Op::ReduceArgMax); break;
-    case RowOp::ArgMinF32: reduction(g, Op::ReduceArgMin); break;
+    case RowOp::SumF32: reduction(g, Op::ReduceSum, spec.type); break;
+    case RowOp::MaxF32: reduction(g, Op::ReduceMax, spec.type); break;
+    case RowOp::MinF32: reduction(g, Op::ReduceMin, spec.type); break;
+    case RowOp::ArgMaxF32: reduction(g, Op::ReduceArgMax, spec.type); break;
+    case RowOp::ArgMinF32: reduction(g, Op::ReduceArgMin, spec.type); break;
     case RowOp::SoftmaxBackwardF32: softmax_backward(g); break;
     case RowOp::LogSoftmaxBackwardF32: log_softmax_backward(g); break;
     case RowOp::LayerNormF32: layer_norm(g, spec); break;
     case RowOp::LayerNormBackwardF32: layer_norm_backward(g, spec); break;
   }
-  try {
-    return emit_fused(g.spec(), config);
-  } catch (const Unsupported& error) {
-    throw Unsupported(fmt::format("{}: rows of {} floats: {}", name_of(spec.op), spec.cols, error.what()));
-  }
+  return emit_fused(g.spec(), config);  // Unsupported names the kernel when a row does not fit
 }
 
 }  // namespace npusim::emitter

@@ -37,6 +37,9 @@ struct RowSpec {
   bool weight = false, bias = false;
   float eps = 0.0f;
   bool store_normalized = false;  // layer_norm's backward: x̂ to the argument block's seventh address
+  // The rows' type: max, min and their indices take any numeric type (u8 for bools), every other op f32. The
+  // results are of the rows' type, the indices int64.
+  isa::ElementType type = isa::ElementType::F32;
 };
 
 // The argument block is the output's and the input's addresses (for the backward ops: the gradient's, then the
