@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -228,6 +229,34 @@ TEST(RowKernels, MatchAReferenceInBothModesOverPartialTilesAndThreeCores) {
       }
     }
   }
+}
+
+TEST(RowKernels, ExtremaAndTheirIndicesOfInt64RowsAreExact) {
+  // Values beyond float precision and ties: max, min and the first index of each, by plain loops.
+  using emitter::RowOp;
+  const config::ChipConfig config = small_chip();
+  BothModes modes(config);
+  const int64_t rows = 29, cols = 45;
+  std::vector<int64_t> x(rows * cols);
+  for (size_t k = 0; k < x.size(); ++k) x[k] = (int64_t{1} << 60) + static_cast<int64_t>((k * 7919) % 13) - 6;
+  for (const RowOp op : {RowOp::MaxF32, RowOp::MinF32, RowOp::ArgMaxF32, RowOp::ArgMinF32}) {
+    emitter::RowSpec spec{op, rows, cols};
+    spec.type = isa::ElementType::I64;
+    const emitter::Kernel kernel = emitter::emit_rows(spec, config);
+    EXPECT_EQ(kernel.name.substr(kernel.name.size() - 4), "_i64");
+    const std::vector<Bytes> result = modes.run(kernel, {Bytes(rows * 8), bytes_of(x)}, "i64");
+    const bool is_max = op == RowOp::MaxF32 || op == RowOp::ArgMaxF32;
+    std::vector<int64_t> expected;
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto row = x.begin() + r * cols;
+      const auto at = is_max ? std::max_element(row, row + cols) : std::min_element(row, row + cols);
+      expected.push_back(op == RowOp::MaxF32 || op == RowOp::MinF32 ? *at : at - row);
+    }
+    EXPECT_EQ(values_of<int64_t>(result[0]), expected) << kernel.name;
+  }
+  emitter::RowSpec softmax{RowOp::SoftmaxF32, rows, cols};
+  softmax.type = isa::ElementType::I64;
+  EXPECT_THROW(emitter::emit_rows(softmax, config), std::invalid_argument);
 }
 
 TEST(RowKernels, LayerNormMatchesAReferenceInBothModes) {
