@@ -212,6 +212,8 @@ const char* aten_name(ElementwiseOp op) {
     case ElementwiseOp::MulF32: return "aten::mul";
     case ElementwiseOp::DivF32: return "aten::div";
     case ElementwiseOp::MaxF32: return "aten::maximum";
+    case ElementwiseOp::XlogyF32: return "aten::xlogy";
+    case ElementwiseOp::HypotF32: return "aten::hypot";
     case ElementwiseOp::MinF32: return "aten::minimum";
     case ElementwiseOp::NegF32: return "aten::neg";
     case ElementwiseOp::AbsF32: return "aten::abs";
@@ -242,7 +244,7 @@ const char* aten_name(ElementwiseOp op) {
   return "aten::unknown";
 }
 
-// mul, div, maximum and minimum: a native kernel, or the CPU fallback of the op's `.out` overload.
+// mul, div, maximum, minimum, xlogy and hypot: a native kernel, or the CPU fallback of the op's out overload.
 template <ElementwiseOp Op>
 at::Tensor& binary_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   if constexpr (Op == ElementwiseOp::MulF32) {
@@ -254,7 +256,7 @@ at::Tensor& binary_out(const at::Tensor& self, const at::Tensor& other, at::Tens
     if (launch_integer_binary(op, self, other, out)) return out;
   }
   torch::jit::Stack stack{self, other, out};
-  call_cpu_fallback(aten_name(Op), "out", stack);
+  call_cpu_fallback(aten_name(Op), Op == ElementwiseOp::XlogyF32 ? "OutTensor" : "out", stack);
   return out;
 }
 template <ElementwiseOp Op>
@@ -304,6 +306,13 @@ at::Tensor npusim_div(const at::Tensor& self, const at::Tensor& other) {
   at::Tensor out = result_like(self, other);
   if (at::isIntegralType(out.scalar_type(), /*includeBool=*/true)) out = out.to(c10::get_default_dtype());
   return binary_out<ElementwiseOp::DivF32>(self, other, out);
+}
+
+// xlogy: integer and bool operands give the default float type, as true division.
+at::Tensor npusim_xlogy(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out = result_like(self, other);
+  if (at::isIntegralType(out.scalar_type(), /*includeBool=*/true)) out = out.to(c10::get_default_dtype());
+  return binary_out<ElementwiseOp::XlogyF32>(self, other, out);
 }
 
 // div with a rounding mode. "floor" is floor_divide. "trunc" of floats is the quotient rounded to the result's type,
@@ -567,6 +576,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mul.out", binary_out<ElementwiseOp::MulF32>);
   m.impl("mul.Tensor", binary<ElementwiseOp::MulF32>);
   m.impl("mul_.Tensor", binary_<ElementwiseOp::MulF32>);
+  m.impl("xlogy.Tensor", npusim_xlogy);
+  m.impl("xlogy.OutTensor", binary_out<ElementwiseOp::XlogyF32>);
+  m.impl("xlogy_.Tensor", binary_<ElementwiseOp::XlogyF32>);
+  m.impl("hypot", binary<ElementwiseOp::HypotF32>);
+  m.impl("hypot.out", binary_out<ElementwiseOp::HypotF32>);
+  m.impl("hypot_", binary_<ElementwiseOp::HypotF32>);
   m.impl("maximum", binary<ElementwiseOp::MaxF32>);
   m.impl("maximum.out", binary_out<ElementwiseOp::MaxF32>);
   m.impl("minimum", binary<ElementwiseOp::MinF32>);

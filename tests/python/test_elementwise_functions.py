@@ -10,6 +10,13 @@ import npusim
 SHAPES = [(1,), (3, 4), (7, 33, 9), (5000,)]
 
 
+@pytest.fixture
+def no_fallback():
+    npusim._C.reset_fallback_counts()
+    yield
+    assert npusim._C.fallback_counts() == {}
+
+
 def random(shape, seed=0, low=-3.0, high=3.0):
     generator = torch.Generator().manual_seed(seed)
     return torch.rand(shape, generator=generator) * (high - low) + low
@@ -77,6 +84,43 @@ def test_hyperbolic_functions_and_tan_at_their_edges(device):
         actual = function(x.to(device)).cpu()
         torch.testing.assert_close(actual, expected, rtol=5e-7, atol=0, equal_nan=True)
         assert torch.equal(actual.signbit(), expected.signbit()), function
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_xlogy_and_hypot_match_cpu(shape, device, no_fallback):
+    a, b = random(shape, 11), random(shape, 12, 0.001, 5)
+    a.view(-1)[::3] = 0  # xlogy's zeros
+    torch.testing.assert_close(torch.xlogy(a.to(device), b.to(device)).cpu(), torch.xlogy(a, b), rtol=3e-7, atol=1e-7)
+    torch.testing.assert_close(torch.hypot(a.to(device), b.to(device)).cpu(), torch.hypot(a, b), rtol=3e-7, atol=0)
+
+
+def test_xlogy_and_hypot_special_values_scalars_broadcasts_and_in_place(device, no_fallback):
+    inf, nan = float("inf"), float("nan")
+    a = torch.tensor([0.0, -0.0, 0.0, 0.0, 2.0, inf, nan, 3e38, 1e-30, -1e-45, 0.0, -4.0])
+    b = torch.tensor([0.0, 5.0, nan, inf, 0.0, nan, inf, 3e38, 1e-30, 2e-45, -0.0, 3.0])
+    for function in (torch.xlogy, torch.hypot):
+        actual = function(a.to(device), b.to(device)).cpu()
+        torch.testing.assert_close(actual, function(a, b), rtol=3e-7, atol=0, equal_nan=True)
+        assert torch.equal(actual.signbit(), function(a, b).signbit()), function
+    x, row = random((4, 5), 13, 0.1, 3), random((5,), 14, 0.1, 3)
+    torch.testing.assert_close(torch.xlogy(2.0, x.to(device)).cpu(), torch.xlogy(2.0, x), rtol=3e-7, atol=0)
+    torch.testing.assert_close(torch.xlogy(x.to(device), 3).cpu(), torch.xlogy(x, 3), rtol=3e-7, atol=0)
+    torch.testing.assert_close(torch.hypot(x.to(device), row.to(device)).cpu(), torch.hypot(x, row), rtol=3e-7, atol=0)
+    on_device = x.to(device)
+    on_device.hypot_(row.to(device))
+    torch.testing.assert_close(on_device.cpu(), torch.hypot(x, row), rtol=3e-7, atol=0)
+    out = torch.empty(4, 5, device=device)
+    torch.xlogy(x.to(device), row.to(device), out=out)
+    torch.testing.assert_close(out.cpu(), torch.xlogy(x, row), rtol=3e-7, atol=0)
+
+
+def test_xlogy_of_integers_is_float_and_hypot_of_integers_raises_pytorchs_error(device):
+    i = torch.tensor([0, 1, 2, 3])
+    result = torch.xlogy(i.to(device), i.to(device))
+    assert result.dtype == torch.float32
+    torch.testing.assert_close(result.cpu(), torch.xlogy(i, i))
+    with pytest.raises(RuntimeError, match="hypot"):
+        torch.hypot(i.to(device), i.to(device))
 
 
 def test_in_place_out_and_strided_variants(device):

@@ -116,6 +116,31 @@ const std::vector<OpDefinition>& definitions() {
       {FmodI32, "fmod_i32", {I32, I32}, I32, binary<Op::Fmod>},
       {FmodI64, "fmod_i64", {I64, I64}, I64, binary<Op::Fmod>},
       {FmodF32, "fmod_f32", {F32, F32}, F32, binary<Op::Fmod>},
+      // The CPU's: 0 where a == 0 unless b is NaN (b == b), else a log(b).
+      {XlogyF32,
+       "xlogy_f32",
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) {
+         const int zero = g.constant(0);
+         const int zero_factor = g.node(Op::And, g.node(Op::Eq, x[0], zero), g.node(Op::Eq, x[1], x[1]));
+         return g.where(zero_factor, zero, g.mul(x[0], g.node(Op::Log, x[1])));
+       }},
+      // Scaled by the larger magnitude m, so that nothing overflows before the result does (within about two ulps);
+      // 0 where m is 0 (n / m would be NaN) and inf where either is infinite, even beside a NaN, as C's hypot.
+      {HypotF32,
+       "hypot_f32",
+       {F32, F32},
+       F32,
+       [](Graph& g, In x) {
+         const int a = g.node(Op::Abs, x[0]), b = g.node(Op::Abs, x[1]);
+         const int larger = g.node(Op::Maximum, a, b), ratio = g.div(g.node(Op::Minimum, a, b), larger);
+         const int scaled = g.mul(larger, g.node(Op::Sqrt, g.add(g.mul(ratio, ratio), g.constant(1))));
+         const int inf = g.constant(std::numeric_limits<float>::infinity());
+         const int infinite = g.node(Op::Or, g.node(Op::Eq, a, inf), g.node(Op::Eq, b, inf));
+         const int zero = g.constant(0);
+         return g.where(infinite, inf, g.where(g.node(Op::Eq, larger, zero), zero, scaled));
+       }},
       // PyTorch's formula: r = fmod(a, b), + b where r != 0 and its sign differs from b's.
       {RemainderF32,
        "remainder_f32",

@@ -79,6 +79,8 @@ enum class ElementwiseOp {
   FmodI64,
   FmodF32,       // fmod(a, b), exact: the dividend's sign
   RemainderF32,  // PyTorch's formula: r = fmod(a, b), + b where r != 0 and its sign differs from b's
+  XlogyF32,      // a log(b), but 0 where a == 0 and b is not NaN
+  HypotF32,      // sqrt(a^2 + b^2) as m sqrt(1 + (n / m)^2), m = max(|a|, |b|), n = min: no overflow; inf if either is
   // one input
   NegF32,
   AbsF32,
