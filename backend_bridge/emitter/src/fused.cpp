@@ -502,11 +502,11 @@ class FusedEmitter {
         dims.push_back({count, stride});
       }
     };
+    if (s.shape == Shape::One) return {{1, 0}};  // one element, the same everywhere
     if (s.shape != Shape::Row)
       for (int d = static_cast<int>(layout_.reduced.size()) - 1; d >= 0; --d)
         push(layout_.reduced[d], layout_.reduced_strides[s.access][d]);
     if (s.shape == Shape::Pattern) return dims;  // one row, the same for every row of the tile
-    if (s.shape == Shape::One) return {{1, 0}};  // one element, the same everywhere
     for (int d = static_cast<int>(outer.size()) - 1; d > chunk_dim_; --d) push(outer[d], outer_strides[d]);
     dims.push_back({0, outer_strides[chunk_dim_]});
     if (dims.size() == 2 && dims[1].stride == dims[0].count * dims[0].stride)

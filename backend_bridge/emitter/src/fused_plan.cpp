@@ -271,9 +271,8 @@ void Plan::fill(Ref destination, Shape shape, int node) {
   vector(Opcode::Vfill, type, destination, {}, {}, shape, additive_identity(type));
   vector(Opcode::Vadd, type, destination, destination, scalar(node), shape, 1);
 }
-// Repeats a per-row value over its row, or a pattern over every row, into a full tile: identity + value, which is
-// exact for every value (-0 included).
-// (A per-row value that is the same in every row broadcasts into a pattern: its first row's value, repeated.)
+// Repeats a value into a larger shape (a per-row value over its row, a pattern over every row, one value everywhere):
+// identity + value, which is exact for every value (-0 included).
 void Plan::broadcast(Ref destination, Shape shape, int node) {
   ElementType type = type_of(node);
   if (type == ElementType::Bool) type = ElementType::U8;
