@@ -5,28 +5,23 @@
 
 #include <algorithm>
 #include <initializer_list>
-#include <span>
 #include <vector>
 
 #include "bridge.h"
 #include "kernel_launcher.h"
+#include "tensor_kernel.h"
 
 namespace npusim::bridge {
 namespace {
 
-using emitter::FusedNode;
 using emitter::FusedOpcode;
-using isa::ElementType;
 
-// A fused kernel over [C, N, S] of a contiguous [N, C, ...] float32 input, its tensors' addresses gathered as the
-// argument block.
-class ChannelKernel {
+// A fused kernel over [C, N, S] of a contiguous [N, C, ...] float32 input.
+class ChannelKernel : public TensorKernel {
  public:
-  ChannelKernel(const char* name, const at::Tensor& input) {
+  ChannelKernel(const char* name, const at::Tensor& input)
+      : TensorKernel(name, {input.size(1), input.size(0), input.numel() / (input.size(0) * input.size(1))}, 2) {
     const int64_t batch = input.size(0), channels = input.size(1), spatial = input.numel() / (batch * channels);
-    spec_.name = name;
-    spec_.sizes = {channels, batch, spatial};
-    spec_.reduced_dims = 2;
     full_ = {spatial, channels * spatial, 1};
     count_ = static_cast<double>(batch * spatial);
   }
@@ -38,41 +33,8 @@ class ChannelKernel {
   void store_full(int value, const at::Tensor& tensor) { store(value, tensor, full_); }
   void store_per_channel(int value, const at::Tensor& vector) { store(value, vector, kPerChannel); }
 
-  int op(FusedOpcode opcode, int a, int b = -1, int c = -1) {
-    return add({.op = opcode, .type = ElementType::F32, .a = a, .b = b, .c = c});
-  }
-  int constant(double value) { return add({.op = FusedOpcode::Constant, .type = ElementType::F32, .constant = value}); }
-
-  // Builds (once per shape and formula) and launches the kernel; false when it cannot be built.
-  bool launch(const at::Tensor& on) {
-    return launched_natively([&] { launch_fused(on.device().index(), runtime_device(on), spec_, addresses_); });
-  }
-
  private:
   static constexpr int64_t kPerChannel[] = {1, 0, 0};
-
-  int add(FusedNode node) {
-    spec_.nodes.push_back(node);
-    return static_cast<int>(spec_.nodes.size()) - 1;
-  }
-  int argument(const at::Tensor& tensor) {
-    addresses_.push_back(device_address(tensor));
-    return spec_.arguments++;
-  }
-  int load(const at::Tensor& tensor, std::span<const int64_t> strides) {
-    spec_.loads.push_back({argument(tensor), ElementType::F32, 0, {strides.begin(), strides.end()}});
-    return add({.op = FusedOpcode::Load, .type = ElementType::F32, .access = static_cast<int>(spec_.loads.size()) - 1});
-  }
-  void store(int value, const at::Tensor& tensor, std::span<const int64_t> strides) {
-    spec_.stores.push_back({argument(tensor), ElementType::F32, 0, {strides.begin(), strides.end()}});
-    add({.op = FusedOpcode::Store,
-         .type = ElementType::F32,
-         .a = value,
-         .access = static_cast<int>(spec_.stores.size()) - 1});
-  }
-
-  emitter::FusedSpec spec_;
-  std::vector<uint64_t> addresses_;
   std::vector<int64_t> full_;
   double count_ = 0;
 };

@@ -242,6 +242,48 @@ def test_adaptive_average_pooling_and_its_gradient_run_natively_and_match_cpu(sh
     torch.testing.assert_close(on_device.grad.cpu(), x.grad)
 
 
+UPSAMPLING = [
+    ("scale 2", (2, 3, 5, 7), {"scale_factor": 2}),
+    ("scale 3 by 2, channels last", (1, 4, 6, 5), {"scale_factor": (3, 2)}),
+    ("output size 4x", (2, 2, 3, 3), {"size": (12, 6)}),
+    ("scale 1 (a copy)", (1, 2, 4, 4), {"scale_factor": 1}),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("name, shape, options", UPSAMPLING, ids=[u[0] for u in UPSAMPLING])
+def test_nearest_upsampling_and_its_gradient_run_natively_and_match_cpu_exactly(name, shape, options, dtype, device):
+    """One kernel each way: the forward repeats, the backward sums each block in the CPU's order (half precision in
+    float32, rounded once), so both are the CPU's bit for bit."""
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(7)).to(dtype)
+    if "channels last" in name:
+        x = x.to(memory_format=torch.channels_last)
+    x.requires_grad_()
+    on_device = x.detach().to(device).requires_grad_()
+    with npusim.profile() as report:
+        actual = F.interpolate(on_device, mode="nearest", **options)
+        gradient = torch.randn(actual.shape, generator=torch.Generator().manual_seed(8)).to(dtype)
+        actual.backward(gradient.to(device))
+    assert report.fallbacks == {}
+    assert [k.name.rsplit("_", 1)[0] for k in report.kernels if "upsample" in k.name] == [
+        "upsample_nearest2d",
+        "upsample_nearest2d_backward",
+    ]
+    expected = F.interpolate(x, mode="nearest", **options)
+    expected.backward(gradient)
+    assert torch.equal(actual.detach().cpu(), expected.detach())
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(on_device.grad.cpu(), x.grad, rtol=0, atol=0)
+
+
+def test_nearest_upsampling_by_a_fractional_factor_takes_the_counted_cpu_fallback(device):
+    x = torch.randn(1, 2, 4, 6, generator=torch.Generator().manual_seed(9))
+    with npusim.profile() as report:
+        actual = F.interpolate(x.to(device), size=(6, 9), mode="nearest")
+    assert "aten::upsample_nearest2d.out" in report.fallbacks
+    assert torch.equal(actual.cpu(), F.interpolate(x, size=(6, 9), mode="nearest"))
+
+
 def test_max_pooling_of_a_window_of_only_minus_infinity_reports_its_first_position(device):
     x = torch.full((1, 1, 3, 3), float("-inf"))
     _, indices = F.max_pool2d(x.to(device), 2, 1, 1, return_indices=True)

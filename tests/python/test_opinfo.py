@@ -28,7 +28,8 @@ NATIVE_OPS = """
     nn.functional.one_hot __getitem__ sin cos tan sinh cosh log1p expm1 floor ceil round trunc frac nonzero
     masked_select
     remainder floor_divide fmod div.floor_rounding div.trunc_rounding dot vdot mv addmv
-    rsub logaddexp nn.functional.logsigmoid isnan equal xlogy hypot
+    rsub logaddexp nn.functional.logsigmoid isnan equal xlogy hypot nn.functional.interpolate.nearest
+    nn.functional.upsample_nearest
 """.split()
 
 

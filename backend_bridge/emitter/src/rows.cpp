@@ -47,7 +47,7 @@ const char* name_of(RowOp op) {
 }
 
 // The spec of a row kernel: loads and stores of the argument block's tensors by their shape (a full [rows, cols]
-// tensor, one value per row, or one row shared by every row), and f32 operations.
+// tensor, one value per row, or one row shared by every row), and operations (f32 but for the extrema's).
 class RowGraph {
  public:
   RowGraph(const RowSpec& spec, int arguments) : cols_(spec.cols) {

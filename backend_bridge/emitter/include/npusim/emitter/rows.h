@@ -1,8 +1,9 @@
-// Emits ISA programs for operations along the last dimension of a contiguous float32 tensor viewed as rows x cols:
-// softmax and log_softmax (row to row), the row sum, maximum and minimum (row to one value) and the index of the
-// maximum or minimum (row to one int64), layer normalisation (row to row, plus each row's mean and 1/std) and its
-// input gradient. Each is a fused kernel (fused.h) over the space [rows, cols] with the columns reduced: tiles of
-// whole rows, reduced with the vector engine's row reductions and broadcast operands, shared by the cores.
+// Emits ISA programs for operations along the last dimension of a contiguous tensor viewed as rows x cols: softmax
+// and log_softmax (row to row), the row sum, maximum and minimum (row to one value) and the index of the maximum or
+// minimum (row to one int64), layer normalisation (row to row, plus each row's mean and 1/std) and its input
+// gradient; float32 rows, but for the extrema and their indices, which take any numeric type. Each is a fused kernel
+// (fused.h) over the space [rows, cols] with the columns reduced: tiles of whole rows, reduced with the vector
+// engine's row reductions and broadcast operands, shared by the cores.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,71 @@
+// A fused kernel (emitter::FusedSpec) written over the tensors of an op's call: each load or store names a tensor and
+// its strides over the kernel's iteration space, and the tensors' addresses become the argument block. The glue's
+// one-kernel ops (batch norm's training steps, nearest upsampling) build their specs with it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bridge.h"
+#include "kernel_launcher.h"
+
+namespace npusim::bridge {
+
+class TensorKernel {
+ public:
+  // The kernel's name in reports, its iteration space and how many of its last dimensions are reduced.
+  TensorKernel(std::string name, std::vector<int64_t> sizes, int reduced_dims) {
+    spec_.name = std::move(name);
+    spec_.sizes = std::move(sizes);
+    spec_.reduced_dims = reduced_dims;
+  }
+
+  // The tensor's elements, of its own type, at element offset sum(i_k strides[k]) for point i of the space.
+  int load(const at::Tensor& tensor, std::span<const int64_t> strides) {
+    const isa::ElementType type = type_of(tensor);
+    spec_.loads.push_back({argument(tensor), type, 0, {strides.begin(), strides.end()}});
+    return add({.op = emitter::FusedOpcode::Load, .type = type, .access = static_cast<int>(spec_.loads.size()) - 1});
+  }
+  // Node `value` into the tensor, converted to its type.
+  void store(int value, const at::Tensor& tensor, std::span<const int64_t> strides) {
+    spec_.stores.push_back({argument(tensor), type_of(tensor), 0, {strides.begin(), strides.end()}});
+    add({.op = emitter::FusedOpcode::Store,
+         .type = spec_.nodes[value].type,
+         .a = value,
+         .access = static_cast<int>(spec_.stores.size()) - 1});
+  }
+  int op(emitter::FusedOpcode opcode, int a, int b = -1, int c = -1, isa::ElementType type = isa::ElementType::F32) {
+    return add({.op = opcode, .type = type, .a = a, .b = b, .c = c});
+  }
+  int constant(double value) {
+    return add({.op = emitter::FusedOpcode::Constant, .type = isa::ElementType::F32, .constant = value});
+  }
+
+  // Builds (once per spec) and launches the kernel on `on`'s device; false when it cannot be built.
+  bool launch(const at::Tensor& on) {
+    return launched_natively([&] { launch_fused(on.device().index(), runtime_device(on), spec_, addresses_); });
+  }
+
+ private:
+  static isa::ElementType type_of(const at::Tensor& tensor) {
+    const std::optional<isa::ElementType> type = element_type(tensor.scalar_type());
+    TORCH_INTERNAL_ASSERT(type, "a fused kernel over a ", tensor.scalar_type(), " tensor");
+    return *type;
+  }
+  int add(emitter::FusedNode node) {
+    spec_.nodes.push_back(node);
+    return static_cast<int>(spec_.nodes.size()) - 1;
+  }
+  int argument(const at::Tensor& tensor) {
+    addresses_.push_back(device_address(tensor));
+    return spec_.arguments++;
+  }
+
+  emitter::FusedSpec spec_;
+  std::vector<uint64_t> addresses_;
+};
+
+}  // namespace npusim::bridge
