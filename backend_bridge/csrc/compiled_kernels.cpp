@@ -72,6 +72,8 @@ constexpr auto kOpcodeNames = std::to_array<std::pair<std::string_view, FusedOpc
     {"Gather", FusedOpcode::Gather},
     {"ScatterAdd", FusedOpcode::ScatterAdd},
     {"CheckIndex", FusedOpcode::CheckIndex},
+    {"RandomUniform", FusedOpcode::RandomUniform},
+    {"RandomNormal", FusedOpcode::RandomNormal},
 });
 
 FusedOpcode opcode_named(const std::string& name) {

@@ -137,12 +137,6 @@ void launch_cumsum(int device_index, runtime::Device& device, const emitter::Cum
       device, device_index, spec, [&] { return emitter::emit_cumsum(spec, device.config()); }, operand_addresses);
 }
 
-void launch_random(int device_index, runtime::Device& device, const emitter::RandomSpec& spec,
-                   std::span<const uint64_t> operand_addresses) {
-  launch_cached(
-      device, device_index, spec, [&] { return emitter::emit_random(spec, device.config()); }, operand_addresses);
-}
-
 void launch_fused(int device_index, runtime::Device& device, const emitter::FusedSpec& spec,
                   std::span<const uint64_t> operand_addresses) {
   launch_cached(

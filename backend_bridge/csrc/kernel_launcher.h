@@ -44,8 +44,6 @@ void launch_zero_triangle(int device_index, runtime::Device& device, const emitt
                           std::span<const uint64_t> operand_addresses);
 void launch_cumsum(int device_index, runtime::Device& device, const emitter::CumsumSpec& spec,
                    std::span<const uint64_t> operand_addresses);
-void launch_random(int device_index, runtime::Device& device, const emitter::RandomSpec& spec,
-                   std::span<const uint64_t> operand_addresses);
 // One of torch.compile's kernels (npusim/inductor): the argument block is its tensors' addresses.
 void launch_fused(int device_index, runtime::Device& device, const emitter::FusedSpec& spec,
                   std::span<const uint64_t> operand_addresses);

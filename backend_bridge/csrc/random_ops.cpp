@@ -1,5 +1,6 @@
 // Native random ops: uniform_, normal_, bernoulli_ and native_dropout draw on the NPU from the device generator's
-// Philox stream (device_generator.h), in float32, float16 or bfloat16 (dropout computes in float32). Other dtypes
+// Philox stream (device_generator.h), in float32, float16 or bfloat16 (computing in float32), each one fused kernel;
+// random_ draws int64 and int32 integers (torch.randint, Inductor's seeds). Other dtypes
 // take the CPU fallback, which draws from the CPU generator (the npusim generator cannot drive a CPU kernel).
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -7,7 +8,6 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/scalar_tensor.h>
-#include <ATen/ops/where.h>
 #include <torch/library.h>
 
 #include <bit>
@@ -15,6 +15,7 @@
 #include "bridge.h"
 #include "device_generator.h"
 #include "kernel_launcher.h"
+#include "tensor_kernel.h"
 
 namespace npusim::bridge {
 namespace {
@@ -25,8 +26,8 @@ bool drawable(const at::Tensor& tensor) { return is_float_kind(tensor.scalar_typ
 
 uint64_t f32_bits(double value) { return std::bit_cast<uint32_t>(static_cast<float>(value)); }
 
-// Runs the random kernel into `out`, a contiguous drawable tensor on the device (dropout: float32, reading `input` of
-// the same shape and writing the bool `mask`), with the op's two parameters.
+// Runs the random kernel into `out`, a contiguous drawable tensor on the device (dropout: reading the contiguous
+// `input` of the same shape and type and writing the bool `mask`), with the op's two parameters.
 void draw(const at::Tensor& out, RandomOp op, double first, double second,
           const std::optional<at::Generator>& generator, const at::Tensor& input = {}, const at::Tensor& mask = {}) {
   const auto [key, position] = generator_for(generator, out.device().index()).reserve(out.numel());
@@ -37,20 +38,66 @@ void draw(const at::Tensor& out, RandomOp op, double first, double second,
                                 position,
                                 f32_bits(first),
                                 f32_bits(second)};
-  const emitter::RandomSpec spec{op, out.numel(), float_element_type(out)};
-  TORCH_CHECK(launched_natively([&] { launch_random(out.device().index(), runtime_device(out), spec, addresses); }),
+  const emitter::FusedSpec spec = emitter::random_spec({op, out.numel(), float_element_type(out)});
+  TORCH_CHECK(launched_natively([&] { launch_fused(out.device().index(), runtime_device(out), spec, addresses); }),
               "npusim: the random kernel cannot express ", out.numel(), " elements");
 }
 
-// Fills `self` in place: straight into it when it is contiguous, else through a contiguous temporary.
-at::Tensor& fill_random(at::Tensor& self, RandomOp op, double first, double second,
-                        const std::optional<at::Generator>& generator) {
+// Integers in [from, to) into `out`, a contiguous int64 or int32 tensor on the device: random bits (three draws per
+// element) modulo the span, as PyTorch's kernels take 64 random bits modulo it.
+void draw_integers(const at::Tensor& out, int64_t from, int64_t to, const std::optional<at::Generator>& generator) {
+  const auto count = static_cast<uint64_t>(out.numel());
+  const uint64_t span = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
+  const RandomOp op = span > uint64_t{INT64_MAX} ? RandomOp::WideIntegers : RandomOp::Integers;
+  const auto [key, position] = generator_for(generator, out.device().index()).reserve(3 * count);
+  const uint64_t addresses[] = {device_address(out),
+                                0,
+                                0,
+                                key,
+                                position,
+                                static_cast<uint64_t>(from),
+                                span,
+                                position + count,
+                                position + 2 * count,
+                                span ^ (uint64_t{1} << 63)};
+  const emitter::FusedSpec spec = emitter::random_spec({op, out.numel(), *element_type(out.scalar_type())});
+  TORCH_CHECK(launched_natively([&] { launch_fused(out.device().index(), runtime_device(out), spec, addresses); }),
+              "npusim: the random kernel cannot express ", out.numel(), " elements");
+}
+
+// Fills `self` in place by draw(target): straight into it when it is contiguous, else through a contiguous
+// temporary.
+template <typename Draw>
+at::Tensor& fill_in_place(at::Tensor& self, Draw draw) {
   if (self.numel() == 0) return self;
   const bool direct = self.is_contiguous();
   at::Tensor target = direct ? self : at::empty(self.sizes(), self.options());
-  draw(target, op, first, second, generator);
+  draw(target);
   if (!direct) self.copy_(target);
   return self;
+}
+at::Tensor& fill_random(at::Tensor& self, RandomOp op, double first, double second,
+                        const std::optional<at::Generator>& generator) {
+  return fill_in_place(self, [&](const at::Tensor& target) { draw(target, op, first, second, generator); });
+}
+
+// random_(from, to) of int64 and int32 tensors natively, with PyTorch's check of the bounds; anything else (other
+// types, no upper bound, bounds outside the type, whose errors PyTorch's kernel raises) through the fallback.
+at::Tensor& npusim_random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to,
+                                std::optional<at::Generator> generator) {
+  const auto dtype = self.scalar_type();
+  if ((dtype == at::kLong || dtype == at::kInt) && to.has_value()) {
+    TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
+    const bool in_type = dtype == at::kLong || (from >= INT32_MIN && *to <= int64_t{INT32_MAX} + 1);
+    if (in_type)
+      return fill_in_place(self, [&](const at::Tensor& target) { draw_integers(target, from, *to, generator); });
+  }
+  torch::jit::Stack stack{self, from, to, c10::IValue()};
+  call_cpu_fallback("aten::random_", "from", stack);
+  return self;
+}
+at::Tensor& npusim_random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator> generator) {
+  return npusim_random_from_(self, 0, to, std::move(generator));
 }
 
 at::Tensor& npusim_uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> generator) {
@@ -101,23 +148,35 @@ std::tuple<at::Tensor, at::Tensor> npusim_native_dropout(const at::Tensor& input
   if (input.numel() == 0) return {input, at::empty_like(input)};
   if (train.has_value() && !*train) return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
   TORCH_CHECK(0 <= p && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
-  if (drawable(input)) {
-    const at::Tensor source = input.to(at::kFloat).contiguous();
-    at::Tensor output = at::empty(input.sizes(), input.options().dtype(at::kFloat));
+  if (drawable(input)) {  // input * scale where kept, in float32, rounded once to the input's type
+    const at::Tensor source = input.contiguous();
+    at::Tensor output = at::empty(input.sizes(), input.options());
     at::Tensor mask = at::empty(input.sizes(), input.options().dtype(at::kBool));
     const double keep = 1.0 - p;
     draw(output, RandomOp::Dropout, keep, keep == 0 ? 0.0 : 1.0 / keep, std::nullopt, source, mask);
-    return {output.to(input.scalar_type()), mask};
+    return {output, mask};
   }
   torch::jit::Stack stack{input, p, train};
   call_cpu_fallback("aten::native_dropout", "", stack);
   return {stack[0].toTensor(), stack[1].toTensor()};
 }
 
-// grad * mask * scale, as where(mask, grad * scale, 0).
+// grad * mask * scale, as PyTorch computes it (so a dropped negative gradient is -0, a dropped infinity NaN): one
+// fused kernel in float32, rounded once to the gradient's type.
 at::Tensor npusim_native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
-  const at::Tensor scaled = at::mul(grad, at::scalar_tensor(scale, grad.options().device(at::kCPU)));
-  return at::where(mask, scaled, at::scalar_tensor(0, grad.options().device(at::kCPU)));
+  if (drawable(grad) && mask.scalar_type() == at::kBool && mask.sizes() == grad.sizes() &&
+      mask.device() == grad.device()) {
+    at::Tensor out = at::empty_like(grad);
+    if (out.numel() == 0) return out;
+    TensorKernel k(TensorKernel::name_for("dropout_backward", grad), grad.sizes().vec(), 0);
+    const auto f32 = isa::ElementType::F32;
+    const int gradient = k.op(emitter::FusedOpcode::Convert, k.load(grad, grad.strides()), -1, -1, f32);
+    const int kept = k.op(emitter::FusedOpcode::Convert, k.load(mask, mask.strides()), -1, -1, f32);
+    const int masked = k.op(emitter::FusedOpcode::Mul, gradient, kept);
+    k.store(k.op(emitter::FusedOpcode::Mul, masked, k.constant(scale)), out, out.strides());
+    if (k.launch(out)) return out;
+  }
+  return at::mul(at::mul(grad, mask), at::scalar_tensor(scale, grad.options().device(at::kCPU)));
 }
 
 }  // namespace
@@ -128,6 +187,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bernoulli_.float", npusim_bernoulli_);
   m.impl("bernoulli_.Tensor", npusim_bernoulli_tensor_);
   m.impl("bernoulli", npusim_bernoulli);
+  m.impl("random_.from", npusim_random_from_);
+  m.impl("random_.to", npusim_random_to_);
   m.impl("native_dropout", npusim_native_dropout);
   m.impl("native_dropout_backward", npusim_native_dropout_backward);
 }

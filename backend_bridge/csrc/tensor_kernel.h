@@ -23,6 +23,11 @@ class TensorKernel {
     spec_.reduced_dims = reduced_dims;
   }
 
+  // A kernel name for an op over `tensor`: "<name>_<type>" (upsample_nearest2d_f32).
+  static std::string name_for(const char* name, const at::Tensor& tensor) {
+    return c10::str(name, "_", std::string(isa::type_name(type_of(tensor))));
+  }
+
   // The tensor's elements, of its own type, at element offset sum(i_k strides[k]) for point i of the space.
   int load(const at::Tensor& tensor, std::span<const int64_t> strides) {
     const isa::ElementType type = type_of(tensor);

@@ -67,9 +67,6 @@ Blocks blocks(const at::Tensor& small, const at::Tensor& large, std::pair<int64_
   return {
       {n[0], n[1], n[2], rh, n[3], rw}, {s[0], s[1], s[2], 0, s[3], 0}, {l[0], l[1], l[2] * rh, l[2], l[3] * rw, l[3]}};
 }
-std::string kernel_name(const char* name, const at::Tensor& tensor) {
-  return c10::str(name, "_", std::string(isa::type_name(*element_type(tensor.scalar_type()))));
-}
 
 at::Tensor& npusim_upsample_nearest2d_out(const at::Tensor& input, at::IntArrayRef output_size,
                                           std::optional<double> scales_h, std::optional<double> scales_w,
@@ -80,7 +77,7 @@ at::Tensor& npusim_upsample_nearest2d_out(const at::Tensor& input, at::IntArrayR
       at::native::resize_output(out, {input.size(0), input.size(1), output_size[0], output_size[1]});
       if (out.numel() == 0) return out;
       const Blocks b = blocks(input, out, *factor, /*reduce=*/false);
-      TensorKernel k(kernel_name("upsample_nearest2d", input), b.sizes, 0);
+      TensorKernel k(TensorKernel::name_for("upsample_nearest2d", input), b.sizes, 0);
       k.store(k.load(input, b.small_strides), out, b.large_strides);
       if (k.launch(input)) return out;
     }
@@ -111,7 +108,7 @@ at::Tensor& npusim_upsample_nearest2d_backward_out(const at::Tensor& grad_output
       at::native::resize_output(grad_input, input_size);
       if (grad_input.numel() == 0) return grad_input;
       const Blocks b = blocks(grad_input, grad_output, *factor, /*reduce=*/true);
-      TensorKernel k(kernel_name("upsample_nearest2d_backward", grad_output), b.sizes, 2);
+      TensorKernel k(TensorKernel::name_for("upsample_nearest2d_backward", grad_output), b.sizes, 2);
       int value = k.load(grad_output, b.large_strides);
       if (grad_output.scalar_type() != at::kFloat) value = k.op(FusedOpcode::Convert, value);
       k.store(k.op(FusedOpcode::ReduceSum, value), grad_input, b.small_strides);

@@ -2,6 +2,8 @@
 // chip's cores or tile size, and each op applies its parameters as PyTorch defines them.
 #include <gtest/gtest.h>
 
+#include <Eigen/Core>
+
 #include <bit>
 #include <cstring>
 
@@ -28,15 +30,40 @@ struct Result {
   std::vector<uint8_t> mask;
 };
 
-// Runs the op over `count` elements with parameters (first, second); dropout reads input[k] = k / 100 - 5.
+float input_value(int64_t k) { return static_cast<float>(k) / 100 - 5; }
+
+// Element k of a buffer of `type` (f32, f16 or bf16), rounded to nearest even.
+void store(std::vector<std::byte>& buffer, int64_t k, isa::ElementType type, float value) {
+  if (type == isa::ElementType::F32) {
+    std::memcpy(buffer.data() + 4 * k, &value, 4);
+  } else {
+    const uint16_t bits = type == isa::ElementType::F16 ? std::bit_cast<uint16_t>(Eigen::half(value))
+                                                        : std::bit_cast<uint16_t>(Eigen::bfloat16(value));
+    std::memcpy(buffer.data() + 2 * k, &bits, 2);
+  }
+}
+float load(const std::vector<std::byte>& buffer, int64_t k, isa::ElementType type) {
+  float value;
+  if (type == isa::ElementType::F32) {
+    std::memcpy(&value, buffer.data() + 4 * k, 4);
+    return value;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, buffer.data() + 2 * k, 2);
+  return type == isa::ElementType::F16 ? static_cast<float>(std::bit_cast<Eigen::half>(bits))
+                                       : static_cast<float>(std::bit_cast<Eigen::bfloat16>(bits));
+}
+
+// Runs the op over `count` elements with parameters (first, second); dropout reads input[k] = k / 100 - 5 (rounded
+// to the type).
 Result run(const config::ChipConfig& config, RandomOp op, int64_t count, float first, float second,
            isa::ElementType type = isa::ElementType::F32) {
   runtime::Device device(config, runtime::Mode::Functional);
   const uint64_t bytes = count * isa::element_bytes(type);
-  const uint64_t out = device.allocate(bytes), input = device.allocate(count * 4), mask = device.allocate(count);
-  std::vector<float> values(count);
-  for (int64_t k = 0; k < count; ++k) values[k] = static_cast<float>(k) / 100 - 5;
-  device.copy_host_to_device(input, values.data(), count * 4);
+  const uint64_t out = device.allocate(bytes), input = device.allocate(bytes), mask = device.allocate(count);
+  std::vector<std::byte> values(bytes);
+  for (int64_t k = 0; k < count; ++k) store(values, k, type, input_value(k));
+  device.copy_host_to_device(input, values.data(), bytes);
   const emitter::Kernel kernel = emitter::emit_random({op, count, type}, device.config());
   const uint64_t arguments[] = {
       out, input, mask, kKey, kFirstPosition, std::bit_cast<uint32_t>(first), std::bit_cast<uint32_t>(second)};
@@ -99,8 +126,25 @@ TEST(RandomKernels, HalfPrecisionUniformStaysBelowOne) {
       EXPECT_LT(bits, one) << k;  // non-negative floats order like their bits
     }
   }
-  EXPECT_THROW(emitter::emit_random({RandomOp::Dropout, 10, isa::ElementType::BF16}, chip(1, 4)),
-               std::invalid_argument);
+  EXPECT_THROW(emitter::emit_random({RandomOp::Uniform, 10, isa::ElementType::I32}, chip(1, 4)), std::invalid_argument);
+}
+
+// Half-precision dropout keeps the same elements as float32's (the same draws) and scales the input in float32,
+// rounding once to its type, as PyTorch's kernels do.
+TEST(RandomKernels, HalfPrecisionDropoutScalesInFloat32AndRoundsOnce) {
+  const float keep = 0.7f, scale = 1.0f / 0.7f;
+  const Result reference = run(chip(2, 4), RandomOp::Dropout, 3000, keep, scale);
+  for (isa::ElementType type : {isa::ElementType::F16, isa::ElementType::BF16}) {
+    const Result dropout = run(chip(2, 4), RandomOp::Dropout, 3000, keep, scale, type);
+    EXPECT_EQ(dropout.mask, reference.mask) << isa::type_name(type);
+    std::vector<std::byte> expected(dropout.out.size()), input(dropout.out.size());
+    for (int64_t k = 0; k < 3000; ++k) {
+      store(input, k, type, input_value(k));
+      store(expected, k, type, reference.mask[k] ? load(input, k, type) * scale : 0.0f);
+    }
+    EXPECT_EQ(dropout.out, expected) << isa::type_name(type);
+  }
+  EXPECT_THROW(emitter::emit_random({RandomOp::Dropout, 10, isa::ElementType::I32}, chip(1, 4)), std::invalid_argument);
 }
 
 }  // namespace

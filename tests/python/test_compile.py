@@ -586,3 +586,34 @@ def test_compiled_kernels_are_dumped(tmp_path):
     assert dumps, list(tmp_path.iterdir())
     text = dumps[0].read_text()
     assert "vrmax.f32" in text and "vrsum.f32" in text  # the softmax's two row reductions, in one kernel
+
+
+def test_dropout_draws_inside_the_fused_kernel_as_the_interpreter_draws(monkeypatch):
+    """A compiled dropout's random numbers are drawn in its fused kernel (RandomUniform at each point's index under
+    Inductor's seed), the same numbers the op-by-op interpreter draws; Inductor's seeds come from the native randint."""
+
+    def f(x):
+        return F.dropout(x, 0.3, training=True) * 2 + torch.randn_like(x)
+
+    x = torch.randn(3, 40, 70)
+
+    def run():
+        torch._dynamo.reset()
+        ROUTES.clear()
+        torch.manual_seed(1)
+        result, kernels = compiled(f, x)
+        return result.cpu(), kernels
+
+    monkeypatch.setenv("NPUSIM_COMPILE_INTERPRET", "1")
+    interpreted, _ = run()
+    monkeypatch.delenv("NPUSIM_COMPILE_INTERPRET")
+    result, kernels = run()
+    assert len(kernels) == 1 and ROUTES[kernels[0]] == "fused", ROUTES
+    assert torch.equal(result, interpreted)
+
+    torch._dynamo.reset()
+    result, kernels = compiled(lambda t: F.dropout(t, 0.3, training=True) * 2 + 1, x)
+    result = result.cpu()
+    kept = result != 1
+    assert len(kernels) == 1 and abs(kept.double().mean().item() - 0.7) < 0.03
+    assert torch.equal(result[kept], (x * (1 / 0.7) * 2 + 1)[kept])

@@ -1,5 +1,5 @@
 """Random numbers on npusim: the device generator (seeding, state, torch.Generator objects) and the native random
-kernels (rand/uniform_, randn/normal_, bernoulli, dropout). Each value is checked against an independent Python
+kernels (rand/uniform_, randn/normal_, randint/random_, bernoulli, dropout). Each value is checked against an independent Python
 implementation of the ISA's definition (Philox4x32-10 at the element's stream position), and distributions against
 their moments."""
 
@@ -108,6 +108,74 @@ def test_random_ops_fill_non_contiguous_and_half_precision_tensors(no_fallback):
         sample = torch.randn(1000, device="npusim", dtype=dtype)
         assert sample.dtype == dtype and abs(sample.float().mean().item()) < 0.2
         assert (torch.rand(1000, device="npusim", dtype=dtype).cpu() < 1).all()
+
+
+def integer_at(key, position, count, k, low, high):
+    """randint's element k of `count`: 63 bits (64 when the span exceeds 2^63 - 1) from the 24-bit uniforms at
+    positions p + k, p + n + k and p + 2n + k, modulo the span, as the kernel (random.h) defines it."""
+    words = [words_at(key, position + j * count + k)[0] >> 8 for j in range(3)]
+    span = high - low
+    extra = 16 if span > 2**63 - 1 else 15
+    bits = (((words[0] << 24) | words[1]) << extra) | (words[2] >> (24 - extra))
+    value = low + bits % span
+    return value - 2**64 if value >= 2**63 else value
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "dtype"),
+    [(0, 10, torch.int64), (-5, 3, torch.int32), (-(2**31), 2**31, torch.int32), (-(2**63), 2**63 - 1, torch.int64)],
+)
+def test_randint_follows_its_definition_and_reserves_three_positions_per_element(no_fallback, low, high, dtype):
+    torch.npusim.manual_seed(2**33 + 5)
+    seed, offset = generator_state()
+    count = 5000
+    drawn = torch.randint(low, high, (count,), device="npusim", dtype=dtype).cpu()
+    assert drawn.dtype == dtype and generator_state() == (seed, offset + 3 * count)
+    for k in (0, 1, 777, 4999):
+        assert drawn[k].item() == integer_at(seed, offset, count, k, low, high)
+    assert drawn.min().item() >= low and drawn.max().item() < high
+    # about uniform: the mean of (x - low) / span is (span - 1) / 2 span, with a standard error of 0.29 / sqrt(n)
+    span = high - low
+    relative = (drawn.double() - low) / span
+    assert abs(relative.mean().item() - (span - 1) / (2 * span)) < 0.02
+
+
+def test_random_integers_in_place_and_their_errors(no_fallback):
+    base = torch.zeros(8, 10, dtype=torch.int64, device="npusim")
+    base.t()[::2].random_(3, 7)  # a non-contiguous view: its elements only
+    host = base.cpu()
+    assert ((host[:, ::2] >= 3) & (host[:, ::2] < 7)).all() and (host[:, 1::2] == 0).all()
+    assert torch.randint(5, (1,), device="npusim").item() in range(5)
+    with pytest.raises(RuntimeError, match="random_ expects 'from' to be less than 'to', but got from=7 >= to=3"):
+        base.random_(7, 3)
+
+
+def test_half_precision_dropout_is_one_kernel_rounded_once(no_fallback):
+    torch.manual_seed(6)
+    for dtype in (torch.float16, torch.bfloat16):
+        x = torch.randn(40, 70).to(dtype)
+        with npusim.profile() as report:
+            out, mask = torch.native_dropout(x.to("npusim"), 0.4, True)
+        assert [k for k in report.by_kernel() if k.startswith("dropout")] == [f"dropout_{npusim_type(dtype)}"]
+        assert out.dtype == dtype and mask.dtype == torch.bool
+        expected = torch.where(mask.cpu(), (x.float() * (1 / 0.6)).to(dtype), torch.zeros((), dtype=dtype))
+        assert torch.equal(out.cpu(), expected)
+
+
+def npusim_type(dtype):
+    return {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}[dtype]
+
+
+def test_dropout_backward_is_grad_times_mask_times_scale_as_pytorch_computes_it(no_fallback):
+    grad = torch.tensor([-1.5, 2.0, float("inf"), -0.0, 3.0, float("nan")])
+    mask = torch.tensor([False, True, False, False, True, True])
+    for dtype in (torch.float32, torch.bfloat16):
+        expected = torch.ops.aten.native_dropout_backward(grad.to(dtype), mask, 1.25)
+        actual = torch.ops.aten.native_dropout_backward(grad.to(dtype).to("npusim"), mask.to("npusim"), 1.25).cpu()
+        assert torch.equal(actual.isnan(), expected.isnan())
+        finite = ~expected.isnan()
+        assert torch.equal(actual[finite], expected[finite])
+        assert torch.equal(actual[finite].signbit(), expected[finite].signbit())  # a dropped negative gradient: -0
 
 
 def test_bernoulli_draws_at_the_probability(no_fallback):

@@ -63,6 +63,7 @@ class FusedEmitter {
     split_steps(/*layout_known=*/false);
     choose_tiles();
     split_steps(/*layout_known=*/true);
+    check_positions_run_on();
   }
 
   Kernel build() {
@@ -221,6 +222,22 @@ class FusedEmitter {
 
   bool segmented() const { return !spec_.segments.empty(); }
 
+  // vrand draws a run of consecutive stream positions: a tile's points must be consecutive in the space, which holds
+  // when the layout keeps the space's order (the first store walks it in order).
+  void check_positions_run_on() const {
+    if (layout_.positions < 0) return;
+    Step positions;
+    positions.access = layout_.positions;
+    positions.shape = layout_.row_length > 1 ? Shape::Full : Shape::Row;
+    std::vector<Dim> dims = dma_dims(positions);
+    std::erase_if(dims, [&](const Dim& dim) { return dim.count == 1 || (dim.count == 0 && chunk_ == 1); });
+    if (dims.size() > 1 || (dims.size() == 1 && dims[0].stride != 1))
+      throw Unsupported(
+          fmt::format("fused kernel {}: random numbers over a tile whose points are not consecutive in "
+                      "the space (the first store does not walk it in order)",
+                      spec_.name));
+  }
+
   // Tiles of at most `rows` elements (a multiple of 64 when larger), fewer when the segments' tiles would not keep
   // every core busy; then the table of every segment's tiles: per tile, its first element, and its count with its
   // segment's argument offset in bytes above it.
@@ -302,6 +319,7 @@ class FusedEmitter {
     count_ = b_.reg("DMA count");
     stride_ = b_.reg("DMA stride");
     if (segmented()) segment_ = b_.reg("segment's arguments");
+    if (layout_.positions >= 0) position_ = b_.reg("stream position");
     for (const FusedAccess* access : accesses_)
       if (!segmented() && !pointers_.contains(access->argument) &&
           static_cast<int>(pointers_.size()) < kPointerRegisters) {
@@ -476,6 +494,10 @@ class FusedEmitter {
       emit_argument_load(s, set);
       return;
     }
+    if (s.random >= 0) {
+      emit_random(s, set);
+      return;
+    }
     if (s.opcode == Opcode::Vtr) {  // an indexed load's runs: their first indices to the front
       const R to = point(destination_, s.destination, set), from = point(first_, s.first, set);
       b_.li(scratch_, s.immediate);
@@ -485,6 +507,46 @@ class FusedEmitter {
     }
     emit_vector_step(b_, s, count_of(s.shape), rows_, cols_, destination_, first_, second_,
                      [&](Reg& reg, Ref ref) { return point(reg, ref, set); });
+  }
+
+  // A Random node's value over the tile: the key and the tile's first stream position (the node's first position
+  // plus the tile's first point's row-major index, computed as the address of the positions access) in registers.
+  void emit_random(const Step& s, int set) {
+    const FusedNode& node = spec_.nodes[s.random];
+    read_scalar(first_, node.a);
+    read_scalar(position_, node.b);
+    for (int d = 0; d < chunk_dim_; ++d)
+      add_index(position_, loop_index_[d], layout_.outer_strides[layout_.positions][d]);
+    if (chunks_ > 1) add_index(position_, chunk_start_, layout_.outer_strides[layout_.positions][chunk_dim_]);
+    b_.emit(s.opcode, {s.type, point(destination_, s.destination, set), first_, position_, count_of(s.shape)});
+  }
+  // A constant's, an argument's or a load's (with strides 0) i64 value into `reg`.
+  void read_scalar(R reg, int node) {
+    const FusedNode& value = spec_.nodes[node];
+    if (value.op == FusedOpcode::Constant) {
+      b_.li(reg, static_cast<int64_t>(value.constant));
+    } else if (value.op == FusedOpcode::Argument) {
+      b_.Ld(reg, kArgumentBlock, 8 * int64_t{value.argument});
+    } else {
+      const FusedAccess& access = spec_.loads[value.access];
+      load_pointer(reg, access.argument);
+      b_.Ld(reg, reg, 8 * access.offset);
+    }
+  }
+  // The address of argument tensor `argument` (not with segments) into `reg`.
+  void load_pointer(R reg, int argument) {
+    if (const auto pointer = pointers_.find(argument); pointer != pointers_.end()) {
+      b_.move(reg, pointer->second);
+    } else {
+      b_.Ld(reg, kArgumentBlock, 8 * argument);
+    }
+  }
+  // to += index * stride (through scratch_).
+  void add_index(R to, R index, int64_t stride) {
+    if (stride == 0) return;
+    b_.li(scratch_, stride);
+    b_.Mul(scratch_, scratch_, index);
+    b_.Add(to, to, scratch_);
   }
 
   struct Dim {
@@ -553,10 +615,8 @@ class FusedEmitter {
     if (segmented()) {
       b_.Add(address_, kArgumentBlock, segment_);
       b_.Ld(address_, address_, 8 * access.argument);
-    } else if (const auto pointer = pointers_.find(access.argument); pointer != pointers_.end()) {
-      b_.move(address_, pointer->second);
     } else {
-      b_.Ld(address_, kArgumentBlock, 8 * access.argument);
+      load_pointer(address_, access.argument);
     }
     b_.add_constant(address_, access.offset * bytes);
     if (s.index.kind != Ref::Kind::None) {  // by index: element offset + index[k] of the argument, wherever the tile is
@@ -574,14 +634,8 @@ class FusedEmitter {
       }
       return;
     }
-    const auto add_index = [&](R index, int64_t stride) {
-      if (stride == 0) return;
-      b_.li(scratch_, stride);
-      b_.Mul(scratch_, scratch_, index);
-      b_.Add(address_, address_, scratch_);
-    };
-    for (int d = 0; d < chunk_dim_; ++d) add_index(loop_index_[d], outer_strides[d]);
-    if (chunks_ > 1 || segmented()) add_index(chunk_start_, outer_strides[chunk_dim_]);
+    for (int d = 0; d < chunk_dim_; ++d) add_index(address_, loop_index_[d], outer_strides[d]);
+    if (chunks_ > 1 || segmented()) add_index(address_, chunk_start_, outer_strides[chunk_dim_]);
 
     const std::vector<Dim> dims = dma_dims(s);
     const R spad = point(first_, s.first, set);
@@ -663,7 +717,7 @@ class FusedEmitter {
   std::optional<Label> tile_table_;
   Reg tile_, chunk_start_, chunk_rows_, rows_, elements_, cols_, one_, previous_, next_;
   std::vector<Reg> loop_index_;
-  Reg destination_, first_, second_, address_, scratch_, count_, stride_, segment_;
+  Reg destination_, first_, second_, address_, scratch_, count_, stride_, segment_, position_;
   std::map<int, Reg> pointers_;
 };
 

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "fused_spec.h"
+
 namespace npusim::emitter::fused {
 
 bool Layout::varies_along_rows(int access) const {
@@ -19,9 +21,18 @@ Layout collapse(const FusedSpec& spec) {
   std::vector<const FusedAccess*> accesses;
   for (const FusedAccess& access : spec.loads) accesses.push_back(&access);
   for (const FusedAccess& access : spec.stores) accesses.push_back(&access);
+  FusedAccess positions{.type = isa::ElementType::U8, .strides = std::vector<int64_t>(spec.sizes.size())};
+  if (spec.segments.empty() &&
+      std::any_of(spec.nodes.begin(), spec.nodes.end(), [](const FusedNode& node) { return is_random(node.op); })) {
+    int64_t stride = 1;
+    for (size_t d = spec.sizes.size(); d-- > 0; stride *= spec.sizes[d]) positions.strides[d] = stride;
+    accesses.push_back(&positions);
+  }
   const size_t outer_dims = spec.sizes.size() - static_cast<size_t>(spec.reduced_dims);
 
   Layout layout;
+  if (accesses.size() > spec.loads.size() + spec.stores.size())
+    layout.positions = static_cast<int>(accesses.size()) - 1;
   if (!spec.segments.empty()) {  // one dimension, as long as the longest segment, with each access's one stride
     int64_t longest = 1;
     for (const FusedSegment& segment : spec.segments) longest = std::max(longest, segment.elements);

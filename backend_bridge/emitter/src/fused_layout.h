@@ -16,8 +16,12 @@ inline constexpr int kMaxLoopDims = 4;     // outer dimensions outside a tile, a
 struct Layout {
   // Outer sizes (at least one), outermost first; reduced sizes (none when a row is one element).
   std::vector<int64_t> outer, reduced;
-  // Per access (the loads, then the stores), in bytes.
+  // Per access (the loads, then the stores, then the positions when positions >= 0), in bytes.
   std::vector<std::vector<int64_t>> outer_strides, reduced_strides;
+  // With random numbers: the access of their stream positions, a view of one-byte elements with the space's
+  // row-major strides (so that a tile's first position is computed as an address is, and dimensions merge only where
+  // positions run on too).
+  int positions = -1;
   int64_t row_length = 1;  // elements of a row: the product of the reduced sizes
 
   // Whether the access reads or writes different elements along a row.

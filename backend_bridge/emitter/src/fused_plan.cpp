@@ -310,7 +310,7 @@ void Plan::plan() {
   for (int i = count - 1; i >= 0; --i) {
     const FusedNode& node = spec_.nodes[i];
     if (node.op == Op::Store || node.op == Op::ScatterAdd) live[i] = true;
-    if (!live[i]) continue;
+    if (!live[i] || is_random(node.op)) continue;  // a random number's operands are read by the scalar core
     const int operands[] = {node.a, node.b, node.c};
     for (int k = 0; k < operand_count(node.op); ++k) {
       live[operands[k]] = true;
@@ -469,6 +469,11 @@ void Plan::plan_node(int i) {
     const Ref indices = tile(node.b, shape);
     const Ref values = tile(node.a, shape);
     dma(static_cast<int>(spec_.loads.size()) + node.access, values, shape, indices);
+  } else if (is_random(node.op)) {
+    const Shape shape = shape_of(i);
+    values_[i] = allocate(shape, type);
+    vector(node.op == Op::RandomUniform ? Opcode::Vrand : Opcode::Vrandn, type, values_[i], {}, {}, shape);
+    steps_.back().random = i;
   } else if (node.op == Op::CheckIndex) {
     // vcheck reads the indices; the copy after it is what a DMA reading them waits for.
     const Shape shape = shape_of(i);

@@ -34,6 +34,7 @@ enum class Shape : uint8_t { Row, Full, Pattern, One };
 // with an immediate n > 0, the n whole entries from this one into the argument slots from first), or repeated over
 // every element of a slot of `shape` (first a Slot) where a full tile of the value is needed.
 // A vcheck's bound is its immediate; a vtr's immediate is r, for a transpose of the tile's elements as (count / r) x r.
+// A vrand's or vrandn's `random` is its Random node, whose key and first position the walker reads into registers.
 struct Step {
   isa::Opcode opcode{};
   isa::ElementType type = isa::ElementType::F32, source = isa::ElementType::F32;  // source: vcvt's
@@ -43,6 +44,7 @@ struct Step {
   int access = -1;        // loads, then stores
   Ref index;              // an indexed DMA's (dma.ldx, dma.stxadd) i64 element indices
   int argument = -1;      // the entry of the argument block
+  int random = -1;        // a Random node
 };
 
 struct Slot {

@@ -15,14 +15,21 @@ namespace {
 using isa::ElementType;
 using Op = FusedOpcode;
 
-constexpr std::array<std::string_view, static_cast<int>(Op::CheckIndex) + 1> kOpNames = {
-    "Load",    "Constant",   "Argument",  "Neg",       "Abs",          "Exp",          "Log",     "Tanh",
-    "Sigmoid", "Erf",        "Sqrt",      "Rsqrt",     "Reciprocal",   "Sin",          "Cos",     "Log1p",
-    "Expm1",   "Floor",      "Ceil",      "Round",     "Trunc",        "Not",          "Convert", "Add",
-    "Sub",     "Mul",        "Div",       "Fmod",      "Maximum",      "Minimum",      "And",     "Or",
-    "Xor",     "Eq",         "Ne",        "Lt",        "Le",           "Gt",           "Ge",      "Where",
-    "MulAdd",  "ReduceSum",  "ReduceMax", "ReduceMin", "ReduceArgMax", "ReduceArgMin", "Store",   "Product",
-    "Gather",  "ScatterAdd", "CheckIndex"};
+constexpr std::array<std::string_view, static_cast<int>(Op::RandomNormal) + 1> kOpNames = {
+    "Load",         "Constant",     "Argument",   "Neg",
+    "Abs",          "Exp",          "Log",        "Tanh",
+    "Sigmoid",      "Erf",          "Sqrt",       "Rsqrt",
+    "Reciprocal",   "Sin",          "Cos",        "Log1p",
+    "Expm1",        "Floor",        "Ceil",       "Round",
+    "Trunc",        "Not",          "Convert",    "Add",
+    "Sub",          "Mul",          "Div",        "Fmod",
+    "Maximum",      "Minimum",      "And",        "Or",
+    "Xor",          "Eq",           "Ne",         "Lt",
+    "Le",           "Gt",           "Ge",         "Where",
+    "MulAdd",       "ReduceSum",    "ReduceMax",  "ReduceMin",
+    "ReduceArgMax", "ReduceArgMin", "Store",      "Product",
+    "Gather",       "ScatterAdd",   "CheckIndex", "RandomUniform",
+    "RandomNormal"};
 
 bool between(Op op, Op first, Op last) {
   return static_cast<int>(op) >= static_cast<int>(first) && static_cast<int>(op) <= static_cast<int>(last);
@@ -78,11 +85,19 @@ bool is_unary(Op op) { return between(op, Op::Neg, Op::Convert); }
 bool is_arithmetic(Op op) { return between(op, Op::Add, Op::Xor); }
 bool is_compare(Op op) { return between(op, Op::Eq, Op::Ge); }
 bool is_reduction(Op op) { return between(op, Op::ReduceSum, Op::ReduceArgMin); }
+bool is_random(Op op) { return op == Op::RandomUniform || op == Op::RandomNormal; }
+bool read_by_the_scalar_core(const FusedSpec& spec, int node) {
+  const FusedNode& value = spec.nodes[node];
+  if (value.op == Op::Constant || value.op == Op::Argument) return true;
+  if (value.op != Op::Load) return false;
+  const auto& strides = spec.loads[value.access].strides;
+  return std::all_of(strides.begin(), strides.end(), [](int64_t stride) { return stride == 0; });
+}
 int operand_count(Op op) {
   if (op == Op::Load || op == Op::Constant || op == Op::Argument || op == Op::Product) return 0;
   if (op == Op::Where || op == Op::MulAdd) return 3;
   if (op == Op::Gather || op == Op::CheckIndex) return 1;
-  if (op == Op::ScatterAdd) return 2;
+  if (op == Op::ScatterAdd || is_random(op)) return 2;
   return is_arithmetic(op) || is_compare(op) ? 2 : 1;
 }
 
@@ -95,6 +110,8 @@ bool node_per_row(const FusedSpec& spec, size_t i, const std::vector<char>& per_
   if (node.op == Op::Constant || node.op == Op::Argument || node.op == Op::Product || is_reduction(node.op))
     return true;
   if (node.op == Op::ScatterAdd) return false;  // a store: no value
+  if (is_random(node.op))                       // a number at every point: per row when a row is one point
+    return std::all_of(spec.sizes.end() - spec.reduced_dims, spec.sizes.end(), [](int64_t size) { return size == 1; });
   const int operands[] = {node.a, node.b, node.c};
   for (int k = 0; k < operand_count(node.op); ++k)
     if (!per_row[operands[k]]) return false;
@@ -133,7 +150,7 @@ void validate(const FusedSpec& spec) {
   std::vector<char> per_row;
   for (size_t i = 0; i < spec.nodes.size(); ++i) {
     const FusedNode& node = spec.nodes[i];
-    if (static_cast<int>(node.op) > static_cast<int>(Op::CheckIndex))
+    if (static_cast<int>(node.op) > static_cast<int>(Op::RandomNormal))
       throw error(fmt::format("node {} has opcode {}, not a FusedOpcode", i, static_cast<int>(node.op)));
     const auto node_error = [&](const std::string& what) {
       return error(fmt::format("node {} ({}): {}", i, op_name(node.op), what));
@@ -245,6 +262,17 @@ void validate(const FusedSpec& spec) {
                             node.a, node.access, d));
         break;
       }
+      case Op::RandomUniform:
+      case Op::RandomNormal:
+        if (!isa::is_float(node.type)) throw node_error(fmt::format("random numbers of {}", isa::type_name(node.type)));
+        if (!spec.segments.empty() || spec.matmul) throw node_error("random numbers with segments or a product");
+        for (int k = 0; k < 2; ++k) {
+          expect(type_of(operands[k]), ElementType::I64, k == 0 ? "the key" : "the first position");
+          if (!read_by_the_scalar_core(spec, operands[k]))
+            throw node_error(fmt::format("{} is node {}, not a constant, an argument or a load with strides 0",
+                                         k == 0 ? "the key" : "the first position", operands[k]));
+        }
+        break;
       default:
         if (is_compare(node.op)) {
           expect(node.type, ElementType::Bool, "its type");

@@ -14,7 +14,11 @@ bool is_unary(FusedOpcode op);             // Neg .. Convert
 bool is_arithmetic(FusedOpcode op);        // Add .. Xor
 bool is_compare(FusedOpcode op);           // Eq .. Ge
 bool is_reduction(FusedOpcode op);         // ReduceSum .. ReduceArgMin
-int operand_count(FusedOpcode op);         // of a, b, c
+bool is_random(FusedOpcode op);            // RandomUniform, RandomNormal
+// Whether node `node` is a value the scalar core reads itself (a random number's key and first position): a
+// constant, an argument, or a load with strides 0.
+bool read_by_the_scalar_core(const FusedSpec& spec, int node);
+int operand_count(FusedOpcode op);  // of a, b, c
 
 // Throws std::invalid_argument for the first problem of the spec, naming the kernel and the node.
 void validate(const FusedSpec& spec);

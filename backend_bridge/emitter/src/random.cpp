@@ -1,155 +1,59 @@
-// Random number kernels: each core takes tiles c, c + n, c + 2n, ... of the flat output, draws the tile's numbers
-// at its stream positions, applies the op's parameters in f32 from the scratchpad, and stores the tile (converted
-// to f16 or bf16 in the input buffer, which only dropout reads from DRAM). The builder orders the DMA and vector
-// engines by the tiles they touch, so a tile's store overlaps the next tile's draws.
+// Random number kernels as fused kernels (fused.h) over the flat tensor: a RandomUniform or RandomNormal node draws
+// each element at its stream position, and the op's parameters apply in f32 (the arguments' values, so that one
+// kernel serves every call of a size).
 #include "npusim/emitter/random.h"
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <bit>
-
-#include "npusim/emitter/kernel_builder.h"
+#include <cmath>
+#include <stdexcept>
 
 namespace npusim::emitter {
 namespace {
 
 using isa::ElementType;
+using Op = FusedOpcode;
 
-bool is_dropout(RandomOp op) { return op == RandomOp::Dropout; }
+// Entries of the argument block (random.h).
+enum Entry { kOutput, kInput, kMask, kKey, kPosition, kFirst, kSecond, kSecondPosition, kThirdPosition, kFlippedSpan };
+int entries(RandomOp op) {
+  return op == RandomOp::WideIntegers ? kFlippedSpan + 1
+         : op == RandomOp::Integers   ? kThirdPosition + 1
+                                      : kSecondPosition;
+}
 
-class RandomEmitter {
+class RandomGraph {
  public:
-  RandomEmitter(const RandomSpec& spec, const config::ChipConfig& config, const std::string& name)
-      : spec_(spec), b_(name, config) {
-    if (spec.type != ElementType::F32 && (is_dropout(spec.op) || !isa::is_float(spec.type)))
-      throw std::invalid_argument(fmt::format("{} cannot produce {}", op_name(spec.op), isa::type_name(spec.type)));
-    // Per element: an f32 sample, an f32 input (or the converted output) and a bool mask; 8 bytes of parameters
-    // after the three tiles.
-    tile_ = std::max<int64_t>(1, (static_cast<int64_t>(config.scratchpad_bytes()) - 8) / (4 + 4 + 1) / 64 * 64);
-    const int64_t tiles = (spec.elements + tile_ - 1) / tile_;
-    cores_ = std::clamp<int64_t>(tiles, 1, config.chip_cores);
+  explicit RandomGraph(const RandomSpec& random) {
+    spec_.name = fmt::format("{}_{}", op_name(random.op), isa::type_name(random.type));
+    spec_.sizes = {random.elements};
+    spec_.arguments = entries(random.op);
   }
 
-  Kernel emit() {
-    b_.describe(fmt::format("{}: {} float32 elements in tiles of {} on {} cores", op_name(spec_.op), spec_.elements,
-                            tile_, cores_));
-    const Tile samples_tile = b_.tile(Space::Scratchpad, 4 * tile_, "samples");
-    const Tile input_tile = b_.tile(Space::Scratchpad, 4 * tile_, "input");
-    const Tile mask_tile = b_.tile(Space::Scratchpad, tile_, "mask");
-    const Tile parameters = b_.tile(Space::Scratchpad, 8, "parameters");
-    Reg output = b_.reg("output"), input = b_.reg("input"), mask = b_.reg("mask"), key = b_.reg("key");
-    Reg first_position = b_.reg("first stream position");
-    b_.Ld(output, kArgumentBlock, 0);
-    b_.Ld(input, kArgumentBlock, 8);
-    b_.Ld(mask, kArgumentBlock, 16);
-    b_.Ld(key, kArgumentBlock, 24);
-    b_.Ld(first_position, kArgumentBlock, 32);
-    samples_ = b_.reg("samples");
-    input_buffer_ = b_.reg("input buffer");
-    mask_buffer_ = b_.reg("mask buffer");
-    first_ = b_.reg("first parameter");
-    second_ = b_.reg("second parameter");
-    b_.point(samples_, samples_tile);
-    b_.point(input_buffer_, input_tile);
-    b_.point(mask_buffer_, mask_tile);
-    b_.point(first_, parameters);
-    b_.point(second_, parameters, 4);
-    {
-      Reg count = b_.reg("parameter count"), words = b_.reg("parameter words");
-      b_.li(count, 2);  // both parameters: the low halves of words 5 and 6
-      b_.Addi(words, kArgumentBlock, 40);
-      b_.DmaLoad32(first_, words, count, 8);
-    }
-    Reg tile = b_.reg("tile index");
-    b_.Csrr(tile, isa::Csr::CoreId);
-    const Label loop = b_.label(), done = b_.label(), full = b_.label();
-    b_.bind(loop);
-    elements_ = b_.reg("elements in the tile");
-    first_element_ = b_.reg("first element of the tile");
-    {
-      Reg tile_elements = b_.reg("tile elements");
-      b_.li(first_element_, tile_);
-      b_.Mul(first_element_, first_element_, tile);
-      b_.li(elements_, spec_.elements);
-      b_.Bgeu(first_element_, elements_, done);
-      b_.Sub(elements_, elements_, first_element_);
-      b_.li(tile_elements, tile_);
-      b_.Bltu(elements_, tile_elements, full);
-      b_.move(elements_, tile_elements);
-    }
-    b_.bind(full);
-    position_ = b_.reg("stream position");
-    b_.Add(position_, first_position, first_element_);
-    emit_tile(output, input, mask, key);
-    b_.Addi(tile, tile, cores_);
-    b_.Jal(kZero, loop);
-    b_.bind(done);
-    b_.Halt();
-    return b_.finish(cores_);
+  int node(FusedNode node) {
+    spec_.nodes.push_back(node);
+    return static_cast<int>(spec_.nodes.size()) - 1;
+  }
+  int argument(Entry entry, ElementType type) { return node({.op = Op::Argument, .type = type, .argument = entry}); }
+  int load(Entry entry, ElementType type) {
+    spec_.loads.push_back({entry, type, 0, {1}});
+    return node({.op = Op::Load, .type = type, .access = static_cast<int>(spec_.loads.size()) - 1});
+  }
+  void store(int value, Entry entry, ElementType type) {
+    spec_.stores.push_back({entry, type, 0, {1}});
+    node({.op = Op::Store,
+          .type = spec_.nodes[value].type,
+          .a = value,
+          .access = static_cast<int>(spec_.stores.size()) - 1});
+  }
+  int op(Op opcode, ElementType type, int a, int b = -1, int c = -1) {
+    return node({.op = opcode, .type = type, .a = a, .b = b, .c = c});
+  }
+  int draw(Op opcode, ElementType type) {
+    return op(opcode, type, argument(kKey, ElementType::I64), argument(kPosition, ElementType::I64));
   }
 
- private:
-  // The byte address of the tile in a tensor of `element_bytes` elements at `pointer`.
-  Reg tile_address(R pointer, int element_bytes) {
-    Reg address = b_.reg("tile address");
-    b_.Slli(address, first_element_, std::countr_zero(static_cast<unsigned>(element_bytes)));
-    b_.Add(address, address, pointer);
-    return address;
-  }
-
-  void emit_tile(R output, R input, R mask, R key) {
-    const ElementType type = spec_.type, f32 = ElementType::F32;
-    const R s = samples_, x = input_buffer_, m = mask_buffer_, n = elements_;
-    // The f32 result in s becomes the output type's in x.
-    const auto convert_result = [&] {
-      if (type != f32) b_.Vcvt(type, f32, x, s, n);
-    };
-    switch (spec_.op) {
-      case RandomOp::Uniform:
-        if (type == f32) {
-          b_.Vrand(f32, s, key, position_, n);
-        } else {  // on the output type's grid, so [0, 1) stays below 1 in that type
-          b_.Vrand(type, x, key, position_, n);
-          b_.Vcvt(f32, type, s, x, n);
-        }
-        b_.Vmul(f32, s, s, second_, n, 1);
-        b_.Vadd(f32, s, s, first_, n, 1);
-        convert_result();
-        break;
-      case RandomOp::Normal:
-        b_.Vrandn(f32, s, key, position_, n);
-        b_.Vmul(f32, s, s, second_, n, 1);
-        b_.Vadd(f32, s, s, first_, n, 1);
-        convert_result();
-        break;
-      case RandomOp::Bernoulli:
-        b_.Vrand(f32, s, key, position_, n);
-        b_.Vclt(f32, m, s, first_, n, 1);
-        b_.Vcvt(type, ElementType::Bool, type == f32 ? s : x, m, n);
-        break;
-      case RandomOp::Dropout:
-        b_.DmaLoad32(x, tile_address(input, 4), n, 4);
-        b_.Vrand(f32, s, key, position_, n);
-        b_.Vclt(f32, m, s, first_, n, 1);
-        b_.Vmul(f32, x, x, second_, n, 1);
-        b_.Vfill(f32, s, n, 0);
-        b_.Vsel(f32, s, m, x, n);
-        break;
-    }
-    const int bytes = static_cast<int>(isa::element_bytes(type));
-    const R result = type == f32 ? s : x;
-    switch (bytes) {
-      case 4: b_.DmaStore32(tile_address(output, bytes), result, n, bytes); break;
-      default: b_.DmaStore16(tile_address(output, bytes), result, n, bytes); break;
-    }
-    if (is_dropout(spec_.op)) b_.DmaStore8(tile_address(mask, 1), m, n, 1);
-  }
-
-  RandomSpec spec_;
-  int64_t tile_ = 0, cores_ = 1;
-  KernelBuilder b_;
-  Reg samples_, input_buffer_, mask_buffer_, first_, second_, elements_, first_element_, position_;
+  FusedSpec spec_;
 };
 
 }  // namespace
@@ -160,19 +64,90 @@ std::string op_name(RandomOp op) {
     case RandomOp::Normal: return "normal";
     case RandomOp::Bernoulli: return "bernoulli";
     case RandomOp::Dropout: return "dropout";
+    case RandomOp::Integers: return "random_integers";
+    case RandomOp::WideIntegers: return "random_wide_integers";
   }
   return "random";
 }
 
-Kernel emit_random(const RandomSpec& spec, const config::ChipConfig& config) {
-  if (spec.elements < 0) throw std::invalid_argument(fmt::format("negative size {} in a random kernel", spec.elements));
-  const std::string name = fmt::format("{}_{}", op_name(spec.op), isa::type_name(spec.type));
-  if (spec.elements == 0) {
-    KernelBuilder b(name, config);
-    b.Halt();
-    return b.finish(1);
+// 63 (or 64, wrapping) uniform random bits per element from three 24-bit uniform draws u (u 2^24 is an integer in
+// [0, 2^24)): the first two whole and 15 (16) bits of the third, drawn at positions p + k, p + n + k and p + 2n + k
+// (three arguments).
+int random_bits(RandomGraph& g, int bits) {
+  const ElementType f32 = ElementType::F32, i64 = ElementType::I64;
+  const auto constant = [&](ElementType type, double value) {
+    return g.node({.op = Op::Constant, .type = type, .constant = value});
+  };
+  const int key = g.argument(kKey, i64);
+  const auto bits24 = [&](Entry position) {
+    const int u = g.op(Op::RandomUniform, f32, key, g.argument(position, i64));
+    return g.op(Op::Convert, i64, g.op(Op::Mul, f32, u, constant(f32, 0x1p24)));
+  };
+  const int high =
+      g.op(Op::Add, i64, g.op(Op::Mul, i64, bits24(kPosition), constant(i64, 0x1p24)), bits24(kSecondPosition));
+  const int low = g.op(Op::Div, i64, bits24(kThirdPosition), constant(i64, std::ldexp(1.0, 72 - bits)));
+  return g.op(Op::Add, i64, g.op(Op::Mul, i64, high, constant(i64, std::ldexp(1.0, bits - 48))), low);
+}
+
+// from + r mod span. A span below 2^63: 63 bits modulo it (PyTorch's kernels take 64 bits modulo it). A wider one
+// (up to 2^64 - 1, whose bits the argument holds as an i64) takes 64 bits r, less the span where r >= span unsigned:
+// unsigned order is signed order with the top bits flipped (the flipped span is an argument).
+int integers_in_range(RandomGraph& g, bool wide) {
+  const ElementType i64 = ElementType::I64;
+  const int from = g.argument(kFirst, i64), span = g.argument(kSecond, i64);
+  if (!wide) return g.op(Op::Add, i64, from, g.op(Op::Fmod, i64, random_bits(g, 63), span));
+  const int r = random_bits(g, 64);
+  const int quarter = g.node({.op = Op::Constant, .type = i64, .constant = 0x1p62});  // r - 2^63 flips the top bit
+  const int flipped = g.op(Op::Sub, i64, g.op(Op::Sub, i64, r, quarter), quarter);
+  const int beyond = g.op(Op::Ge, ElementType::Bool, flipped, g.argument(kFlippedSpan, i64));
+  const int zero = g.node({.op = Op::Constant, .type = i64, .constant = 0});
+  return g.op(Op::Sub, i64, g.op(Op::Add, i64, from, r), g.op(Op::Where, i64, beyond, span, zero));
+}
+
+FusedSpec random_spec(const RandomSpec& random) {
+  const bool integers = random.op == RandomOp::Integers || random.op == RandomOp::WideIntegers;
+  if (integers ? random.type != ElementType::I64 && random.type != ElementType::I32 : !isa::is_float(random.type))
+    throw std::invalid_argument(fmt::format("{} cannot produce {}", op_name(random.op), isa::type_name(random.type)));
+  if (random.elements < 0)
+    throw std::invalid_argument(fmt::format("negative size {} in a random kernel", random.elements));
+  const ElementType f32 = ElementType::F32, type = random.type;
+  RandomGraph g(random);
+  switch (random.op) {
+    case RandomOp::Uniform: {  // on the output type's grid, so that [0, 1) stays below 1 in that type
+      int u = g.draw(Op::RandomUniform, type);
+      if (type != f32) u = g.op(Op::Convert, f32, u);
+      const int scaled = g.op(Op::Mul, f32, u, g.argument(kSecond, f32));
+      g.store(g.op(Op::Add, f32, scaled, g.argument(kFirst, f32)), kOutput, type);
+      break;
+    }
+    case RandomOp::Normal: {
+      const int scaled = g.op(Op::Mul, f32, g.draw(Op::RandomNormal, f32), g.argument(kSecond, f32));
+      g.store(g.op(Op::Add, f32, scaled, g.argument(kFirst, f32)), kOutput, type);
+      break;
+    }
+    case RandomOp::Bernoulli:
+      g.store(g.op(Op::Lt, ElementType::Bool, g.draw(Op::RandomUniform, f32), g.argument(kFirst, f32)), kOutput, type);
+      break;
+    case RandomOp::Dropout: {
+      int input = g.load(kInput, type);
+      if (type != f32) input = g.op(Op::Convert, f32, input);
+      const int keep = g.op(Op::Lt, ElementType::Bool, g.draw(Op::RandomUniform, f32), g.argument(kFirst, f32));
+      const int scaled = g.op(Op::Mul, f32, input, g.argument(kSecond, f32));
+      const int zero = g.node({.op = Op::Constant, .type = f32, .constant = 0});
+      g.store(g.op(Op::Where, f32, keep, scaled, zero), kOutput, type);
+      g.store(keep, kMask, ElementType::Bool);
+      break;
+    }
+    case RandomOp::Integers:
+    case RandomOp::WideIntegers:
+      g.store(integers_in_range(g, random.op == RandomOp::WideIntegers), kOutput, type);
+      break;
   }
-  return RandomEmitter(spec, config, name).emit();
+  return g.spec_;
+}
+
+Kernel emit_random(const RandomSpec& spec, const config::ChipConfig& config) {
+  return emit_fused(random_spec(spec), config);
 }
 
 }  // namespace npusim::emitter

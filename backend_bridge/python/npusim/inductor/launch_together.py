@@ -13,8 +13,8 @@ import math
 from .. import _C
 from . import runtime
 
-# Nodes a segment cannot hold: a segment is a one-dimensional pointwise space (no rows to reduce, no product) and
-# indexed accesses check and move elements of one tensor.
+# Nodes a segment cannot hold: a segment is a one-dimensional pointwise space (no rows to reduce, no product),
+# indexed accesses check and move elements of one tensor, and random numbers are drawn at positions in one space.
 _NOT_IN_SEGMENTS = {
     "ReduceSum",
     "ReduceMax",
@@ -25,6 +25,8 @@ _NOT_IN_SEGMENTS = {
     "Gather",
     "ScatterAdd",
     "CheckIndex",
+    "RandomUniform",
+    "RandomNormal",
 }
 
 _specs = {}  # (the program's form, each segment's elements) -> the multi-tensor FusedSpec

@@ -5,7 +5,8 @@ sum/max/min reductions over whole rows, and loads and scatter-adds by element in
 that reads loaded values (an embedding's rows, a loss's targets), a masked load (cat, padding), an index that is not a
 strided view and an atomic-add store (an embedding's gradient) become element indices computed in the kernel and
 checked before the indexed DMA (see :func:`lower`). A program with anything else (an index not affine in the loaded
-values, a plain store by index, a random draw, another reduction, a dtype the chip lacks) is not lowered:
+values, a plain store by index, a random draw at another position than the point's index, another reduction, a dtype
+the chip lacks) is not lowered:
 :func:`lower` says why, and the runtime interprets it instead.
 """
 
@@ -178,7 +179,11 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
         return (program.arguments.index(buffer), type_of(node.dtype), 0, [0] * dims), index, run
 
     point_masks = _point_masks(program) if space is None else set()
+    positions = _random_positions(program) if space is None else {}
     for number, node in enumerate(program.nodes):
+        if number in positions:
+            ids[number] = -3  # a random number's position: the point's index, which the kernel knows
+            continue
         if number in skipped:
             ids[number] = -2  # host arithmetic feeding a hoisted value: not in the kernel
             continue
@@ -279,6 +284,8 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
             if found is None or not program.is_identity(found):
                 raise NotLowered("the product read in another order than its own")
             ids[number] = emit("Product", node.dtype)
+        elif node.op == "random" and node.attr("kind") in _RANDOM:
+            ids[number] = _random(program, node, ids, nodes, loads, positions, emit, space)
         elif node.op == "reduction" and node.attr("kind") in _REDUCTIONS:
             ids[number] = emit(_REDUCTIONS[node.attr("kind")], node.dtype, operands)
         elif node.op == "reduction" and node.attr("kind") == "any":
@@ -326,6 +333,52 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
     loads = [(numbered(argument), *rest) for argument, *rest in loads]
     description = (program.name, sizes, program.reduced_dims, arguments, loads, stores, nodes, matmul)
     return description, list(tables.items()), (host_nodes, hoisted, as_arguments), host_tables
+
+
+_RANDOM = {"rand": "RandomUniform", "randn": "RandomNormal"}
+
+
+def _random_positions(program):
+    """The index nodes read only as random numbers' offsets that are each point's row-major index in the space plus
+    a constant (Inductor's `x0` in a pointwise kernel), with that constant: the kernel's random numbers draw there."""
+    readers = {}
+    for number, node in enumerate(program.nodes):
+        for i in node.inputs:
+            readers.setdefault(i, []).append(number)
+    row_major, stride = [], 1
+    for dim in reversed(program.space):
+        row_major.insert(0, stride if dim.size > 1 else 0)
+        stride *= dim.size
+    positions = {}
+    for number, node in enumerate(program.nodes):
+        if node.op != "index" or node.attr("indirect"):
+            continue
+        if not all(program.nodes[r].op == "random" and program.nodes[r].inputs[1] == number for r in readers[number]):
+            continue
+        found = _analyse_index(program, node.attr("index"))
+        strides = None if found is None else [s if d.size > 1 else 0 for s, d in zip(found.strides, program.space)]
+        if strides == row_major:
+            positions[number] = found.offset
+    return positions
+
+
+def _random(program, node, ids, nodes, loads, positions, emit, space):
+    """A uniform or normal draw at each point (RandomUniform, RandomNormal): under the key Inductor loads from its
+    seeds (one element), at the stream position of the point's index, as the interpreter draws them."""
+    seed, offset = node.inputs[:2]
+    if space is not None:
+        raise NotLowered("a random number in a product's epilogue")
+    if offset not in positions:
+        raise NotLowered(f"a random number at {program.nodes[offset].attr('index')!r}, not the point's index")
+    key = ids[seed]
+    op, _, _, _, _, access_index, _ = nodes[key][:7]
+    scalar = op == "Constant" or (op == "Load" and not any(loads[access_index][3]))
+    if program.nodes[seed].dtype != torch.int64 or not scalar:
+        raise NotLowered("a random number's seed that is not one int64 element")
+    if node.dtype != torch.float32:
+        raise NotLowered(f"random numbers of {node.dtype}")
+    position = emit("Constant", torch.int64, constant=positions[offset])
+    return emit(_RANDOM[node.attr("kind")], node.dtype, [key, position])
 
 
 _NOT_ELEMENTWISE = {

@@ -89,6 +89,13 @@ enum class FusedOpcode : uint8_t {
                // in the order of the points (row-major over the space), so that repeated indices accumulate in order
   CheckIndex,  // a (an integer), which must lie in [0, constant) at every point, else the kernel stops with trap
                // kIndexOutOfRangeTrap (gather.h); a DMA that reads the result comes after the check
+  // Counter-based random numbers (vrand, vrandn): the draw at stream position b + the point's row-major index over
+  // `sizes`, under key a, so that a value does not depend on tiles or cores. a and b are i64 Constants, Arguments or
+  // loads with strides 0 (the scalar core reads them; b may be -1 for 0). Of f32, f16 or bf16: uniform in [0, 1) on
+  // the type's grid, or standard normal (Box-Muller in binary64, rounded). Not with segments or a product; the
+  // first store must walk the space in its order (else Unsupported), so that a tile's positions are consecutive.
+  RandomUniform,
+  RandomNormal,
 };
 
 // A strided view of an argument tensor over the iteration space: element (i0, i1, ...) of the space is element
