@@ -1,7 +1,7 @@
 """Random numbers on npusim: the device generator (seeding, state, torch.Generator objects) and the native random
-kernels (rand/uniform_, randn/normal_, randint/random_, bernoulli, dropout). Each value is checked against an independent Python
-implementation of the ISA's definition (Philox4x32-10 at the element's stream position), and distributions against
-their moments."""
+kernels (rand/uniform_, randn/normal_, randint/random_, bernoulli, dropout). Each value is checked against an
+independent Python implementation of the ISA's definition (Philox4x32-10 at the element's stream position), and
+distributions against their moments."""
 
 import math
 import struct

@@ -356,7 +356,9 @@ def _random_positions(program):
         if not all(program.nodes[r].op == "random" and program.nodes[r].inputs[1] == number for r in readers[number]):
             continue
         found = _analyse_index(program, node.attr("index"))
-        strides = None if found is None else [s if d.size > 1 else 0 for s, d in zip(found.strides, program.space)]
+        if found is None:
+            continue
+        strides = [s if d.size > 1 else 0 for s, d in zip(found.strides, program.space, strict=True)]
         if strides == row_major:
             positions[number] = found.offset
     return positions
