@@ -617,3 +617,26 @@ def test_dropout_draws_inside_the_fused_kernel_as_the_interpreter_draws(monkeypa
     kept = result != 1
     assert len(kernels) == 1 and abs(kept.double().mean().item() - 0.7) < 0.03
     assert torch.equal(result[kept], (x * (1 / 0.7) * 2 + 1)[kept])
+
+
+def test_with_fallback_random_a_compiled_training_step_draws_eager_modes_numbers(monkeypatch):
+    """torch._inductor.config.fallback_random=True: the compiled graph calls the native random ops, so a step with
+    dropout draws the numbers eager mode draws and gives its results."""
+    monkeypatch.setattr(torch._inductor.config, "fallback_random", True)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Dropout(0.3)).to("npusim")
+    x = torch.randn(8, 16).to("npusim")
+
+    def step(module):
+        model.zero_grad()
+        torch.manual_seed(1)
+        out = module(x)
+        out.sum().backward()
+        return out.detach().cpu(), [p.grad.cpu() for p in model.parameters()]
+
+    eager_out, eager_grads = step(model)
+    compiled_out, compiled_grads = step(torch.compile(model))
+    assert (eager_out == 0).any()  # dropout dropped something
+    torch.testing.assert_close(compiled_out, eager_out, rtol=1e-6, atol=1e-6)
+    for compiled_grad, eager_grad in zip(compiled_grads, eager_grads, strict=True):
+        torch.testing.assert_close(compiled_grad, eager_grad, rtol=1e-6, atol=1e-6)
