@@ -1,6 +1,7 @@
 // A fused kernel (emitter::FusedSpec) written over the tensors of an op's call: each load or store names a tensor and
 // its strides over the kernel's iteration space, and the tensors' addresses become the argument block. The glue's
-// one-kernel ops (batch norm's training steps, nearest upsampling) build their specs with it.
+// one-kernel ops (batch norm's training steps, nearest upsampling, padding, dropout's backward) build their specs
+// with it.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -28,11 +29,30 @@ class TensorKernel {
     return c10::str(name, "_", std::string(isa::type_name(type_of(tensor))));
   }
 
-  // The tensor's elements, of its own type, at element offset sum(i_k strides[k]) for point i of the space.
-  int load(const at::Tensor& tensor, std::span<const int64_t> strides) {
+  // The tensor's elements, of its own type, at element offset + sum(i_k strides[k]) for point i of the space.
+  int load(const at::Tensor& tensor, std::span<const int64_t> strides, int64_t offset = 0) {
     const isa::ElementType type = type_of(tensor);
-    spec_.loads.push_back({argument(tensor), type, 0, {strides.begin(), strides.end()}});
+    spec_.loads.push_back({argument(tensor), type, offset, {strides.begin(), strides.end()}});
     return add({.op = emitter::FusedOpcode::Load, .type = type, .access = static_cast<int>(spec_.loads.size()) - 1});
+  }
+  // The tensor's element at the index node `index` (i64, element offsets from its first element), at every point.
+  int gather(const at::Tensor& tensor, int index) {
+    const isa::ElementType type = type_of(tensor);
+    spec_.loads.push_back({argument(tensor), type, 0, std::vector<int64_t>(spec_.sizes.size(), 0)});
+    return add({.op = emitter::FusedOpcode::Gather,
+                .type = type,
+                .a = index,
+                .access = static_cast<int>(spec_.loads.size()) - 1});
+  }
+  // Adds node `value` (of the tensor's type) to the tensor's element at the index node `index`, in the order of the
+  // points (the kernel then runs on one core).
+  void scatter_add(int value, const at::Tensor& tensor, int index) {
+    spec_.stores.push_back({argument(tensor), type_of(tensor), 0, std::vector<int64_t>(spec_.sizes.size(), 0)});
+    add({.op = emitter::FusedOpcode::ScatterAdd,
+         .type = type_of(tensor),
+         .a = value,
+         .b = index,
+         .access = static_cast<int>(spec_.stores.size()) - 1});
   }
   // Node `value` into the tensor, converted to its type.
   void store(int value, const at::Tensor& tensor, std::span<const int64_t> strides) {

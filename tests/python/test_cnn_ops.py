@@ -284,6 +284,60 @@ def test_nearest_upsampling_by_a_fractional_factor_takes_the_counted_cpu_fallbac
     assert torch.equal(actual.cpu(), F.interpolate(x, size=(6, 9), mode="nearest"))
 
 
+PADDINGS = [
+    ("1-D", (2, 3, 10), (2, 3)),
+    ("1-D without a batch", (3, 10), (1, 0)),
+    ("2-D", (2, 3, 5, 6), (1, 2, 2, 1)),
+    ("2-D channels last", (2, 3, 5, 6), (3, 1, 0, 4)),
+    ("2-D cropping", (2, 3, 5, 6), (-1, 2, 0, -2)),
+    ("3-D", (1, 2, 4, 5, 6), (1, 1, 2, 0, 1, 3)),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64], ids=str)
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("name, shape, padding", PADDINGS, ids=[p[0] for p in PADDINGS])
+def test_reflection_and_replication_padding_run_natively_and_match_cpu_exactly(name, shape, padding, mode, dtype):
+    """The forward gathers each output element by PyTorch's own index map (one kernel); the backward adds each output
+    gradient at the same index in the CPU's order (a fill, then one kernel), so both are the CPU's bit for bit."""
+    x = (torch.randn(shape, generator=torch.Generator().manual_seed(3)) * 5).to(dtype)
+    if "channels last" in name:
+        x = x.to(memory_format=torch.channels_last)
+    floats = dtype.is_floating_point
+    on_device = x.to("npusim").requires_grad_(floats)
+    with npusim.profile() as report:
+        actual = F.pad(on_device, padding, mode=mode)
+        if floats:
+            gradient = torch.randn(actual.shape, generator=torch.Generator().manual_seed(4)).to(dtype)
+            actual.backward(gradient.to("npusim"))
+    assert report.fallbacks == {}
+    expected = F.pad(x.requires_grad_(floats), padding, mode=mode)
+    assert torch.equal(actual.detach().cpu(), expected.detach()) and actual.stride() == expected.stride()
+    op = f"{'reflection' if mode == 'reflect' else 'replication'}_pad{len(padding) // 2}d"
+    assert [k.name.rsplit("_", 1)[0] for k in report.kernels if "_pad" in k.name] == [op] + [f"{op}_backward"] * floats
+    if floats:
+        expected.backward(gradient)
+        assert torch.equal(on_device.grad.cpu(), x.grad)
+
+
+def test_padding_errors_are_pytorchs_and_bools_take_the_fallback(device):
+    x = torch.randn(1, 2, 3, 3)
+    for mode in ("reflect", "replicate"):
+        with pytest.raises(RuntimeError) as on_cpu:
+            F.pad(x, (0, 0, 5, 5) if mode == "reflect" else (0, 0, -2, -2), mode=mode)
+        with pytest.raises(RuntimeError) as on_npusim:
+            F.pad(x.to(device), (0, 0, 5, 5) if mode == "reflect" else (0, 0, -2, -2), mode=mode)
+        # PyTorch's meta functions check the sizes; they print a shape as torch.Size([...]) where the CPU prints [...]
+        assert str(on_npusim.value).replace("torch.Size(", "").replace("])", "]") == str(on_cpu.value)
+    with npusim.profile() as report:
+        with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+            torch.ops.aten.reflection_pad2d(torch.ones(1, 1, 3, 3, dtype=torch.bool, device=device), [1, 1, 1, 1])
+    assert "aten::reflection_pad2d.out" in report.fallbacks
+    out = torch.empty(0, device=device)
+    torch.ops.aten.replication_pad1d.out(x[0].to(device), [1, 2], out=out)  # out= resized
+    assert torch.equal(out.cpu(), F.pad(x[0], (1, 2), mode="replicate"))
+
+
 def test_max_pooling_of_a_window_of_only_minus_infinity_reports_its_first_position(device):
     x = torch.full((1, 1, 3, 3), float("-inf"))
     _, indices = F.max_pool2d(x.to(device), 2, 1, 1, return_indices=True)

@@ -29,7 +29,8 @@ NATIVE_OPS = """
     masked_select
     remainder floor_divide fmod div.floor_rounding div.trunc_rounding dot vdot mv addmv
     rsub logaddexp nn.functional.logsigmoid isnan equal xlogy hypot nn.functional.interpolate.nearest
-    nn.functional.upsample_nearest
+    nn.functional.upsample_nearest nn.functional.pad.reflect nn.functional.pad.replicate
+    nn.functional.pad.replicate_negative
 """.split()
 
 
