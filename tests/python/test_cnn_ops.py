@@ -1,5 +1,8 @@
-"""Convolution, batch normalisation, average and max pooling and multi-dimension reductions on npusim against the CPU,
-and a ResNet-style CNN's training steps: all as emitted kernels, with no CPU fallback."""
+"""Convolution, batch normalisation, average and max pooling, upsampling, reflection and replication padding, weight
+normalisation and multi-dimension reductions on npusim against the CPU, and a ResNet-style CNN's training steps: all as
+emitted kernels, with no CPU fallback."""
+
+import copy
 
 import pytest
 import torch
@@ -462,3 +465,40 @@ def test_group_norm_and_its_gradients_run_natively_and_match_cpu(affine, device)
     if affine:
         torch.testing.assert_close(model.weight.grad.cpu(), reference.weight.grad)
         torch.testing.assert_close(model.bias.grad.cpu(), reference.bias.grad)
+
+
+@pytest.mark.parametrize("layer, dim", [("conv1d", 2), ("linear", 0)], ids=["conv1d over its last dim", "linear"])
+def test_weight_norm_runs_natively_and_follows_the_cpu(layer, dim, device):
+    """_weight_norm_interface and its backward (the parametrization wav2vec2's positional convolution uses, over the
+    kernel's last dim, and the classic one over dim 0): one row kernel each, float32 norms, as PyTorch computes."""
+    from torch.nn.utils.parametrizations import weight_norm
+
+    torch.manual_seed(5)
+    base = torch.nn.Conv1d(4, 6, 3, padding=1) if layer == "conv1d" else torch.nn.Linear(8, 5)
+    model = weight_norm(base, name="weight", dim=dim)
+    on_device = copy.deepcopy(model).to(device)
+    x = torch.randn(2, 4, 10) if layer == "conv1d" else torch.randn(3, 8)
+    with npusim.profile() as report:
+        out = on_device(x.to(device))
+        out.square().sum().backward()
+    assert report.fallbacks == {}
+    assert any(k.startswith("weight_norm_backward") for k in report.by_kernel())
+    expected = model(x)
+    expected.square().sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), expected.detach(), rtol=1e-5, atol=1e-5)
+    for name, parameter in model.named_parameters():
+        torch.testing.assert_close(
+            dict(on_device.named_parameters())[name].grad.cpu(), parameter.grad, rtol=1e-4, atol=1e-5
+        )
+
+
+def test_weight_norm_in_half_precision_rounds_once(device):
+    v, g = torch.randn(6, 4, 3), torch.randn(6, 1, 1)
+    for dtype in (torch.bfloat16, torch.float16):
+        w, norm = torch.ops.aten._weight_norm_interface(v.to(dtype).to(device), g.to(dtype).to(device), 0)
+        length = v.to(dtype).float().square().sum((1, 2), keepdim=True).sqrt()
+        assert norm.dtype == torch.float32 and w.dtype == dtype
+        torch.testing.assert_close(norm.cpu(), length, rtol=1e-6, atol=0)
+        torch.testing.assert_close(
+            w.cpu(), (v.to(dtype).float() * (g.to(dtype).float() / length)).to(dtype), rtol=0, atol=0
+        )

@@ -640,3 +640,15 @@ def test_with_fallback_random_a_compiled_training_step_draws_eager_modes_numbers
     torch.testing.assert_close(compiled_out, eager_out, rtol=1e-6, atol=1e-6)
     for compiled_grad, eager_grad in zip(compiled_grads, eager_grads, strict=True):
         torch.testing.assert_close(compiled_grad, eager_grad, rtol=1e-6, atol=1e-6)
+
+
+def test_dropout_after_a_linear_layer_stays_out_of_the_gemm_epilogue():
+    """A GEMM template's epilogue works on 2-D blocks of the product, whose points are not consecutive stream
+    positions: the dropout after a linear layer is a pointwise kernel of its own, both fused (none interpreted)."""
+    x, weight, bias = torch.randn(24, 40), torch.randn(72, 40), torch.randn(72)
+    torch.manual_seed(2)
+    result, kernels = compiled(lambda a, w, b: F.dropout(F.linear(a, w, b), 0.25, training=True) + 1, x, weight, bias)
+    assert len(kernels) == 2 and all(ROUTES[k] == "fused" for k in kernels), ROUTES
+    result = result.cpu()
+    kept = result != 1
+    assert torch.allclose(result[kept], (F.linear(x, weight, bias) / 0.75 + 1)[kept], rtol=1e-5, atol=1e-5)

@@ -300,6 +300,13 @@ class NpusimScheduling(SIMDScheduling):
         wrapper.writeline(f"{group}.launch()")
         self.free_buffers_in_scheduler()
 
+    def can_fuse_vertical(self, node1, node2):
+        # A GEMM template's epilogue runs on 2-D blocks of the product, whose points are not consecutive in the space:
+        # random numbers, drawn at consecutive stream positions, stay in a pointwise kernel of their own.
+        if _contains(node1, lambda n: n.is_template()) and _contains(node2, _draws_random_numbers):
+            return False
+        return super().can_fuse_vertical(node1, node2)
+
     def free_buffers_in_scheduler(self):
         if NpusimKernel.launch_group is None:  # a foreach group's members free nothing until the group has run
             super().free_buffers_in_scheduler()
@@ -322,6 +329,15 @@ class NpusimScheduling(SIMDScheduling):
         body = f"npusim_load_kernel({name!r}, {fused!r}, '''\n{src_code}''')"
         wrapper.define_kernel(name, body, f"{origins}\n{detailed}", gpu=False)
         return name
+
+
+def _contains(node, test):
+    return any(test(n) for n in node.get_nodes())
+
+
+def _draws_random_numbers(node):
+    body = getattr(node, "_body", None)
+    return body is not None and any(body.has_op(op) for op in ("rand", "randn", "randint64", "load_seed"))
 
 
 def _fused_name(node_schedule, limit=60):
