@@ -98,3 +98,23 @@ def test_dask_executor_needs_a_scheduler(tmp_path):
     sweep_file = write(tmp_path / "s.yaml", "workloads: [gemm]\n")
     process = sweep_in_process(sweep_file, "--out", tmp_path / "out", "--executor", "dask")
     assert process.returncode == 2 and "--executor dask needs --scheduler" in process.stderr
+
+
+def test_a_worker_without_the_script_runs_the_contents_its_task_carries(tmp_path):
+    """A worker on another machine has no copy of the sweep's script (or another version of it at that path): the
+    task carries the script's contents, which run_one writes and runs there."""
+    from npusim.sweep.executors import run_one
+    from npusim.sweep.points import generate
+    from npusim.sweep.runner import task_of
+    from npusim.sweep.spec import load_sweep
+
+    write(tmp_path / "step.py", 'import torch\nimport npusim\nprint((torch.ones(4).to("npusim") * 2).sum().item())\n')
+    sweep = load_sweep(write(tmp_path / "s.yaml", "mode: functional\nworkloads:\n  - script: step.py\n"))
+    task = task_of(sweep, generate(sweep)[0], sweep.workloads[0], threads=1)
+    assert task["script_text"] == (tmp_path / "step.py").read_text()
+    elsewhere = dict(task, script=str(tmp_path / "not-here" / "step.py"), cwd=str(tmp_path / "not-here"))
+    outcome = run_one(elsewhere)
+    assert outcome["status"] == "ok", outcome["stderr_tail"]
+    assert len(outcome["report"]["records"]) > 0 and outcome["report"]["totals"]["vector_elements"] > 0
+    write(tmp_path / "step.py", "raise SystemExit(7)\n")  # another version at the path: the task's contents run
+    assert run_one(task)["status"] == "ok"

@@ -21,19 +21,36 @@ INTERRUPTED = (-signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT)
 NOT_CACHED = ("interrupted", "lost")
 
 
+def script_here(task, scratch):
+    """(the script to run, the directory to run it in): the script at its path when this machine has it with the
+    contents the sweep was given, else (a worker on another machine) those contents written into `scratch` under the
+    script's name, run from there. Files a script reads beside it must then be on the worker too."""
+    path = Path(task["script"])
+    text = task.get("script_text")
+    if text is None or (path.is_file() and path.read_text() == text):
+        return str(path), task.get("cwd")
+    shipped = Path(scratch) / "script" / path.name
+    shipped.parent.mkdir()
+    shipped.write_text(text)
+    cwd = task.get("cwd")
+    return str(shipped), cwd if cwd and Path(cwd).is_dir() else str(shipped.parent)
+
+
 def run_one(task):
     """Runs one (configuration, workload) in a child process; returns its outcome as a dict.
 
-    `task`: {"config_sections", "script", "args", "map_device", "mode", "timeout_s", "threads", "cwd"}."""
+    `task`: {"config_sections", "script", "script_text", "args", "map_device", "mode", "timeout_s", "threads",
+    "cwd"}."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="npusim-sweep-") as scratch:
+        script, cwd = script_here(task, scratch)
         config_path, report_path = Path(scratch) / "point.yaml", Path(scratch) / "report.json"
         config_path.write_text(yaml.safe_dump({"name": "sweep-point", **task["config_sections"]}, sort_keys=False))
         command = [sys.executable, "-m", "npusim.cli", "run", "--config", str(config_path), "--mode", task["mode"]]
         command += ["--report", str(report_path), "--progress", "0"]
         if task.get("map_device"):
             command += ["--map-device", task["map_device"]]
-        command += [task["script"], *task["args"]]
+        command += [script, *task["args"]]
         threads = str(task.get("threads", 1))
         environment = {**os.environ, "NPUSIM_THREADS": threads, "OMP_NUM_THREADS": threads}
         environment.pop("NPUSIM_CONFIG", None)
@@ -41,7 +58,7 @@ def run_one(task):
         try:
             process = subprocess.run(
                 command,
-                cwd=task.get("cwd"),
+                cwd=cwd,
                 env=environment,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
@@ -100,7 +117,8 @@ class LocalExecutor:
 
 class DaskExecutor:
     """Runs on a Dask cluster through dask.distributed: a `dask scheduler` and `dask worker`s on any machines with
-    npusim installed (scripts at the same paths, as on a shared file system)."""
+    npusim installed. Each task carries its workload script's contents (see script_here), so a worker needs no copy
+    of it; files a script reads beside it must be on the workers."""
 
     def __init__(self, scheduler):
         from distributed import Client

@@ -40,6 +40,7 @@ def task_of(sweep, point, workload, threads):
     return {
         "config_sections": point.yaml_sections(),
         "script": workload.script,
+        "script_text": Path(workload.script).read_text(),  # for a worker that does not have the script at its path
         "args": list(workload.args),
         "map_device": workload.map_device,
         "mode": sweep.mode,
