@@ -279,6 +279,36 @@ def test_nearest_upsampling_and_its_gradient_run_natively_and_match_cpu_exactly(
     torch.testing.assert_close(on_device.grad.cpu(), x.grad, rtol=0, atol=0)
 
 
+UPSAMPLING_OTHER_DIMS = [
+    ("1-D by 3", (2, 3, 7), {"scale_factor": 3}, "nearest", "upsample_nearest1d"),
+    ("1-D exact by 2", (2, 3, 7), {"size": 14}, "nearest-exact", "_upsample_nearest_exact1d"),
+    ("2-D exact by 2x3", (1, 2, 4, 5), {"scale_factor": (2, 3)}, "nearest-exact", "_upsample_nearest_exact2d"),
+    ("3-D by 2x1x3", (1, 2, 3, 4, 5), {"scale_factor": (2, 1, 3)}, "nearest", "upsample_nearest3d"),
+    ("3-D exact by 2", (1, 2, 3, 4, 5), {"scale_factor": 2}, "nearest-exact", "_upsample_nearest_exact3d"),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    "name, shape, options, mode, op", UPSAMPLING_OTHER_DIMS, ids=[u[0] for u in UPSAMPLING_OTHER_DIMS]
+)
+def test_nearest_upsampling_of_one_to_three_dims_and_nearest_exact_match_cpu_exactly(
+    name, shape, options, mode, op, dtype, device
+):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(7)).to(dtype).requires_grad_()
+    on_device = x.detach().to(device).requires_grad_()
+    with npusim.profile() as report:
+        actual = F.interpolate(on_device, mode=mode, **options)
+        gradient = torch.randn(actual.shape, generator=torch.Generator().manual_seed(8)).to(dtype)
+        actual.backward(gradient.to(device))
+    assert report.fallbacks == {}
+    assert [k.rsplit("_", 1)[0] for k in report.by_kernel() if "upsample" in k] == [op, f"{op}_backward"]
+    expected = F.interpolate(x, mode=mode, **options)
+    expected.backward(gradient)
+    assert torch.equal(actual.detach().cpu(), expected.detach())
+    assert torch.equal(on_device.grad.cpu(), x.grad)
+
+
 def test_nearest_upsampling_by_a_fractional_factor_takes_the_counted_cpu_fallback(device):
     x = torch.randn(1, 2, 4, 6, generator=torch.Generator().manual_seed(9))
     with npusim.profile() as report:

@@ -30,7 +30,7 @@ NATIVE_OPS = """
     remainder floor_divide fmod div.floor_rounding div.trunc_rounding dot vdot mv addmv
     rsub logaddexp nn.functional.logsigmoid isnan equal xlogy hypot nn.functional.interpolate.nearest
     nn.functional.upsample_nearest nn.functional.pad.reflect nn.functional.pad.replicate
-    nn.functional.pad.replicate_negative sort argsort msort
+    nn.functional.pad.replicate_negative sort argsort msort nn.functional.interpolate.nearest-exact
 """.split()
 
 
