@@ -309,6 +309,50 @@ def test_nearest_upsampling_of_one_to_three_dims_and_nearest_exact_match_cpu_exa
     assert torch.equal(on_device.grad.cpu(), x.grad)
 
 
+BILINEAR = [
+    ("scale 2", (2, 3, 5, 6), {"scale_factor": 2}),
+    ("to a size", (1, 2, 7, 4), {"size": (10, 9)}),
+    ("downsampling", (1, 2, 8, 8), {"size": (3, 5)}),
+    ("fractional scale", (1, 1, 4, 4), {"scale_factor": 1.7}),
+    ("channels last", (2, 4, 5, 3), {"scale_factor": 2}),
+]
+
+
+@pytest.mark.parametrize("align_corners", [False, True], ids=["half pixels", "corners aligned"])
+@pytest.mark.parametrize("name, shape, options", BILINEAR, ids=[b[0] for b in BILINEAR])
+def test_bilinear_upsampling_and_its_gradient_run_natively_and_follow_the_cpu(name, shape, options, align_corners):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(9))
+    if name == "channels last":
+        x = x.to(memory_format=torch.channels_last)
+    x.requires_grad_()
+    on_device = x.detach().to("npusim").requires_grad_()
+    with npusim.profile() as report:
+        actual = F.interpolate(on_device, mode="bilinear", align_corners=align_corners, **options)
+        gradient = torch.randn(actual.shape, generator=torch.Generator().manual_seed(10))
+        actual.backward(gradient.to("npusim"))
+    assert report.fallbacks == {}
+    assert [k for k in report.by_kernel() if "bilinear" in k] == [
+        "upsample_bilinear2d_f32",
+        "upsample_bilinear2d_backward_f32",
+    ]
+    expected = F.interpolate(x, mode="bilinear", align_corners=align_corners, **options)
+    expected.backward(gradient)
+    # The same weights; the interpolation's rounding (and the backward's order of adds) may differ in the last bits.
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach(), rtol=1e-6, atol=1e-6)
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(on_device.grad.cpu(), x.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_half_precision_bilinear_upsampling_interpolates_in_float32_and_rounds_once(dtype):
+    x = torch.randn(2, 3, 5, 6, generator=torch.Generator().manual_seed(11)).to(dtype)
+    with npusim.profile() as report:
+        actual = F.interpolate(x.to("npusim"), scale_factor=2, mode="bilinear").cpu()
+    assert report.fallbacks == {} and actual.dtype == dtype
+    # the float32 interpolation rounded once (where the two float32 results straddle a rounding boundary, an ulp apart)
+    torch.testing.assert_close(actual, F.interpolate(x.float(), scale_factor=2, mode="bilinear").to(dtype))
+
+
 def test_nearest_upsampling_by_a_fractional_factor_takes_the_counted_cpu_fallback(device):
     x = torch.randn(1, 2, 4, 6, generator=torch.Generator().manual_seed(9))
     with npusim.profile() as report:
