@@ -652,3 +652,11 @@ def test_dropout_after_a_linear_layer_stays_out_of_the_gemm_epilogue():
     result = result.cpu()
     kept = result != 1
     assert torch.allclose(result[kept], (F.linear(x, weight, bias) / 0.75 + 1)[kept], rtol=1e-5, atol=1e-5)
+
+
+def test_max_autotune_says_that_it_does_not_tune_npusims_kernels():
+    a, b = torch.randn(32, 16), torch.randn(16, 8)
+    with pytest.warns(UserWarning, match="mode='max-autotune' does not tune npusim's kernels"):
+        result, kernels = compiled(lambda x, y: torch.relu(x @ y), a, b, mode="max-autotune")
+    assert_close(result, torch.relu(a @ b), rtol=1e-5, atol=1e-5)
+    assert len(kernels) == 1
