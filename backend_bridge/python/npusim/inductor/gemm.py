@@ -10,11 +10,8 @@ keep Inductor's own lowering.
 
 from __future__ import annotations
 
-import warnings
-
 import sympy
 import torch
-from torch._inductor import config as inductor_config
 from torch._inductor import ir
 from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
 from torch._inductor.kernel.mm_common import mm_args
@@ -40,19 +37,7 @@ def _on_npusim(*nodes):
     )
 
 
-def _say_autotuning_is_not_done():
-    """mode="max-autotune" benchmarks candidate kernels on the host's GPU or CPU; npusim's products take the GEMM
-    loop's own tiling, so the mode changes nothing for them, and the user is told so, once."""
-    if inductor_config.max_autotune or inductor_config.max_autotune_gemm:
-        warnings.warn(
-            "npusim: mode='max-autotune' does not tune npusim's kernels: matrix products use the GEMM template with "
-            "the kernel builder's own tiling (docs/compile.md, 'Options, limits and errors')",
-            stacklevel=2,
-        )
-
-
 def _gemm(mat1, mat2, layout=None):
-    _say_autotuning_is_not_done()
     m, n, k, layout, mat1, mat2 = mm_args(mat1, mat2, layout=layout)
     batch = mat1.get_size()[0] if len(mat1.get_size()) == 3 else 1
     return ir.TensorBox.create(GemmBuffer(layout, mat1, mat2, batch, m, n, k))

@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import warnings
 
 import torch
+from torch._inductor import config as inductor_config
 
 from .. import _C
 from . import interpreter
@@ -169,4 +171,19 @@ def _index_table(device, dtype, length):
 
 
 def load_kernel(name, fused_name, source):
+    """A compiled graph's kernel, made when its module loads (compiled anew or from Inductor's cache)."""
+    if "k.matmul(" in source:
+        _say_autotuning_is_not_done()
     return CompiledKernel(name, fused_name, source)
+
+
+def _say_autotuning_is_not_done():
+    """mode="max-autotune" benchmarks candidate kernels on the host's GPU or CPU; npusim's products take the GEMM
+    loop's own tiling, so the mode changes nothing for them, and the user is told so. (Checked as a graph's module
+    loads, which mode="max-autotune" does under its configuration, whether the graph was compiled or cached.)"""
+    if inductor_config.max_autotune or inductor_config.max_autotune_gemm:
+        warnings.warn(
+            "npusim: mode='max-autotune' does not tune npusim's kernels: matrix products use the GEMM template with "
+            "the kernel builder's own tiling (docs/compile.md, 'Options, limits and errors')",
+            stacklevel=3,
+        )
