@@ -1,8 +1,8 @@
-// The cumsum kernel. Each core takes tiles of rt rows (c, c + n, c + 2n, ...); per tile, a 2-D DMA with a row
-// stride of one element and an element stride of one row loads it transposed into the scratchpad, [cols][rt], so
-// that column j of all rt rows is contiguous; then column j += column j - 1 for j = 1 .. cols - 1 (one vector add
-// of rt elements each, in order), and the same transposed DMA stores it back. The builder orders the load, the adds
-// and the store by the tile they share.
+// The cumsum (cumprod) kernel. Each core takes tiles of rt rows (c, c + n, c + 2n, ...); per tile, a 2-D DMA with a
+// row stride of one element and an element stride of one row loads it transposed into the scratchpad, [cols][rt], so
+// that column j of all rt rows is contiguous; then column j += (*=) column j - 1 for j = 1 .. cols - 1 (one vector
+// add or multiply of rt elements each, in order), and the same transposed DMA stores it back. The builder orders the
+// load, the adds and the store by the tile they share.
 #include "npusim/emitter/cumsum.h"
 
 #include <fmt/format.h>
@@ -27,9 +27,11 @@ Kernel emit_cumsum(const CumsumSpec& spec, const config::ChipConfig& config) {
   const std::string type(isa::type_name(spec.type));
   const bool wide = bytes == 8;
 
-  KernelBuilder b("cumsum_" + type, config);
-  b.describe(fmt::format("cumsum_{}: {} rows of {}, {} rows per tile, {} cores", type, spec.rows, spec.cols, tile_rows,
-                         cores));
+  const std::string name = (spec.product ? "cumprod_" : "cumsum_") + type;
+  const isa::Opcode combine = spec.product ? isa::Opcode::Vmul : isa::Opcode::Vadd;
+  KernelBuilder b(name, config);
+  b.describe(
+      fmt::format("{}: {} rows of {}, {} rows per tile, {} cores", name, spec.rows, spec.cols, tile_rows, cores));
   const Tile tile = b.tile(Space::Scratchpad, tile_rows * spec.cols * bytes, "transposed rows");
   Reg out = b.reg("output"), in = b.reg("input"), rows = b.reg("rows"), row = b.reg("first row of the tile");
   Reg step = b.reg("row step across cores"), rows_in_tile = b.reg("rows in the tile"), base = b.reg("tile");
@@ -75,7 +77,7 @@ Kernel emit_cumsum(const CumsumSpec& spec, const config::ChipConfig& config) {
     b.Mul(run, run, rows_in_tile);
     b.Add(column, base, run);
     b.bind(column, tile);
-    b.Vadd(spec.type, column, column, base, rows_in_tile);
+    b.emit(combine, {spec.type, column, column, base, rows_in_tile, 0});
     if (spec.cols > 2) {
       Reg previous = b.reg("previous column"), left = b.reg("columns left");
       b.li(left, spec.cols - 2);
@@ -85,7 +87,7 @@ Kernel emit_cumsum(const CumsumSpec& spec, const config::ChipConfig& config) {
       b.bind(previous, tile);
       b.Add(column, column, run);
       b.bind(column, tile);
-      b.Vadd(spec.type, column, column, previous, rows_in_tile);
+      b.emit(combine, {spec.type, column, column, previous, rows_in_tile, 0});
       b.Addi(left, left, -1);
       b.Bne(left, kZero, scan);
     }

@@ -1,6 +1,7 @@
-// Emits ISA programs for the running sum along the rows of a contiguous [rows x cols] tensor (cumsum over its last
-// dimension), in f32, i32 or i64: each tile of rows is loaded transposed, so that column j of every row is one
-// contiguous run and the scan is one vector add per column, in column order, as a sequential sum.
+// Emits ISA programs for the running sum (or product) along the rows of a contiguous [rows x cols] tensor (cumsum or
+// cumprod over its last dimension), in f32, i32 or i64: each tile of rows is loaded transposed, so that column j of
+// every row is one contiguous run and the scan is one vector add (multiply) per column, in column order, as a
+// sequential sum (product).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@ namespace npusim::emitter {
 struct CumsumSpec {
   int64_t rows = 0, cols = 0;
   isa::ElementType type = isa::ElementType::F32;  // f32, i32 or i64 (integers wrap)
+  bool product = false;                           // the running product (cumprod_<type>) instead of the sum
 };
 
 // The argument block is the output's and the input's addresses (both contiguous; they may be the same tensor).
