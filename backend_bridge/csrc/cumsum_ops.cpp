@@ -1,9 +1,12 @@
 // cumsum and cumprod along any dimension: the dimension moved last and made contiguous (a device copy when needed),
 // the scan kernel over the rows, and the result moved back. float32, int32 and int64 natively (bool and narrower
-// integers are scanned as int64, as PyTorch promotes them); other types take the CPU fallback.
+// integers are scanned as int64, as PyTorch promotes them); other types take the CPU fallback. prod is the running
+// product's last element.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
 #include <torch/library.h>
 
 #include "bridge.h"
@@ -64,9 +67,56 @@ at::Tensor npusim_cumprod(const at::Tensor& self, int64_t dim, std::optional<at:
   return scan_out(true, self, dim, dtype, out);
 }
 
+// The product along `dim`: the running product's last element (a sequential product, where the CPU's reduction
+// multiplies in another order: floats may differ in their last bits).
+at::Tensor& npusim_prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                            at::Tensor& out) {
+  const at::ScalarType type = result_type(self, dtype);
+  if (scan_type(type) && out.scalar_type() == type && self.device() == out.device() && self.dim() > 0 &&
+      self.numel() > 0) {
+    dim = at::maybe_wrap_dim(dim, self.dim());
+    at::Tensor scanned = at::empty({0}, self.options().dtype(type));
+    scan_out(true, self, dim, dtype, scanned);
+    at::Tensor last = scanned.select(dim, -1);
+    if (keepdim) last = last.unsqueeze(dim);
+    at::native::resize_output(out, last.sizes());
+    return out.copy_(last);
+  }
+  torch::jit::Stack stack{self, dim, keepdim, dtype, out};
+  call_cpu_fallback("aten::prod", "int_out", stack);
+  return out;
+}
+at::Tensor npusim_prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  at::Tensor out = at::empty({0}, self.options().dtype(result_type(self, dtype)));
+  return npusim_prod_out(self, dim, keepdim, dtype, out);
+}
+
+// The product of every element: rows of up to kProductRow elements (the last one padded with ones) multiplied along,
+// then the rows' products the same way, until one is left.
+at::Tensor npusim_prod(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  constexpr int64_t kProductRow = 1024;
+  const at::ScalarType type = result_type(self, dtype);
+  if (!scan_type(type) || self.numel() == 0) {
+    torch::jit::Stack stack{self, dtype};
+    call_cpu_fallback("aten::prod", "", stack);
+    return stack[0].toTensor();
+  }
+  at::Tensor values = self.reshape({-1}).to(type);
+  while (values.numel() > 1) {
+    const int64_t rows = (values.numel() + kProductRow - 1) / kProductRow,
+                  padding = rows * kProductRow - values.numel();
+    if (rows > 1 && padding > 0) values = at::cat({values, at::ones({padding}, values.options())});
+    values = npusim_prod_dim(values.view({rows, -1}), 1, false, std::nullopt);
+  }
+  return values.reshape({});
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("prod", npusim_prod);
+  m.impl("prod.dim_int", npusim_prod_dim);
+  m.impl("prod.int_out", npusim_prod_out);
   m.impl("cumsum", npusim_cumsum);
   m.impl("cumsum.out", npusim_cumsum_out);
   m.impl("cumprod", npusim_cumprod);

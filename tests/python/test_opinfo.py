@@ -31,7 +31,7 @@ NATIVE_OPS = """
     rsub logaddexp nn.functional.logsigmoid isnan equal xlogy hypot nn.functional.interpolate.nearest
     nn.functional.upsample_nearest nn.functional.pad.reflect nn.functional.pad.replicate
     nn.functional.pad.replicate_negative sort argsort msort nn.functional.interpolate.nearest-exact
-    nn.functional.interpolate.bilinear cumprod
+    nn.functional.interpolate.bilinear cumprod prod
 """.split()
 
 

@@ -178,6 +178,22 @@ def test_cumprod_along_any_dimension_matches_cpu_and_its_gradient_runs_natively(
     same(torch.cumprod(integers.bool().to("npusim"), 1), torch.cumprod(integers.bool(), 1))
 
 
+def test_prod_over_a_dim_and_over_everything_matches_cpu_with_its_gradient(no_fallback):
+    x = (torch.rand(6, 9, generator=torch.Generator().manual_seed(10)) + 0.5).requires_grad_()
+    on_device = x.detach().to("npusim").requires_grad_()
+    long = torch.rand(3000, generator=torch.Generator().manual_seed(11)) * 0.2 + 0.9  # rows of rows' products
+    integers = torch.randint(-3, 4, (4, 6), generator=torch.Generator().manual_seed(12))
+    # Sequential float32 products, where the CPU multiplies in another order: a few units in the last place.
+    torch.testing.assert_close(on_device.prod(1).detach().cpu(), x.prod(1).detach())
+    torch.testing.assert_close(on_device.prod(0, keepdim=True).detach().cpu(), x.prod(0, keepdim=True).detach())
+    torch.testing.assert_close(long.to("npusim").prod().cpu(), long.prod(), rtol=1e-5, atol=0)
+    same(integers.to("npusim").prod(1), integers.prod(1))  # exact int64
+    same(integers.bool().to("npusim").prod(0), integers.bool().prod(0))
+    (on_device.prod(1).sum() + on_device.prod()).backward()
+    (x.prod(1).sum() + x.prod()).backward()
+    torch.testing.assert_close(on_device.grad.cpu(), x.grad, rtol=1e-5, atol=1e-6)
+
+
 NORMS = {
     "2-norm of everything": lambda t: t.norm(),
     "2-norm along the last dim": lambda t: t.norm(dim=-1),
