@@ -1,7 +1,7 @@
 // Native random ops: uniform_, normal_, bernoulli_ and native_dropout draw on the NPU from the device generator's
 // Philox stream (device_generator.h), in float32, float16 or bfloat16 (computing in float32), each one fused kernel;
-// random_ draws int64 and int32 integers (torch.randint, Inductor's seeds). Other dtypes
-// take the CPU fallback, which draws from the CPU generator (the npusim generator cannot drive a CPU kernel).
+// random_ draws int64 and int32 integers (torch.randint, Inductor's seeds). Other dtypes take the CPU fallback, which
+// draws from the CPU generator (the npusim generator cannot drive a CPU kernel).
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/lt.h>
@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <bit>
+#include <span>
 
 #include "bridge.h"
 #include "device_generator.h"
@@ -61,7 +62,8 @@ void draw_integers(const at::Tensor& out, int64_t from, int64_t to, const std::o
                                 position + 2 * count,
                                 span ^ (uint64_t{1} << 63)};
   const emitter::FusedSpec spec = emitter::random_spec({op, out.numel(), *element_type(out.scalar_type())});
-  TORCH_CHECK(launched_natively([&] { launch_fused(out.device().index(), runtime_device(out), spec, addresses); }),
+  const std::span<const uint64_t> arguments(addresses, static_cast<size_t>(spec.arguments));  // the last is wide's
+  TORCH_CHECK(launched_natively([&] { launch_fused(out.device().index(), runtime_device(out), spec, arguments); }),
               "npusim: the random kernel cannot express ", out.numel(), " elements");
 }
 

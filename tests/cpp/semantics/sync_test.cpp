@@ -44,10 +44,12 @@ TEST_F(Barrier, OrdersCoreToCoreMovesBetweenCores) {
   const auto owner = two_core_device();
   runtime::Device& device = *owner;
   // Each core sends its id + 100 to the other core's scratchpad, meets it at the barrier, then stores what it got.
+  // (Each core stages its message in its own word of `out`: the cores run on parallel host threads, so a word both
+  // stored to would hold either core's.)
   const auto program = isa::assemble(
       "csrr r2, coreid\n addi r3, r2, 100\n li r4, 8\n li r5, 0\n li r6, 0\n ld r7, 0(r1)\n"
       " addi r8, r2, 0\n xori r9, r2, 1\n li r10, 64\n li r11, 16\n"
-      " li r12, 128\n st r3, 0(r7)\n slli r13, r2, 3\n add r13, r13, r7\n st r3, 0(r13)\n fence\n"
+      " li r12, 128\n slli r13, r2, 3\n add r13, r13, r7\n st r3, 0(r13)\n fence\n"
       " dma.ld.b8 r12, r13, r4, 1\n fence\n dma.c2c r10, r12, r9, r4\n barrier\n"
       " slli r14, r2, 3\n add r14, r14, r7\n addi r14, r14, 16\n dma.st.b8 r14, r10, r4, 1\n fence\n halt\n",
       "barrier.s");
