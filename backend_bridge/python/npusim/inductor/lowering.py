@@ -353,7 +353,10 @@ def _random_positions(program):
     for number, node in enumerate(program.nodes):
         if node.op != "index" or node.attr("indirect"):
             continue
-        if not all(program.nodes[r].op == "random" and program.nodes[r].inputs[1] == number for r in readers[number]):
+        users = readers.get(number, [])
+        if not users or not all(
+            program.nodes[r].op == "random" and program.nodes[r].inputs[1] == number for r in users
+        ):
             continue
         found = _analyse_index(program, node.attr("index"))
         if found is None:
@@ -373,6 +376,8 @@ def _random(program, node, ids, nodes, loads, positions, emit, space):
     if offset not in positions:
         raise NotLowered(f"a random number at {program.nodes[offset].attr('index')!r}, not the point's index")
     key = ids[seed]
+    if key is None or key < 0:
+        raise NotLowered("a random number's seed computed on the host")
     op, _, _, _, _, access_index, _ = nodes[key][:7]
     scalar = op == "Constant" or (op == "Load" and not any(loads[access_index][3]))
     if program.nodes[seed].dtype != torch.int64 or not scalar:
