@@ -1,10 +1,12 @@
 // Random numbers inside fused kernels (FusedOpcode::RandomUniform / RandomNormal): each point's number is the draw at
 // its row-major index in the space, whatever the tiles, blocks, cores and the other accesses' strides, so a fused
-// kernel draws exactly what a flat random kernel (random.h) of the same key and first position draws.
+// kernel draws exactly what a flat random kernel (random.h) of the same key and first position draws, which is the
+// ISA's definition (Philox4x32-10 at the position).
 #include <gtest/gtest.h>
 
 #include "fused_kernels_support.h"
 #include "npusim/emitter/random.h"
+#include "semantics/philox.h"
 
 namespace npusim::fused_test {
 namespace {
@@ -50,6 +52,10 @@ TEST(FusedRandom, EachPointDrawsAtItsRowMajorIndexWhateverTheTilesAndTheOtherAcc
       modes.run(emitter::emit_fused(s.spec, small_chip()), {with_key(key_buffer()), input, Bytes(count * 4)});
   EXPECT_GT(modes.last_record().cores, 1u);
   const Bytes u = flat_draws(emitter::RandomOp::Uniform, F32, count);
+  for (int64_t point : {int64_t{0}, int64_t{1}, count / 2, count - 1})  // the ISA's definition at position first + k
+    ASSERT_EQ(read_element(u, F32, point),
+              std::ldexp(emulator::semantics::philox_at(kKey, kFirstPosition + point)[0] >> 8, -24))
+        << point;
   for (int64_t i = 0; i < a; ++i)
     for (int64_t j = 0; j < b; ++j)
       for (int64_t k = 0; k < c; ++k) {
