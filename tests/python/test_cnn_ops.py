@@ -315,27 +315,30 @@ BILINEAR = [
     ("downsampling", (1, 2, 8, 8), {"size": (3, 5)}),
     ("fractional scale", (1, 1, 4, 4), {"scale_factor": 1.7}),
     ("channels last", (2, 4, 5, 3), {"scale_factor": 2}),
+    ("linear, 1-D", (2, 3, 7), {"scale_factor": 2.5}),
+    ("trilinear, 3-D", (1, 2, 3, 4, 5), {"size": (5, 7, 4)}),
 ]
 
 
 @pytest.mark.parametrize("align_corners", [False, True], ids=["half pixels", "corners aligned"])
 @pytest.mark.parametrize("name, shape, options", BILINEAR, ids=[b[0] for b in BILINEAR])
-def test_bilinear_upsampling_and_its_gradient_run_natively_and_follow_the_cpu(name, shape, options, align_corners):
+def test_linear_bilinear_and_trilinear_resizing_and_gradients_run_natively_and_follow_the_cpu(
+    name, shape, options, align_corners
+):
     x = torch.randn(shape, generator=torch.Generator().manual_seed(9))
     if name == "channels last":
         x = x.to(memory_format=torch.channels_last)
     x.requires_grad_()
     on_device = x.detach().to("npusim").requires_grad_()
+    mode, op = {3: ("linear", "upsample_linear1d"), 4: ("bilinear", "upsample_bilinear2d"),
+                5: ("trilinear", "upsample_trilinear3d")}[len(shape)]  # fmt: skip
     with npusim.profile() as report:
-        actual = F.interpolate(on_device, mode="bilinear", align_corners=align_corners, **options)
+        actual = F.interpolate(on_device, mode=mode, align_corners=align_corners, **options)
         gradient = torch.randn(actual.shape, generator=torch.Generator().manual_seed(10))
         actual.backward(gradient.to("npusim"))
     assert report.fallbacks == {}
-    assert [k for k in report.by_kernel() if "bilinear" in k] == [
-        "upsample_bilinear2d_f32",
-        "upsample_bilinear2d_backward_f32",
-    ]
-    expected = F.interpolate(x, mode="bilinear", align_corners=align_corners, **options)
+    assert [k for k in report.by_kernel() if "upsample" in k] == [f"{op}_f32", f"{op}_backward_f32"]
+    expected = F.interpolate(x, mode=mode, align_corners=align_corners, **options)
     expected.backward(gradient)
     # The same weights; the interpolation's rounding (and the backward's order of adds) may differ in the last bits.
     torch.testing.assert_close(actual.detach().cpu(), expected.detach(), rtol=1e-6, atol=1e-6)

@@ -31,7 +31,8 @@ NATIVE_OPS = """
     rsub logaddexp nn.functional.logsigmoid isnan equal xlogy hypot nn.functional.interpolate.nearest
     nn.functional.upsample_nearest nn.functional.pad.reflect nn.functional.pad.replicate
     nn.functional.pad.replicate_negative sort argsort msort nn.functional.interpolate.nearest-exact
-    nn.functional.interpolate.bilinear cumprod prod
+    nn.functional.interpolate.bilinear nn.functional.interpolate.linear nn.functional.interpolate.trilinear
+    cumprod prod
 """.split()
 
 
@@ -57,8 +58,9 @@ AMPLIFYING_ROUNDING = {"nn.functional.layer_norm"}
 INTERMEDIATE_ROUNDING_BF16 = {"log_softmax"}
 
 # The CPU's bfloat16 batch norm rounds intermediates (its output differs from the float32 result rounded once by up to
-# 2 units of bfloat16); npusim computes it in float32 and rounds once.
-ROUNDED_ONCE_BF16 = {"nn.functional.batch_norm"}
+# 2 units of bfloat16); npusim computes it in float32 and rounds once. So does its linear interpolation (where the
+# terms cancel, the CPU's result is off by several units of bfloat16); npusim interpolates in float32, as CUDA does.
+ROUNDED_ONCE_BF16 = {"nn.functional.batch_norm", "nn.functional.interpolate"}
 
 # group_norm's forward on npusim is PyTorch's own composition of native ops, each rounding to bfloat16 (a few units
 # of bfloat16 at the end), where the CPU normalises in float32 and rounds once. A fused kernel is still to come.
