@@ -39,17 +39,26 @@ std::vector<int64_t> output_strides(const at::Tensor& self) {
                                              : at::infer_dense_strides(self.sizes(), self.strides());
 }
 
+// The dimensions other than `dim`, in order: their sizes and self's strides over them (a row of the sort per point).
+struct OtherDims {
+  std::vector<int64_t> sizes, strides;
+  OtherDims(const at::Tensor& self, int64_t dim) {
+    for (int64_t d = 0; d < self.dim(); ++d)
+      if (d != dim) {
+        sizes.push_back(self.size(d));
+        strides.push_back(self.stride(d));
+      }
+  }
+};
+
 // Each element's rank along `dim` into `ranks` (int64, [rows, n] contiguous, rows the other dims in order). The space
 // is [other dims..., i, j] with j reduced: element j comes before element i when it is smaller (ascending; larger
 // when descending), NaN being above every number, or when both are equal (or both NaN) and j < i.
 bool rank(const at::Tensor& self, int64_t dim, bool descending, const at::Tensor& ranks, const at::Tensor& iota) {
   const int64_t n = self.size(dim);
-  std::vector<int64_t> sizes, outer_strides;
-  for (int64_t d = 0; d < self.dim(); ++d)
-    if (d != dim) {
-      sizes.push_back(self.size(d));
-      outer_strides.push_back(self.stride(d));
-    }
+  const OtherDims others(self, dim);
+  std::vector<int64_t> sizes = others.sizes;
+  const std::vector<int64_t>& outer_strides = others.strides;
   const size_t outer = sizes.size();
   sizes.push_back(n);
   sizes.push_back(n);
@@ -96,12 +105,8 @@ bool rank(const at::Tensor& self, int64_t dim, bool descending, const at::Tensor
 bool place(const at::Tensor& self, int64_t dim, const at::Tensor& ranks, const at::Tensor& iota,
            const at::Tensor& values, const at::Tensor& indices) {
   const int64_t n = self.size(dim), rows = ranks.size(0);
-  std::vector<int64_t> sizes, self_strides;
-  for (int64_t d = 0; d < self.dim(); ++d)
-    if (d != dim) {
-      sizes.push_back(self.size(d));
-      self_strides.push_back(self.stride(d));
-    }
+  const OtherDims others(self, dim);
+  std::vector<int64_t> sizes = others.sizes, self_strides = others.strides;
   const size_t outer = sizes.size();
   sizes.push_back(n);
   self_strides.push_back(self.stride(dim));
@@ -142,9 +147,7 @@ std::tuple<at::Tensor&, at::Tensor&> npusim_sort_out(const at::Tensor& self, std
     const at::Tensor ranks = at::empty({rows, n}, longs);
     // Sorted rows, [other dims..., n] (the outputs themselves when they are laid out so): filled with -0 (floats) or
     // 0 for the adds.
-    std::vector<int64_t> row_sizes;
-    for (int64_t d = 0; d < self.dim(); ++d)
-      if (d != wrapped) row_sizes.push_back(self.size(d));
+    std::vector<int64_t> row_sizes = OtherDims(self, wrapped).sizes;
     row_sizes.push_back(n);
     const bool in_place = wrapped == self.dim() - 1 && values.is_contiguous() && indices.is_contiguous() &&
                           !values.is_alias_of(self) && !indices.is_alias_of(self);
