@@ -66,13 +66,6 @@ LinearMap linear_map(int64_t input, int64_t output, bool align_corners, std::opt
   return map;
 }
 
-template <typename T>
-at::Tensor on_device(const std::vector<T>& values, at::ScalarType type, const at::Device& device) {
-  at::Tensor host = at::empty({static_cast<int64_t>(values.size())}, at::TensorOptions().dtype(type));
-  std::copy(values.begin(), values.end(), static_cast<T*>(host.data_ptr()));
-  return host.to(device);
-}
-
 // A kernel over [N, C, O1, ..., Ok]: the index of each of the 2^k neighbours in `grid` (the input, or its gradient),
 // neighbour q taking the second index along dimension d when bit (k - 1 - d) of q is set, and per dimension the nodes
 // of the two weights. The tables stay alive with this object until the launch.
@@ -100,7 +93,8 @@ Neighbours neighbours(TensorKernel& k, const at::Tensor& grid, at::IntArrayRef o
     weights.insert(weights.end(), map.first_weight.begin(), map.first_weight.end());
     weights.insert(weights.end(), map.second_weight.begin(), map.second_weight.end());
   }
-  Neighbours result{on_device(offsets, at::kLong, grid.device()), on_device(weights, at::kFloat, grid.device())};
+  Neighbours result{TensorKernel::table(offsets, at::kLong, grid.device()),
+                    TensorKernel::table(weights, at::kFloat, grid.device())};
   std::vector<int64_t> batch(2 + dims, 0);
   batch[0] = grid.size(1);
   batch[1] = 1;

@@ -90,9 +90,7 @@ GatheredIndex gathered_index(TensorKernel& k, const PaddingOp& op, const at::Ten
     spans.push_back({static_cast<int64_t>(terms.size()), padded.stride(dim)});
     for (int64_t source : index_map(op, padded.size(dim), padding, d)) terms.push_back(source * padded.stride(dim));
   }
-  at::Tensor table = at::empty({static_cast<int64_t>(terms.size())}, at::TensorOptions().dtype(at::kLong));
-  std::copy(terms.begin(), terms.end(), table.mutable_data_ptr<int64_t>());
-  GatheredIndex result{table.to(device)};
+  GatheredIndex result{TensorKernel::table(terms, at::kLong, device)};
   std::vector<int64_t> strides(dims, 0);
   for (int64_t d = leading - 1, stride = 1; d >= 0; stride *= out_sizes[d], --d) strides[d] = stride;
   result.index = k.load(result.table, strides);

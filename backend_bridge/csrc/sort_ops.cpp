@@ -9,7 +9,6 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/sort.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <torch/library.h>
 

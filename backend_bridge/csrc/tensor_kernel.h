@@ -5,7 +5,9 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
+#include <algorithm>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +29,14 @@ class TensorKernel {
   // A kernel name for an op over `tensor`: "<name>_<type>" (upsample_nearest2d_f32).
   static std::string name_for(const char* name, const at::Tensor& tensor) {
     return c10::str(name, "_", std::string(isa::type_name(type_of(tensor))));
+  }
+
+  // Host values (index terms, weights) as a one-dimensional tensor on `device`, for the kernel to load: one copy.
+  template <typename T>
+  static at::Tensor table(const std::vector<T>& values, at::ScalarType type, const at::Device& device) {
+    at::Tensor host = at::empty({static_cast<int64_t>(values.size())}, at::TensorOptions().dtype(type));
+    std::copy(values.begin(), values.end(), static_cast<T*>(host.data_ptr()));
+    return host.to(device);
   }
 
   // The tensor's elements, of its own type, at element offset + sum(i_k strides[k]) for point i of the space.

@@ -3,7 +3,6 @@
 // / norm and grad_v = a grad_w - b v with a = g / norm, b = a grad_g / norm, as PyTorch's kernels do, each one fused
 // row kernel over v's rows (dim 0) or columns (the last dim), in float32 (float16 and bfloat16 rounded once; their
 // norms kept in float32). Other dims take the fallback, as they do on the CPU.
-#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
