@@ -74,3 +74,48 @@ def test_a_fully_masked_row_is_nan_as_on_the_cpu():
     for a, e in zip(actual, expected, strict=True):
         torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-6, equal_nan=True)
     assert expected[1][0, 1, 2].isnan().all() and not expected[1][0, 0].isnan().any()
+
+
+@pytest.mark.parametrize("norm", [False, True], ids=["no final norm", "final norm"])
+def test_encoder_with_a_padding_mask_runs_its_nested_fast_path_natively(norm):
+    """nn.TransformerEncoder in eval mode packs the unpadded rows into a nested tensor, runs its layers on it and pads
+    the result with zeros: the same numbers as the CPU's, padded rows included, and nothing on the CPU."""
+    torch.manual_seed(4)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, 2, norm=torch.nn.LayerNorm(32) if norm else None).eval()
+    padding = torch.zeros(3, 10, dtype=torch.bool)
+    padding[1, 6:] = True
+    padding[2, 1:] = True
+    on_device = copy.deepcopy(encoder).to("npusim")
+    x = torch.randn(3, 10, 32, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        expected = encoder(x, src_key_padding_mask=padding)
+        with npusim.profile() as report:
+            actual = on_device(x.to("npusim"), src_key_padding_mask=padding.to("npusim"))
+    assert report.fallbacks == {}
+    assert (expected[1, 6:] == 0).all() and (actual.cpu()[1, 6:] == 0).all()  # the nested path was taken
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=2e-6)
+
+
+def test_a_padding_mask_not_left_aligned_takes_the_dense_path_as_on_the_cpu():
+    torch.manual_seed(6)
+    encoder = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 1).eval()
+    padding = torch.zeros(2, 10, dtype=torch.bool)
+    padding[1, :3] = True  # padding first: not left-aligned
+    on_device = copy.deepcopy(encoder).to("npusim")
+    with torch.no_grad():
+        expected = encoder(X, src_key_padding_mask=padding)
+        actual = on_device(X.to("npusim"), src_key_padding_mask=padding.to("npusim"))
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=2e-6)
+    with pytest.raises(RuntimeError, match="left-aligned"):
+        torch._nested_tensor_from_mask(X.to("npusim"), padding.logical_not().to("npusim"), mask_check=True)
+
+
+def test_nested_tensor_pads_to_the_size_asked_for():
+    kept = torch.tensor([[True, True, False], [True, False, False]])
+    x = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(7))
+    expected = torch._nested_tensor_from_mask(x, kept).to_padded_tensor(-1.0, (2, 5, 4))
+    actual = torch._nested_tensor_from_mask(x.to("npusim"), kept.to("npusim")).to_padded_tensor(-1.0, (2, 5, 4))
+    torch.testing.assert_close(actual.cpu(), expected)
+    with pytest.raises(RuntimeError, match="smaller"):
+        torch._nested_tensor_from_mask(x.to("npusim"), kept.to("npusim")).to_padded_tensor(0.0, (2, 1, 4))

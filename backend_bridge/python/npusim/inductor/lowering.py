@@ -579,7 +579,12 @@ def _host_mask_table(program, number):
             pending += program.nodes[n].inputs
     value = evaluator.run(sorted(needed))[number].to(torch.bool)
     shape = [d.size for d in program.space]
-    value = value.reshape([1] * (len(shape) - value.dim()) + list(value.shape)).contiguous()
+    value = value.reshape([1] * (len(shape) - value.dim()) + list(value.shape))
+    # A mask of one range variable (a cat's input, a select's index) is a few bytes, not one per point.
+    for dim, size in enumerate(value.shape):
+        if size > 1 and torch.equal(value, value.narrow(dim, 0, 1).expand_as(value)):
+            value = value.narrow(dim, 0, 1)
+    value = value.contiguous()
     strides = [0 if size == 1 else stride for size, stride in zip(value.shape, value.stride(), strict=True)]
     return value.reshape(-1), strides
 
