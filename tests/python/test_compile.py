@@ -227,6 +227,29 @@ def test_cat_of_equal_parts_reads_strided_views(tmp_path):
     assert "dma.ldx" not in dumps["add"] and "dma.ldx" in dumps["cat"]
 
 
+@pytest.mark.parametrize(
+    ("function", "shapes", "staged"),
+    [
+        (lambda x, y: x.t() * 2 + y, [(48, 40), (40, 48)], 1),  # pointwise: y read across the store's order
+        (lambda x, y: (x * y).sum((0, 2)), [(4, 4, 64, 32), (4, 1, 64, 32)], 1),  # rows of two dimensions read across
+        (lambda x, y: (x + y).sum(0), [(64, 48), (48,)], 0),  # a row of one stride: turned by vtr in the kernel
+    ],
+    ids=["pointwise", "rows of two dimensions", "rows of one stride"],
+)
+def test_a_transposed_load_is_put_in_the_kernels_order_first(function, shapes, staged):
+    """A load contiguous across the order the kernel's tiles walk (a DRAM burst per element) is copied into that
+    order by the transposing copy just before the fused kernel; a row the kernel can turn with vtr itself is not. The
+    results are eager mode's, and the kernel is still named in the profile."""
+    x, y = (torch.randn(shape) for shape in shapes)
+    with npusim.profile() as report:
+        result, kernels = compiled(function, x, y)
+    assert_close(result, function(x, y), rtol=1e-5, atol=1e-4)
+    assert len(kernels) == 1 and ROUTES[kernels[0]] == "fused"
+    names = [r.name for r in report.records if r.name != "copy_h2d"]
+    assert names[-1 - staged :] == ["transpose"] * staged + [kernels[0].split("_", 2)[2].rsplit("_", 1)[0]]
+    assert report.records[-1].op == kernels[0]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_pad_is_one_fused_kernel(dtype):
     x = torch.arange(7 * 9, dtype=dtype).reshape(7, 9) - 20

@@ -53,11 +53,11 @@ class CompiledKernel:
             ROUTES[self.name] = "interpreted: NPUSIM_COMPILE_INTERPRET=1"
         else:
             try:
-                description, tables, host_scalars, host_tables = lower(
+                description, tables, host_scalars, host_tables, staged = lower(
                     program, host_arguments, dict(zip(self.arguments, extents, strict=True))
                 )
                 spec = _C.FusedSpec(description)
-                fused = (description, spec, tables, host_scalars, host_tables, _arguments_read(description))
+                fused = (description, spec, tables, host_scalars, host_tables, _arguments_read(description), staged)
             except NotLowered as why:
                 ROUTES[self.name] = f"interpreted: {why}"
                 log.info("npusim: compiled kernel %s runs op by op: %s", self.name, why)
@@ -106,7 +106,10 @@ class CompiledKernel:
     def argument_block(self, launch):
         """The fused kernel's argument block for a resolved call, and the tensors it passes for the program's
         arguments (a host tensor the kernel writes is copied back by :meth:`copy_back` after the launch)."""
-        program, (_, _, tables, (host_nodes, hoisted, as_arguments), host_tables, read) = launch.program, launch.fused
+        program, (_, _, tables, (host_nodes, hoisted, as_arguments), host_tables, read, staged) = (
+            launch.program,
+            launch.fused,
+        )
         given, device = launch.given, launch.device
         # Host scalar arithmetic on host tensors (an optimizer's beta ** step from its step count) is done here and
         # its results go in the launch's argument block (a GEMM epilogue's in one small tensor); host tensors the
@@ -121,6 +124,7 @@ class CompiledKernel:
                 arguments += [scalar.item() for scalar in scalars]
             else:
                 arguments.append(torch.stack(scalars).to(device))
+        arguments += [_staged_copy(tensors[staging.argument], staging) for staging in staged]
         return arguments, tensors
 
     def copy_back(self, launch, tensors):
@@ -131,6 +135,7 @@ class CompiledKernel:
     def _launch_fused(self, launch):
         """Launches the fused kernel; False when the kernel builder cannot express it."""
         arguments, tensors = self.argument_block(launch)
+        _C.set_op(self.name, launch.device.index or 0)  # again: a staged copy is an aten operator of its own
         if not _C.launch_fused(launch.fused[1], arguments):
             ROUTES[self.name] = "interpreted: the kernel builder cannot express it"
             return False
@@ -156,6 +161,13 @@ def _arguments_read(description):
     """The argument entries a spec's loads, stores and product read or write."""
     _, _, _, _, loads, stores, _, matmul = description
     return {argument for argument, *_ in loads + stores} | (set(matmul[:2]) if matmul is not None else set())
+
+
+def _staged_copy(tensor, staging):
+    """A transposed load's view of `tensor`, copied into the layout the kernel reads it in (lowering.Staging)."""
+    view = tensor.as_strided(staging.sizes, staging.source_strides, tensor.storage_offset() + staging.offset)
+    staged = torch.empty_strided(staging.sizes, staging.strides, dtype=tensor.dtype, device=tensor.device)
+    return staged.copy_(view)
 
 
 _tables = {}  # (device, dtype) -> 0, 1, 2, ... on the device
