@@ -250,6 +250,25 @@ def test_a_transposed_load_is_put_in_the_kernels_order_first(function, shapes, s
     assert report.records[-1].op == kernels[0]
 
 
+def test_a_mask_widened_and_narrowed_again_is_not_converted(tmp_path):
+    """Inductor's `any` over a row takes its bool mask to int64 and back (safe softmax's check for rows all -inf):
+    the kernel reads the mask as it is, with no conversion either way, and the results are eager mode's."""
+    code = """
+        import torch, npusim
+        x = torch.randn(64, 48)
+        x[3] = -float("inf")
+        def f(x):
+            return torch.softmax(x, -1), torch.any(x > 1, -1)
+        softmax, any_ = torch.compile(f)(x.to("npusim"))
+        torch.testing.assert_close(softmax.cpu(), torch.softmax(x, -1), equal_nan=True)
+        assert torch.equal(any_.cpu(), torch.any(x > 1, -1))
+    """
+    process = run_python(code, NPUSIM_DUMP_KERNELS=tmp_path, TORCHINDUCTOR_FORCE_DISABLE_CACHES=1)
+    assert process.returncode == 0, process.stderr[-3000:]
+    dumps = [path.read_text() for path in tmp_path.iterdir() if path.name.startswith("fused_")]
+    assert dumps and not any("vcvt.i64.bool" in d or "vcvt.bool.i64" in d for d in dumps), dumps
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_pad_is_one_fused_kernel(dtype):
     x = torch.arange(7 * 9, dtype=dtype).reshape(7, 9) - 20

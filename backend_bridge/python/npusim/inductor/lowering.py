@@ -83,6 +83,24 @@ _REDUCTIONS = {
 }
 
 
+# (from, to): every value of `from` is exactly a value of `to`, so that converting there and back gives it unchanged.
+_EXACT_WIDENINGS = {("bool", t) for t in ("i8", "u8", "i32", "i64", "f16", "bf16", "f32")}
+_EXACT_WIDENINGS |= {(s, t) for s in ("i8", "u8") for t in ("i32", "i64", "f16", "bf16", "f32")}
+_EXACT_WIDENINGS |= {("i32", "i64"), ("f16", "f32"), ("bf16", "f32")}
+
+
+def _without_round_trip(nodes, operand, to):
+    """The spec node a conversion of `operand` to type `to` can read instead of converting: the operand itself when
+    it is of that type, or what it converted when it widened a value of that type exactly (Inductor's `any` takes a
+    bool mask to int64 and back), else None."""
+    if nodes[operand][1] == to:
+        return operand
+    op, widened, source = nodes[operand][:3]
+    if op == "Convert" and nodes[source][1] == to and (to, widened) in _EXACT_WIDENINGS:
+        return source
+    return None
+
+
 class NotLowered(Exception):
     """Why a program is not one fused kernel."""
 
@@ -118,6 +136,10 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
         return (program.arguments.index(node.attr("buffer")), type_of(node.dtype), found.offset, list(found.strides))
 
     def emit(op, dtype, operands=(), access_index=-1, constant=0.0):
+        if op == "Convert":
+            unconverted = _without_round_trip(nodes, operands[0], type_of(dtype))
+            if unconverted is not None:
+                return unconverted
         a, b, c = (list(operands) + [-1, -1, -1])[:3]
         nodes.append((op, type_of(dtype), a, b, c, access_index, float(constant)))
         return len(nodes) - 1
