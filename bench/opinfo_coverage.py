@@ -1,0 +1,161 @@
+"""Native coverage of PyTorch's OpInfo database: the share of float32 entries that run on npusim with
+NPUSIM_FALLBACK=error and match the CPU.
+
+    python bench/opinfo_coverage.py              # every entry (about ten minutes on two cores)
+    python bench/opinfo_coverage.py --samples 2  # fewer sample inputs per entry
+    python bench/opinfo_coverage.py --smoke      # the first 15 entries: CI's check that it still works
+
+For every entry of `op_db` whose float32 form the CPU supports, it runs the entry's first sample inputs (forward only)
+on npusim with the CPU fallback forbidden and on the CPU, and compares the results (torch.testing.assert_close, its
+float32 tolerances, NaN equal to NaN; for an op whose two CPU runs differ, random numbers, the shapes and dtypes). An
+entry passes when every sample it ran matches; an entry none of whose samples can be made is not counted. Entries run in
+a child interpreter, restarted after one that kills it. It prints the share that passes, then the failing entries
+grouped by cause: the operators that would have fallen back to the CPU (most entries first: what to make native next),
+mismatches, and other errors. Not a test: a measurement of where coverage stands, against the issue's goal of 85 %.
+"""
+
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys, warnings
+    import torch, npusim
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    warnings.filterwarnings("ignore")
+    first, last, samples_per_entry = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+
+    def to_cpu(value):
+        if isinstance(value, torch.Tensor):
+            return value.cpu()
+        if isinstance(value, (tuple, list)):  # structseqs (max's values and indices) as plain lists
+            return [to_cpu(v) for v in value]
+        return value
+
+    def random(op, cpu, expected):
+        # OpInfo seeds its random ops' calls (wrapper_set_seed): the CPU's generator and npusim's differ.
+        if "wrapper_set_seed" in getattr(getattr(op.op, "__code__", None), "co_names", ()):
+            return True
+        again = to_cpu(op(cpu.input, *cpu.args, **cpu.kwargs))
+        try:
+            torch.testing.assert_close(again, expected, equal_nan=True)
+            return False
+        except Exception:
+            return True
+
+    def shapes(value):
+        if isinstance(value, torch.Tensor):
+            return torch.tensor(list(value.shape) + [hash(str(value.dtype)) % 1000])
+        if isinstance(value, list):
+            return [shapes(v) for v in value]
+        return value
+
+    def outcome(op):
+        if torch.float32 not in op.supported_dtypes("cpu"):
+            return None
+        try:
+            samples = list(op.sample_inputs("npusim", torch.float32))[:samples_per_entry]
+        except Exception:
+            return None
+        if not samples:
+            return None
+        for sample in samples:
+            try:
+                actual = to_cpu(op(sample.input, *sample.args, **sample.kwargs))
+                torch.npusim.synchronize()
+            except Exception as error:
+                return ["error", str(error).splitlines()[0][:300] if str(error) else type(error).__name__]
+            cpu = sample.transform(to_cpu)
+            try:
+                expected = to_cpu(op(cpu.input, *cpu.args, **cpu.kwargs))
+            except Exception:
+                continue  # the CPU cannot run this sample either
+            if random(op, cpu, expected):  # random numbers: the shapes and dtypes must match, not the values
+                actual, expected = shapes(actual), shapes(expected)
+            try:
+                torch.testing.assert_close(actual, expected, equal_nan=True, check_device=False)
+            except Exception as error:
+                return ["mismatch", str(error).splitlines()[0][:200]]
+        return ["pass", ""]
+
+    for index in range(first, min(last, len(op_db))):
+        op = op_db[index]
+        name = f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+        print("START", index, flush=True)
+        result = outcome(op)
+        if result is not None:
+            print("RESULT", json.dumps([index, name, *result]), flush=True)
+    print("DONE", flush=True)
+    """
+)
+
+FALLBACK = re.compile(r"npusim: (\S+) has no native npusim kernel")
+
+
+def run(first, last, samples):
+    """{index: (name, verdict, detail)} for entries first..last-1, a child interpreter restarted after a crash."""
+    results, start = {}, first
+    environment = dict(os.environ, NPUSIM_FALLBACK="error", PYTHONWARNINGS="ignore")
+    while start < last:
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD, str(start), str(last), str(samples)],
+            capture_output=True,
+            text=True,
+            env=environment,
+        )
+        started = start
+        for line in child.stdout.splitlines():
+            if line.startswith("START "):
+                started = int(line.split()[1])
+            elif line.startswith("RESULT "):
+                index, name, verdict, detail = json.loads(line[len("RESULT ") :])
+                results[index] = (name, verdict, detail)
+        if "DONE" in child.stdout.splitlines():
+            break
+        results[started] = (f"entry {started}", "crash", f"exit status {child.returncode}")
+        start = started + 1
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=4, help="sample inputs per entry (default 4)")
+    parser.add_argument("--smoke", action="store_true", help="the first 15 entries only")
+    arguments = parser.parse_args()
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    last = 15 if arguments.smoke else len(op_db)
+    results = run(0, last, arguments.samples)
+    if not results:
+        sys.exit("no entry ran: no figure")
+    verdicts = collections.Counter(verdict for _, verdict, _ in results.values())
+    passed = verdicts["pass"]
+    print(f"OpInfo float32 entries passing with NPUSIM_FALLBACK=error: {passed} of {len(results)} "
+          f"({100 * passed / len(results):.1f} %); goal 85 %")  # fmt: skip
+    print("  " + ", ".join(f"{verdict} {count}" for verdict, count in verdicts.most_common()))
+    fallbacks = collections.defaultdict(list)
+    for name, verdict, detail in results.values():
+        found = FALLBACK.search(detail) if verdict == "error" else None
+        if found:
+            fallbacks[found.group(1)].append(name)
+    print(f"\nOperators that would fall back, by entries ({len(fallbacks)} operators):")
+    for operator, names in sorted(fallbacks.items(), key=lambda item: (-len(item[1]), item[0])):
+        print(f"  {len(names):3d}  {operator}: {' '.join(sorted(names))}")
+    for kind in ("mismatch", "error", "crash"):
+        rows = [(name, detail) for name, verdict, detail in results.values() if verdict == kind]
+        rows = [(name, detail) for name, detail in rows if not (kind == "error" and FALLBACK.search(detail))]
+        if rows:
+            print(f"\n{kind} ({len(rows)}):")
+            for name, detail in sorted(rows):
+                print(f"  {name}: {detail}")
+
+
+if __name__ == "__main__":
+    main()
