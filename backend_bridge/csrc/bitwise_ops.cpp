@@ -123,6 +123,16 @@ at::Tensor& npusim_logical_not_(at::Tensor& self) { return npusim_logical_not_ou
 // any (IsAny) or all of a bool mask, over everything or one dimension: whether the mask's max (min) as float32 is 1.
 template <bool IsAny>
 at::Tensor& any_or_all_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+  if (self.dim() == 0 && self.device() == out.device()) {  // one element (dimension 0 or -1): a vector of one
+    if (dim) at::maybe_wrap_dim(*dim, int64_t{0});
+    at::Tensor result = at::empty({0}, out.options());
+    any_or_all_out<IsAny>(self.reshape({1}), std::nullopt, false, result);
+    at::native::resize_output(out, {});
+    return out.copy_(result);
+  }
+  if (self.scalar_type() != at::kBool && element_type(self.scalar_type()) && !self.is_complex() &&
+      self.device() == out.device() && out.scalar_type() == at::kBool)  // of numbers: of which are not zero
+    return any_or_all_out<IsAny>(at::ne(self, 0), dim, keepdim, out);
   if (self.scalar_type() == at::kBool && out.scalar_type() == at::kBool && self.device() == out.device() &&
       self.numel() > 0 && self.dim() > 0) {
     const at::Tensor values = self.to(at::kFloat);

@@ -54,7 +54,15 @@ bool native_type(RowOp op, const at::Tensor& self) {
 // Reduces `self` (at least 1-D, the dimension not empty) along `dim` with a row op into `out`, resized to the reduced
 // shape. False when it cannot (the caller falls back).
 bool reduce_along(RowOp op, const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
-  if (!native_type(op, self) || self.dim() == 0 || out.device() != self.device()) return false;
+  if (!native_type(op, self) || out.device() != self.device()) return false;
+  if (self.dim() == 0) {  // one element (dimension 0 or -1 names it): a row of one, the result 0-dim
+    at::maybe_wrap_dim(dim, int64_t{0});
+    at::Tensor row = at::empty({0}, out.options());
+    if (!reduce_along(op, self.reshape({1}), 0, false, row)) return false;
+    at::native::resize_output(out, {});
+    out.copy_(row.reshape({}));
+    return true;
+  }
   dim = at::maybe_wrap_dim(dim, self.dim());
   if (self.size(dim) == 0) return false;  // the CPU raises PyTorch's own error
   at::native::resize_output(out, reduced_shape(self, dim, keepdim));
@@ -108,7 +116,8 @@ at::Tensor& over_dims_out(const at::Tensor& self, at::IntArrayRef dims, bool kee
     for (int64_t dim = 0; dim < self.dim(); ++dim) reduced.push_back(dim);
   std::sort(reduced.rbegin(), reduced.rend());
   const bool distinct = std::adjacent_find(reduced.begin(), reduced.end()) == reduced.end();
-  if (native_type(kValues<IsMax>, self) && out.scalar_type() == self.scalar_type() && self.dim() > 0 && distinct) {
+  if (native_type(kValues<IsMax>, self) && out.scalar_type() == self.scalar_type() && distinct &&
+      out.device() == self.device()) {
     at::Tensor partial = self;
     bool native = true;
     for (int64_t dim : reduced) {

@@ -85,8 +85,7 @@ std::vector<at::Tensor> sequences(const at::Tensor& nested) {
 
 // [batch, longest, ...] (or output_size, at least as large), the sequences at the start of each entry, `padding`
 // elsewhere.
-at::Tensor npusim_nested_to_padded_tensor(const at::Tensor& self, double padding,
-                                          at::OptionalIntArrayRef output_size) {
+at::Tensor npusim_nested_to_padded_tensor(const at::Tensor& self, double padding, at::OptionalIntArrayRef output_size) {
   const std::vector<at::Tensor> parts = sequences(self);
   const std::vector<int64_t> longest = at::native::NestedTensor_get_max_size(*at::native::get_nested_tensor_impl(self));
   std::vector<int64_t> shape{static_cast<int64_t>(parts.size())};
@@ -127,10 +126,10 @@ at::Tensor npusim_nested_transformer_encoder_layer_fwd(
   const at::Tensor padded = npusim_nested_to_padded_tensor(src, 0.0, std::nullopt);
   const at::Tensor positions = at::arange(padded.size(1)).unsqueeze(0);
   const at::Tensor padding = positions.ge(lengths.unsqueeze(1)).to(padded.device());
-  const at::Tensor out = at::_transformer_encoder_layer_fwd(
-      padded, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu, norm_first, eps,
-      norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2,
-      padding, 1);
+  const at::Tensor out =
+      at::_transformer_encoder_layer_fwd(padded, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                                         use_gelu, norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2,
+                                         norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, padding, 1);
   return nested_from_rows(out, kept);
 }
 

@@ -8,6 +8,7 @@
 #include <ATen/ops/amin.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/ne.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/sum.h>
@@ -22,6 +23,21 @@ namespace {
 
 at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  if (self.dim() == 0 && self.device() == out.device() && is_float_kind(self.scalar_type()) &&
+      is_float_kind(dtype.value_or(self.scalar_type()))) {
+    // One element (dimension 0 or -1 names it). Over every dimension the CPU gives its magnitude whatever the
+    // order (no overflow of its power), or whether it is not zero for order 0; over a named one, the formula.
+    at::Tensor norm;
+    if (dim.has_value() && !dim->empty()) {
+      for (int64_t d : *dim) at::maybe_wrap_dim(d, int64_t{0});
+      norm = at::empty({0}, out.options());
+      vector_norm_out(self.reshape({1}), ord, at::IntArrayRef{0}, false, dtype, norm);
+    } else {
+      norm = ord.toDouble() == 0 ? at::ne(self, 0) : at::abs(self);
+    }
+    at::native::resize_output(out, {});
+    return out.copy_(norm.reshape({}));
+  }
   const double p = ord.toDouble();
   const at::ScalarType result_type = dtype ? *dtype : self.scalar_type();
   if (is_float_kind(self.scalar_type()) && is_float_kind(result_type) && out.scalar_type() == result_type &&

@@ -60,6 +60,13 @@ bool is_half(const at::Tensor& tensor) {
 // is moved last for the kernel and back.
 template <RowOp Op>
 at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  if (self.dim() == 0 && self.device() == out.device()) {  // one element (dimension 0 or -1): a row of one
+    at::maybe_wrap_dim(dim, int64_t{0});
+    at::Tensor row = at::empty({0}, out.options());
+    softmax_out<Op>(self.reshape({1}), 0, half_to_float, row);
+    at::native::resize_output(out, {});
+    return out.copy_(row.reshape({}));
+  }
   if (self.scalar_type() == at::kFloat && !half_to_float && is_last_dim(self, dim)) {
     at::native::resize_output(out, self.sizes());
     if (out.scalar_type() == at::kFloat && launch_row_op(Op, self, out)) return out;
@@ -226,6 +233,12 @@ at::Tensor npusim_sum_all(const at::Tensor& self, std::optional<at::ScalarType> 
 // mean over any dimensions: the sum divided by the count it covers, both on the device.
 at::Tensor& npusim_mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  if (self.dim() == 0 && out.device() == self.device() && is_float_kind(self.scalar_type()) &&
+      is_float_kind(dtype.value_or(self.scalar_type()))) {  // one element (dimension 0 or -1): itself, as sum's
+    reduced_dims(self, dims);
+    at::native::resize_output(out, {});
+    return out.copy_(self.to(dtype.value_or(self.scalar_type())));
+  }
   const bool half = is_half(self);
   if (half && out.scalar_type() == self.scalar_type() && (!dtype || *dtype == self.scalar_type()) && self.dim() > 0 &&
       out.device() == self.device()) {  // in float32, rounded once, as the CPU does

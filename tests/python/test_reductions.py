@@ -302,3 +302,46 @@ def test_histc_of_integers_counts_as_cuda_does(dtype, device):
     assert torch.histc(torch.full((4,), 5, dtype=dtype, device=device), 2).cpu().tolist() == [0, 4]
     with pytest.raises(RuntimeError, match="bins must be > 0"):
         torch.histc(experts.to(device), 0, 0, 8)
+
+
+ZERO_DIM_REDUCTIONS = {
+    "mean": lambda x: x.mean(),
+    "mean over dim -1": lambda x: x.mean(-1, keepdim=True),
+    "amax": lambda x: x.amax(),
+    "amin over dim 0": lambda x: x.amin(0),
+    "argmax over dim 0": lambda x: x.argmax(0, keepdim=True),
+    "argmin": lambda x: x.argmin(),
+    "max over dim 0": lambda x: tuple(x.max(0)),
+    "min over dim -1": lambda x: tuple(x.min(-1, keepdim=True)),
+    "2-norm": lambda x: torch.linalg.vector_norm(x),
+    "3-norm over dim 0": lambda x: torch.linalg.vector_norm(x, 3, dim=0),
+    "inf-norm": lambda x: torch.linalg.vector_norm(x, float("inf")),
+    "0-norm": lambda x: torch.linalg.vector_norm(x, 0),
+    "-1-norm": lambda x: torch.linalg.vector_norm(x, -1),
+    "all": lambda x: x.all(),
+    "any over dim 0": lambda x: x.any(0),
+    "all of a mask": lambda x: (x > 0).all(),
+    "softmax": lambda x: x.softmax(0),
+    "log_softmax": lambda x: x.log_softmax(-1),
+}
+
+
+@pytest.mark.parametrize("value", [2.5, -0.0, float("nan"), float("-inf"), 1e30])
+@pytest.mark.parametrize("name", ZERO_DIM_REDUCTIONS)
+def test_reductions_of_a_0_dim_tensor_run_natively(monkeypatch, name, value):
+    """A 0-dim tensor is one element, which dimension 0 or -1 names: its reductions give the CPU's 0-dim results."""
+    monkeypatch.setenv("NPUSIM_FALLBACK", "error")
+    reduce = ZERO_DIM_REDUCTIONS[name]
+    expected = reduce(torch.tensor(value))
+    actual = reduce(torch.tensor(value, device="npusim"))
+    torch.testing.assert_close(
+        tuple(a.cpu() for a in actual) if isinstance(actual, tuple) else actual.cpu(), expected, equal_nan=True
+    )
+
+
+def test_a_0_dim_tensor_has_no_dimension_1(monkeypatch):
+    monkeypatch.setenv("NPUSIM_FALLBACK", "error")
+    x = torch.tensor(1.0, device="npusim")
+    for reduce in (lambda: x.mean(1), lambda: x.amax(1), lambda: x.argmax(1), lambda: x.softmax(1), lambda: x.any(2)):
+        with pytest.raises(IndexError, match="Dimension out of range"):
+            reduce()
