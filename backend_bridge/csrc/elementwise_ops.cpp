@@ -9,6 +9,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/logical_and.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/tanh.h>
@@ -249,6 +250,8 @@ template <ElementwiseOp Op>
 at::Tensor& binary_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   if constexpr (Op == ElementwiseOp::MulF32) {
     if (const auto op = integer_mul(self, other, out); op && launch_binary(*op, self, other, out)) return out;
+    if (self.scalar_type() == at::kBool && other.scalar_type() == at::kBool && out.scalar_type() == at::kBool)
+      return at::logical_and_out(out, self, other);  // bools multiply as they conjoin
   }
   if (runs_natively(self, other, out) && launch_binary(Op, self, other, out)) return out;
   if constexpr (Op == ElementwiseOp::MaxF32 || Op == ElementwiseOp::MinF32) {

@@ -41,11 +41,13 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::O
   const double p = ord.toDouble();
   const at::ScalarType result_type = dtype ? *dtype : self.scalar_type();
   if (is_float_kind(self.scalar_type()) && is_float_kind(result_type) && out.scalar_type() == result_type &&
-      out.device() == self.device() && self.numel() > 0 && self.dim() > 0 && (p > 0 || std::isinf(p))) {
+      out.device() == self.device() && self.numel() > 0 && self.dim() > 0) {
     const at::Tensor x = self.to(at::kFloat);
     const std::vector<int64_t> dims = dim.has_value() ? dim->vec() : std::vector<int64_t>{};
     at::Tensor norm;
-    if (p == 2)
+    if (p == 0)  // how many are not zero
+      norm = at::sum(at::ne(x, 0).to(at::kFloat), dims, keepdim);
+    else if (p == 2)
       norm = at::sqrt(at::sum(at::mul(x, x), dims, keepdim));
     else if (p == 1)
       norm = at::sum(at::abs(x), dims, keepdim);

@@ -1,7 +1,7 @@
 // Pointwise ops composed from native kernels: lerp (Adam's first moment), addcmul (its second moment), addcdiv (its
-// update), pow with a scalar exponent, and tanh's backward. Each step is an emitted kernel on the device, so an
-// optimizer step runs without the CPU fallback; other dtypes, devices and mixes take the fallback, counted and
-// reported.
+// update), pow with a scalar exponent, rounding to decimal places, and tanh's backward. Each step is an emitted kernel
+// on the device, so an optimizer step runs without the CPU fallback; other dtypes, devices and mixes take the fallback,
+// counted and reported.
 #include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
@@ -11,7 +11,9 @@
 #include <ATen/ops/log.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/reciprocal.h>
+#include <ATen/ops/round.h>
 #include <ATen/ops/rsqrt.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/sub.h>
 #include <torch/library.h>
@@ -117,6 +119,29 @@ at::Tensor npusim_pow(const at::Tensor& self, const at::Scalar& exponent) {
 }
 at::Tensor& npusim_pow_(at::Tensor& self, const at::Scalar& exponent) { return npusim_pow_out(self, exponent, self); }
 
+// round to `decimals` places as the CPU computes it in float32: x * 10^d rounded half to even, then divided by 10^d
+// (for d <= 0: x / 10^-d rounded, then times 10^-d), 10^|d| itself rounded to float32.
+at::Tensor& npusim_round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& out) {
+  if (all_float_on_device(out, {self})) {
+    const at::Tensor ten_power = at::scalar_tensor(static_cast<float>(std::pow(10.0, std::abs(decimals))),
+                                                   at::TensorOptions().dtype(at::kFloat));
+    const at::Tensor result = decimals > 0 ? at::div(at::round(at::mul(self, ten_power)), ten_power)
+                                           : at::mul(at::round(at::div(self, ten_power)), ten_power);
+    at::native::resize_output(out, self.sizes());
+    return out.copy_(result);
+  }
+  torch::jit::Stack stack{self, decimals, out};
+  call_cpu_fallback("aten::round", "decimals_out", stack);
+  return out;
+}
+at::Tensor npusim_round_decimals(const at::Tensor& self, int64_t decimals) {
+  at::Tensor out = at::empty({0}, self.options());
+  return npusim_round_decimals_out(self, decimals, out);
+}
+at::Tensor& npusim_round_decimals_(at::Tensor& self, int64_t decimals) {
+  return npusim_round_decimals_out(self, decimals, self);
+}
+
 // tanh's backward from its output y: grad (1 - y^2).
 at::Tensor& npusim_tanh_backward_out(const at::Tensor& grad_output, const at::Tensor& output, at::Tensor& grad_input) {
   if (all_float_on_device(grad_input, {grad_output, output})) {
@@ -135,6 +160,9 @@ at::Tensor npusim_tanh_backward(const at::Tensor& grad_output, const at::Tensor&
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("round.decimals", npusim_round_decimals);
+  m.impl("round_.decimals", npusim_round_decimals_);
+  m.impl("round.decimals_out", npusim_round_decimals_out);
   m.impl("tanh_backward", npusim_tanh_backward);
   m.impl("tanh_backward.grad_input", npusim_tanh_backward_out);
   m.impl("pow.Tensor_Scalar", npusim_pow);

@@ -493,3 +493,26 @@ def test_integer_neg_abs_maximum_minimum_and_clamp_run_natively_and_wrap_like_th
     assert torch.equal(in_place.cpu(), grid.neg().clamp(-6, 6))
     assert torch.equal(out.cpu(), torch.maximum(grid, grid.flip(0)))
     assert npusim._C.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("decimals", [0, 1, 3, -1, -3])
+def test_round_to_decimal_places_is_the_cpus_to_the_bit(device, no_fallback, decimals):
+    """x * 10^d rounded half to even, then / 10^d (for d <= 0: x / 10^-d rounded, then times), in float32."""
+    x = torch.randn(4000, generator=torch.Generator().manual_seed(decimals + 10)) * 10 ** (2 - decimals)
+    x[:8] = torch.tensor([0.5, 1.5, 2.5, -0.5, 0.125, 1234.5, float("inf"), float("nan")])
+    expected = torch.round(x, decimals=decimals)
+    on_device = x.to(device)
+    assert torch.equal(torch.round(on_device, decimals=decimals).cpu().view(torch.int32), expected.view(torch.int32))
+    out = torch.empty(0, device=device)
+    torch.round(on_device, decimals=decimals, out=out)
+    on_device.round_(decimals=decimals)
+    for result in (out, on_device):
+        assert torch.equal(result.cpu().view(torch.int32), expected.view(torch.int32))
+
+
+def test_bools_multiply_as_they_conjoin(device, no_fallback):
+    a = torch.tensor([True, True, False, False])
+    b = torch.tensor([True, False, True, False])
+    assert torch.equal((a.to(device) * b.to(device)).cpu(), a * b)
+    assert torch.equal(torch.isfinite(torch.tensor([1.0, float("inf"), float("nan")], device=device)).cpu(),
+                       torch.tensor([True, False, False]))  # fmt: skip

@@ -345,3 +345,15 @@ def test_a_0_dim_tensor_has_no_dimension_1(monkeypatch):
     for reduce in (lambda: x.mean(1), lambda: x.amax(1), lambda: x.argmax(1), lambda: x.softmax(1), lambda: x.any(2)):
         with pytest.raises(IndexError, match="Dimension out of range"):
             reduce()
+
+
+@pytest.mark.parametrize("order", [0, -1, -2.5, 0.5])
+def test_vector_norms_of_order_zero_and_below_one_run_natively(monkeypatch, order):
+    monkeypatch.setenv("NPUSIM_FALLBACK", "error")
+    x = torch.randn(6, 40, generator=torch.Generator().manual_seed(3))
+    x[0, :5] = 0.0
+    x[1, 0] = float("nan")
+    for dim in (None, 1, (0, 1)):
+        expected = torch.linalg.vector_norm(x, order, dim=dim)
+        actual = torch.linalg.vector_norm(x.to("npusim"), order, dim=dim)
+        torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, rtol=1e-5, atol=1e-6)
