@@ -130,9 +130,31 @@ at::Tensor& npusim_clamp_tensor_(at::Tensor& self, const std::optional<at::Tenso
   return npusim_clamp_tensor_out(self, min, max, self);
 }
 
+// clamp_min and clamp_max with a tensor bound: clamp with the other bound absent.
+template <bool IsMin>
+at::Tensor& npusim_clamp_bound_out(const at::Tensor& self, const at::Tensor& bound, at::Tensor& out) {
+  return IsMin ? npusim_clamp_tensor_out(self, bound, std::nullopt, out)
+               : npusim_clamp_tensor_out(self, std::nullopt, bound, out);
+}
+template <bool IsMin>
+at::Tensor npusim_clamp_bound(const at::Tensor& self, const at::Tensor& bound) {
+  at::Tensor out = at::empty({0}, self.options());
+  return npusim_clamp_bound_out<IsMin>(self, bound, out);
+}
+template <bool IsMin>
+at::Tensor& npusim_clamp_bound_(at::Tensor& self, const at::Tensor& bound) {
+  return npusim_clamp_bound_out<IsMin>(self, bound, self);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("clamp_min.Tensor", npusim_clamp_bound<true>);
+  m.impl("clamp_min_.Tensor", npusim_clamp_bound_<true>);
+  m.impl("clamp_min.Tensor_out", npusim_clamp_bound_out<true>);
+  m.impl("clamp_max.Tensor", npusim_clamp_bound<false>);
+  m.impl("clamp_max_.Tensor", npusim_clamp_bound_<false>);
+  m.impl("clamp_max.Tensor_out", npusim_clamp_bound_out<false>);
   m.impl("rsub.Tensor", npusim_rsub);
   m.impl("equal", npusim_equal);
   m.impl("isnan", npusim_isnan);

@@ -516,3 +516,15 @@ def test_bools_multiply_as_they_conjoin(device, no_fallback):
     assert torch.equal((a.to(device) * b.to(device)).cpu(), a * b)
     assert torch.equal(torch.isfinite(torch.tensor([1.0, float("inf"), float("nan")], device=device)).cpu(),
                        torch.tensor([True, False, False]))  # fmt: skip
+
+
+@pytest.mark.parametrize("bound", [torch.clamp_min, torch.clamp_max])
+def test_clamp_min_and_max_with_tensor_bounds_propagate_nan_as_on_the_cpu(device, no_fallback, bound):
+    x, limit = torch.randn(6, 5), torch.randn(5)
+    x[0, 0], limit[1] = float("nan"), float("nan")
+    torch.testing.assert_close(bound(x.to(device), limit.to(device)).cpu(), bound(x, limit), equal_nan=True)
+    scalar, other = torch.tensor(2.0), torch.tensor(3.0)  # 0-dim tensors on the device
+    torch.testing.assert_close(bound(scalar.to(device), other.to(device)).cpu(), bound(scalar, other))
+    on_device = x.to(device)
+    getattr(on_device, bound.__name__ + "_")(limit.to(device))
+    torch.testing.assert_close(on_device.cpu(), bound(x, limit), equal_nan=True)
