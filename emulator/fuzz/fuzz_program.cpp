@@ -91,6 +91,7 @@ Outcome ProgramRunner::run(const FuzzProgram& program) {
   memory.clear();
   chip_.clear_core_memories();
   memory.write(abi::FIRMWARE_BASE, abi::firmware_image(), abi::firmware_image_words() * sizeof(uint64_t));
+  chip_.protect_below(abi::HEAP_BASE);  // as the runtime boots it
   chip_.boot(abi::FIRMWARE_BASE);
   chip_.take_launch_records();
 

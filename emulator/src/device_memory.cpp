@@ -28,6 +28,15 @@ void DeviceMemory::require_range(uint64_t address, uint64_t bytes, const char* a
                            capacity_bytes_ >> 20));
 }
 
+void DeviceMemory::check_kernel_store(uint64_t address, uint64_t bytes) const {
+  const uint64_t limit = protected_limit_.load(std::memory_order_relaxed);
+  if (bytes > 0 && address < limit)
+    throw Trap(
+        fmt::format("DRAM store of {} bytes at 0x{:x} is in the command processor's memory (below 0x{:x}), "
+                    "which kernels may not write",
+                    bytes, address, limit));
+}
+
 DeviceMemory::~DeviceMemory() {
   for (Page& entry : pages_) delete[] entry.bytes.load();
 }

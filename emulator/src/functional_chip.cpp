@@ -31,15 +31,18 @@ class FunctionalChip::CoreContext : public ExecContext {
     state_.stats.dram_bytes_read += bytes;
   }
   void write_dram(uint64_t address, const void* source, uint64_t bytes) override {
+    check_dram_store(address, bytes);
     chip_.memory_.write(address, source, bytes);
     state_.stats.dram_bytes_written += bytes;
   }
+  void check_dram_store(uint64_t address, uint64_t bytes) override { chip_.memory_.check_kernel_store(address, bytes); }
   void read_dram_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows, void* destination) override {
     chip_.memory_.read_rows(address, stride, row_bytes, rows, destination);
     state_.stats.dram_bytes_read += row_bytes * rows;
   }
   void write_dram_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows,
                        const void* source) override {
+    for (uint64_t r = 0; r < rows; ++r) check_dram_store(address + r * stride, row_bytes);
     chip_.memory_.write_rows(address, stride, row_bytes, rows, source);
     state_.stats.dram_bytes_written += row_bytes * rows;
   }

@@ -470,6 +470,7 @@ void Device::boot_firmware() {
   completions_seen_ = 0;
   commands_written_ = 0;
   memory.write(abi::FIRMWARE_BASE, abi::firmware_image(), abi::firmware_image_words() * sizeof(uint64_t));
+  chip_->protect_below(abi::HEAP_BASE);  // a kernel's store there traps instead of corrupting the rings or firmware
   chip_->boot(abi::FIRMWARE_BASE);
 }
 

@@ -26,8 +26,10 @@ class NpuCore::ScalarContext : public emulator::ExecContext {
     access(tlm::TLM_READ_COMMAND, address, destination, bytes);
   }
   void write_dram(uint64_t address, const void* source, uint64_t bytes) override {
+    check_dram_store(address, bytes);
     access(tlm::TLM_WRITE_COMMAND, address, const_cast<void*>(source), bytes);
   }
+  void check_dram_store(uint64_t address, uint64_t bytes) override { core_.memory_.check_kernel_store(address, bytes); }
   uint64_t fetch_word(uint64_t address) override { return core_.memory_.fetch_word(address); }
   uint64_t read_csr(isa::Csr csr) override {
     switch (csr) {
@@ -79,8 +81,10 @@ class NpuCore::EngineContext : public emulator::ExecContext {
     access(tlm::TLM_READ_COMMAND, address, destination, bytes);
   }
   void write_dram(uint64_t address, const void* source, uint64_t bytes) override {
+    check_dram_store(address, bytes);
     access(tlm::TLM_WRITE_COMMAND, address, const_cast<void*>(source), bytes);
   }
+  void check_dram_store(uint64_t address, uint64_t bytes) override { core_.memory_.check_kernel_store(address, bytes); }
   uint64_t fetch_word(uint64_t address) override { return core_.memory_.fetch_word(address); }
   uint64_t read_csr(isa::Csr) override { throw Trap("engines cannot read control/status registers"); }
   emulator::MatrixWeights& matrix_weights() override { return core_.weights_; }

@@ -1,6 +1,7 @@
 // The command-processor firmware on its own, on the emulator and on the SystemC model: the test writes commands into
 // the rings itself and rings the doorbell once, so what the firmware does with a batch (the order it completes
 // commands in across rings, event waits, wrap-around) is deterministic and checked exactly.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -219,6 +220,38 @@ TEST_P(FirmwareRings, ATrappedKernelCompletesWithItsCoreAndTheRingGoesOn) {
   ASSERT_EQ(launches.size(), 1u);
   ASSERT_TRUE(launches[0].fault.has_value());
   EXPECT_EQ(launches[0].fault->core, 1);
+}
+
+// With the firmware's memory protected (as the runtime boots it), a kernel's scalar store or DMA store there traps,
+// naming the address, and the firmware goes on: its rings and completions are intact.
+TEST_P(FirmwareRings, AKernelStoreIntoTheCommandProcessorsMemoryTraps) {
+  FirmwareHarness device(GetParam());
+  device.chip().protect_below(abi::HEAP_BASE);
+  const uint64_t scalar_store = device.load(fmt::format("li r2, {}\n st r2, 8(r2)\n halt\n", abi::RING_BASE));
+  // A strided DMA store whose second element lands in the completion queue, its first above the heap's base.
+  const uint64_t dma_store = device.load(fmt::format("li r2, {}\n li r3, 2\n dma.st.b32 r2, r0, r3, -{}\n halt\n",
+                                                     abi::HEAP_BASE + 64, abi::HEAP_BASE - abi::COMPLETION_BASE));
+  const uint64_t fine = device.load(fmt::format("li r2, {}\n st r2, 0(r2)\n halt\n", kData));
+  device.push(0, abi::COMMAND_LAUNCH, scalar_store, kArguments, 1);
+  device.push(0, abi::COMMAND_LAUNCH, dma_store, kArguments, 1);
+  device.push(0, abi::COMMAND_LAUNCH, fine, kArguments, 1);
+  device.push(0, abi::COMMAND_FENCE);
+  const auto entries = device.run();
+  ASSERT_EQ(entries.size(), 4u);
+  EXPECT_EQ(entries[0].status, 1u);  // 1 + core 0
+  EXPECT_EQ(entries[1].status, 1u);
+  EXPECT_EQ(entries[2].status, 0u);
+  EXPECT_EQ(entries[3].status, 0u);
+  EXPECT_EQ(device.read_word(kData), kData);
+  const auto launches = device.chip().take_launch_records();
+  ASSERT_EQ(launches.size(), 3u);
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_TRUE(launches[k].fault.has_value()) << k;
+    EXPECT_NE(launches[k].fault->describe().find("in the command processor's memory (below 0x100000)"),
+              std::string::npos)
+        << launches[k].fault->describe();
+  }
+  EXPECT_EQ(device.read_word(abi::RING_BASE + abi::RING_TAIL), 4u);  // the store aimed at ring 0's tail
 }
 
 // Found by the ring fuzz target: an event record whose address was ring 0's header overwrote the ring's head and tail,

@@ -75,6 +75,7 @@ void ExecContext::read_dram_rows(uint64_t address, int64_t stride, uint64_t row_
 }
 void ExecContext::write_dram_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows,
                                   const void* source) {
+  for (uint64_t r = 0; r < rows; ++r) check_dram_store(address + r * stride, row_bytes);
   const auto* in = static_cast<const std::byte*>(source);
   for (uint64_t r = 0; r < rows; ++r) write_dram(address + r * stride, in + r * row_bytes, row_bytes);
 }

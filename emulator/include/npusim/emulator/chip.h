@@ -67,6 +67,9 @@ class Chip {
   // a kernel runs.
   virtual void clear_core_memories() = 0;
 
+  // Kernels may not store below `limit` from now on (DeviceMemory::protect_below): the firmware's own memory.
+  void protect_below(uint64_t limit) { memory().protect_below(limit); }
+
   // From any thread: every kernel running or launched from now on traps at its next instruction (stopped_trap), until
   // clear_stop. The host abandons its work this way (an interrupted wait, process exit); the firmware runs on.
   void request_stop() { stop_.store(true, std::memory_order_relaxed); }

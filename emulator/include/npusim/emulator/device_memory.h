@@ -42,6 +42,13 @@ class DeviceMemory {
   // Traps unless [address, address + bytes) lies within the device; `access` names it in the message.
   void require_range(uint64_t address, uint64_t bytes, const char* access) const;
 
+  // DRAM below `limit` is the command processor's (its firmware, rings, completions and events): from now on a
+  // kernel's store there traps (check_kernel_store) instead of corrupting them. 0, the default, protects nothing; the
+  // runtime protects the firmware's region when it boots it. The host and the command processor write anywhere.
+  void protect_below(uint64_t limit) { protected_limit_.store(limit, std::memory_order_relaxed); }
+  // Traps when a kernel's store of `bytes` at `address` would land in the protected memory.
+  void check_kernel_store(uint64_t address, uint64_t bytes) const;
+
   // Instruction fetch: reads the 64-bit word at `address` and marks its page as holding code. Any later write to a
   // code page changes code_version(), so decoded copies of instructions know when they are stale.
   uint64_t fetch_word(uint64_t address);
@@ -52,6 +59,7 @@ class DeviceMemory {
   DeviceMemory& operator=(const DeviceMemory&) = delete;
 
  private:
+  std::atomic<uint64_t> protected_limit_{0};
   struct Page {
     std::atomic<std::byte*> bytes{nullptr};  // owned; allocated on first write
     std::atomic<bool> holds_code{false};

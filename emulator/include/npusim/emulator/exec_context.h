@@ -80,6 +80,9 @@ class ExecContext {
   // The instruction at pc, decoded; contexts with a DecodeCache decode each address once.
   virtual const DecodedInstruction& fetch_decoded();
   virtual void write_dram(uint64_t address, const void* source, uint64_t bytes) = 0;
+  // Traps when this context may not store `bytes` at `address` (a kernel, in the command processor's memory);
+  // checked for every row of a strided store before any row is written.
+  virtual void check_dram_store(uint64_t address, uint64_t bytes) {}
   // Strided rows (2-D DMA): by default one read_dram/write_dram per row, which is what the timed model times.
   virtual void read_dram_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows, void* destination);
   virtual void write_dram_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows, const void* source);
