@@ -1,11 +1,13 @@
 // Native arange for float32 and int64 on the device, with no iota instruction: the first element is filled in, then
 // each step doubles the filled prefix, out[n .. 2n) = out[0 .. n) + n * step, one elementwise kernel each, so a
 // length-L range takes about log2(L) kernels. int64 is exact; float32 adds the offsets in float32, which for
-// whole-number steps and starts is exact up to 2^24. Other dtypes take the CPU fallback.
+// whole-number steps and starts is exact up to 2^24. Other dtypes take the CPU fallback. linspace is built on it.
 #include <ATen/native/RangeFactories.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/rsub.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -39,8 +41,33 @@ at::Tensor& npusim_arange_out(const at::Scalar& start, const at::Scalar& end, co
   return out;
 }
 
+// linspace in float32 as the CPU computes it: step = (end - start) / (steps - 1) in float32, the first half of the
+// points start + step i, the others end - step (steps - 1 - i), so that both ends are exact; from the native arange.
+at::Tensor& npusim_linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (out.scalar_type() == at::kFloat && !start.isComplex() && !end.isComplex() && steps <= (int64_t{1} << 24)) {
+    at::native::resize_output(out, {steps});
+    if (steps <= 1) return steps == 0 ? out : out.fill_(start);
+    const float first = start.to<float>(), last = end.to<float>();
+    const float step = (last - first) / static_cast<float>(steps - 1);
+    const int64_t halfway = steps / 2;
+    const at::Tensor index = at::arange(steps, out.options());  // whole numbers, exact in float32 up to 2^24
+    at::Tensor lower = out.narrow(0, 0, halfway), upper = out.narrow(0, halfway, steps - halfway);
+    lower.copy_(at::add(at::mul(index.narrow(0, 0, halfway), step), first));
+    const at::Tensor from_end = at::rsub(index.narrow(0, halfway, steps - halfway), static_cast<double>(steps - 1));
+    upper.copy_(at::rsub(at::mul(from_end, step), last));
+    return out;
+  }
+  torch::jit::Stack stack{start, end, steps, out};
+  call_cpu_fallback("aten::linspace", "out", stack);
+  return out;
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("arange.start_out", npusim_arange_out); }
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("arange.start_out", npusim_arange_out);
+  m.impl("linspace.out", npusim_linspace_out);
+}
 
 }  // namespace npusim::bridge

@@ -10,10 +10,13 @@
 #include <ATen/ops/add.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/isnan.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -347,9 +350,34 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_layer_norm(const at
   return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
 }
 
+// nansum: the sum with NaNs counted as zero (where(isnan(x), 0, x), summed); integers are their sum.
+at::Tensor& npusim_nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                              std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  if (self.device() == out.device() && !self.is_complex()) {
+    const at::Tensor kept =
+        is_float_kind(self.scalar_type()) ? at::where(at::isnan(self), at::zeros({}, self.options()), self) : self;
+    const at::Tensor total = at::sum(kept, dims, keepdim, dtype);
+    at::native::resize_output(out, total.sizes());
+    return out.copy_(total);
+  }
+  torch::jit::Stack stack{self, dims, keepdim, dtype, out};
+  call_cpu_fallback("aten::nansum", "out", stack);
+  return out;
+}
+at::Tensor npusim_nansum(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                         std::optional<at::ScalarType> dtype) {
+  const at::ScalarType type = dtype                                          ? *dtype
+                              : at::isIntegralType(self.scalar_type(), true) ? at::kLong
+                                                                             : self.scalar_type();
+  at::Tensor out = at::empty({0}, self.options().dtype(type));
+  return npusim_nansum_out(self, dims, keepdim, dtype, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("nansum", npusim_nansum);
+  m.impl("nansum.out", npusim_nansum_out);
   m.impl("_softmax", softmax<RowOp::SoftmaxF32>);
   m.impl("_softmax.out", softmax_out<RowOp::SoftmaxF32>);
   m.impl("_log_softmax", softmax<RowOp::LogSoftmaxF32>);

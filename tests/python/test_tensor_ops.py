@@ -417,3 +417,26 @@ def test_layouts_beyond_one_dma_run_natively_slice_by_slice(device):
     assert torch.equal((on_device * on_device.contiguous()).cpu(), x.permute(order) * x.permute(order).contiguous())
     torch.testing.assert_close(on_device.exp().cpu(), x.permute(order).exp(), rtol=1e-6, atol=1e-6)
     assert npusim._C.fallback_counts() == {}
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "steps"), [(0.0, 1.0, 11), (-3.5, 7.25, 100), (2.0, -2.0, 7), (1e-3, 1e3, 2), (5.0, 5.0, 1)]
+)
+def test_linspace_is_native_with_both_ends_exact(monkeypatch, start, end, steps):
+    monkeypatch.setenv("NPUSIM_FALLBACK", "error")
+    expected = torch.linspace(start, end, steps)
+    actual = torch.linspace(start, end, steps, device="npusim").cpu()
+    torch.testing.assert_close(actual, expected, rtol=2e-7, atol=1e-6)
+    assert actual[0] == expected[0] and actual[-1] == expected[-1]
+    assert torch.linspace(start, end, 0, device="npusim").numel() == 0
+
+
+def test_nansum_counts_nans_as_zero(monkeypatch):
+    monkeypatch.setenv("NPUSIM_FALLBACK", "error")
+    x = torch.randn(6, 50, generator=torch.Generator().manual_seed(4))
+    x[x > 1] = float("nan")
+    for dims in (None, 1, (0, 1)):
+        torch.testing.assert_close(torch.nansum(x.to("npusim"), dims).cpu(), torch.nansum(x, dims))
+    torch.testing.assert_close(torch.nanmean(x.to("npusim"), 0).cpu(), torch.nanmean(x, 0))
+    integers = torch.arange(10)
+    assert torch.equal(torch.nansum(integers.to("npusim")).cpu(), torch.nansum(integers))
