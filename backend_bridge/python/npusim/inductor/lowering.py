@@ -108,8 +108,9 @@ class NotLowered(Exception):
 def lower(program: Program, host_arguments=frozenset(), extents=None):
     """The spec description npusim._C.FusedSpec takes, the index tables the kernel reads besides the program's
     arguments (see :func:`_index_load`), the host scalars it reads (see :func:`_host_scalars`) and the element index
-    tables computed on the host (see :func:`_host_index_table`), or raises NotLowered. `extents` gives, per argument,
-    the elements from its first one to the end of its storage: an indexed access must stay within them."""
+    tables computed on the host (see :func:`_host_index_table`), and the loads the launch copies into the kernel's
+    order first, the last arguments (see :func:`_transposed_loads`); or raises NotLowered. `extents` gives, per
+    argument, the elements from its first one to the end of its storage: an indexed access must stay within them."""
     extents = extents or {}
     skipped, hoisted, host_nodes = _host_scalars(program, host_arguments)
     loads, stores, nodes = [], [], []
@@ -364,7 +365,7 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
 
 @dataclasses.dataclass(frozen=True)
 class Staging:
-    """A load copied, before the kernel, into a tensor laid out as the kernel's first store walks the space: the
+    """A load copied, before the kernel, into a tensor laid out in the order the kernel's tiles walk the space: the
     view of argument `argument` at element `offset` with `source_strides` over the space, into a new tensor of
     `sizes` (1 where the load does not vary) whose strides over the space are `strides`."""
 

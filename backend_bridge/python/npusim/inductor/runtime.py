@@ -124,7 +124,11 @@ class CompiledKernel:
                 arguments += [scalar.item() for scalar in scalars]
             else:
                 arguments.append(torch.stack(scalars).to(device))
-        arguments += [_staged_copy(tensors[staging.argument], staging) for staging in staged]
+        for staging in staged:  # its source on the device (a host tensor read only through it was not copied above)
+            source = tensors[staging.argument]
+            if not isinstance(source, torch.Tensor):
+                source = given[staging.argument].to(device)
+            arguments.append(_staged_copy(source, staging))
         return arguments, tensors
 
     def copy_back(self, launch, tensors):
