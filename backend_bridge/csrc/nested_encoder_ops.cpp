@@ -23,10 +23,10 @@
 namespace npusim::bridge {
 namespace {
 
-// Whether each row of a [batch, length] host mask is true, then false.
-bool left_aligned(const at::Tensor& kept) {
+// Whether each row of a [batch, length] host mask is true `lengths` times (its count of true entries), then false.
+bool left_aligned(const at::Tensor& kept, const at::Tensor& lengths) {
   const at::Tensor positions = at::arange(kept.size(1)).unsqueeze(0);
-  return kept.equal(positions.lt(kept.sum(1).unsqueeze(1)));
+  return kept.equal(positions.lt(lengths.unsqueeze(1)));
 }
 
 // The sequences' lengths, read on the host from a [batch, length] mask whose true entries (the kept rows) come first
@@ -34,7 +34,7 @@ bool left_aligned(const at::Tensor& kept) {
 std::vector<int64_t> kept_lengths(const at::Tensor& mask, bool mask_check) {
   const at::Tensor kept = mask.to(at::kCPU, at::kBool);
   const at::Tensor lengths = kept.sum(1);
-  TORCH_CHECK(!mask_check || left_aligned(kept),
+  TORCH_CHECK(!mask_check || left_aligned(kept, lengths),
               "_nested_tensor_from_mask: the mask's true entries must come first in every sequence (left-aligned)");
   return std::vector<int64_t>(lengths.data_ptr<int64_t>(), lengths.data_ptr<int64_t>() + lengths.numel());
 }
@@ -43,7 +43,8 @@ std::vector<int64_t> kept_lengths(const at::Tensor& mask, bool mask_check) {
 bool npusim_nested_tensor_from_mask_left_aligned(const at::Tensor& t, const at::Tensor& mask) {
   TORCH_CHECK(mask.dim() == 2, "_nested_tensor_from_mask_left_aligned: expected a [batch, length] mask, got ",
               mask.sizes());
-  return left_aligned(mask.to(at::kCPU, at::kBool));
+  const at::Tensor kept = mask.to(at::kCPU, at::kBool);
+  return left_aligned(kept, kept.sum(1));
 }
 
 // The first `lengths[b]` rows of each sequence b of a [batch, length, features] tensor, as a nested tensor.

@@ -238,7 +238,7 @@ at::Tensor& npusim_mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims
                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
   if (self.dim() == 0 && out.device() == self.device() && is_float_kind(self.scalar_type()) &&
       is_float_kind(dtype.value_or(self.scalar_type()))) {  // one element (dimension 0 or -1): itself, as sum's
-    reduced_dims(self, dims);
+    reduced_dims(self, dims);                               // for its check of the dimensions named
     at::native::resize_output(out, {});
     return out.copy_(self.to(dtype.value_or(self.scalar_type())));
   }

@@ -12,7 +12,6 @@ the chip lacks) is not lowered:
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 
@@ -21,6 +20,7 @@ import torch
 
 from . import interpreter
 from .program import Access, Program, _analyse_index, mask_range
+from .staging import transposed_loads
 
 _TYPES = {
     torch.float32: "f32",
@@ -109,7 +109,7 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
     """The spec description npusim._C.FusedSpec takes, the index tables the kernel reads besides the program's
     arguments (see :func:`_index_load`), the host scalars it reads (see :func:`_host_scalars`) and the element index
     tables computed on the host (see :func:`_host_index_table`), and the loads the launch copies into the kernel's
-    order first, the last arguments (see :func:`_transposed_loads`); or raises NotLowered. `extents` gives, per
+    order first, the last arguments (see :func:`staging.transposed_loads`); or raises NotLowered. `extents` gives, per
     argument, the elements from its first one to the end of its storage: an indexed access must stay within them."""
     extents = extents or {}
     skipped, hoisted, host_nodes = _host_scalars(program, host_arguments)
@@ -355,68 +355,12 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
         return argument
 
     loads = [(numbered(argument), *rest) for argument, *rest in loads]
-    staged = _transposed_loads(program, loads, stores) if space is None else {}
+    staged = transposed_loads(program, loads, stores) if space is None else {}
     for k, (load, staging) in enumerate(staged.items()):
         loads[load] = (arguments + k, loads[load][1], 0, list(staging.strides))
     arguments += len(staged)
     description = (program.name, sizes, program.reduced_dims, arguments, loads, stores, nodes, matmul)
     return description, list(tables.items()), (host_nodes, hoisted, as_arguments), host_tables, list(staged.values())
-
-
-@dataclasses.dataclass(frozen=True)
-class Staging:
-    """A load copied, before the kernel, into a tensor laid out in the order the kernel's tiles walk the space: the
-    view of argument `argument` at element `offset` with `source_strides` over the space, into a new tensor of
-    `sizes` (1 where the load does not vary) whose strides over the space are `strides`."""
-
-    argument: int
-    offset: int
-    source_strides: tuple[int, ...]
-    sizes: tuple[int, ...]
-    strides: tuple[int, ...]
-
-
-_SHORTEST_RUN = 8  # elements: a dimension shorter than this gains too little from reading it in order
-
-
-def _one_run(strides, dims):
-    """Whether a view over these dimensions walks its elements with one stride (they merge into one dimension)."""
-    kept = [(s, d.size) for s, d in zip(strides, dims, strict=True) if d.size > 1]
-    return all(s == inner * size for (s, _), (inner, size) in itertools.pairwise(kept))
-
-
-def _transposed_loads(program, loads, stores):
-    """The loads that walk the space across the order the kernel's tiles walk it (a transposed view: contiguous along
-    another dimension than the tiles' innermost, which is the first store's contiguous one or a row's last), by spec
-    load index, with their staging. Such a load would cost a DRAM burst per element; npusim's transposing copy (vtr
-    through the scratchpad) puts it in the tiles' order first, at the cost of one more launch and a round trip of that
-    tensor through DRAM."""
-    if not stores:
-        return {}
-    dims, reduced = program.space, program.reduced_dims
-    first_store = stores[0][3]
-    # The order the tiles walk the space in, outermost first: the outer dimensions as the first store walks them,
-    # then the reduced ones in order (a row's elements contiguous).
-    outer = sorted(range(len(dims) - reduced), key=lambda d: -abs(first_store[d]))
-    order = outer + list(range(len(dims) - reduced, len(dims)))
-    along = order[-1]
-    if dims[along].size < _SHORTEST_RUN or (not reduced and first_store[along] != 1):
-        return {}
-    staged = {}
-    for k, (argument, _, offset, strides) in enumerate(loads):
-        if argument >= len(program.arguments) or any(s < 0 for s in strides) or strides[along] in (0, 1):
-            continue
-        if not any(s == 1 and dim.size >= _SHORTEST_RUN for s, dim in zip(strides, dims, strict=True)):
-            continue
-        if reduced and _one_run(strides[-reduced:], dims[-reduced:]):
-            continue  # a row of one stride: the kernel loads it transposed and turns it with vtr itself
-        sizes = [dim.size if s else 1 for s, dim in zip(strides, dims, strict=True)]
-        layout, step = [0] * len(dims), 1
-        for d in reversed(order):
-            if sizes[d] > 1:
-                layout[d], step = step, step * sizes[d]
-        staged[k] = Staging(argument, offset, tuple(strides), tuple(sizes), tuple(layout))
-    return staged
 
 
 _RANDOM = {"rand": "RandomUniform", "randn": "RandomNormal"}

@@ -128,7 +128,7 @@ class CompiledKernel:
             source = tensors[staging.argument]
             if not isinstance(source, torch.Tensor):
                 source = given[staging.argument].to(device)
-            arguments.append(_staged_copy(source, staging))
+            arguments.append(staging.copy(source))
         return arguments, tensors
 
     def copy_back(self, launch, tensors):
@@ -165,13 +165,6 @@ def _arguments_read(description):
     """The argument entries a spec's loads, stores and product read or write."""
     _, _, _, _, loads, stores, _, matmul = description
     return {argument for argument, *_ in loads + stores} | (set(matmul[:2]) if matmul is not None else set())
-
-
-def _staged_copy(tensor, staging):
-    """A transposed load's view of `tensor`, copied into the layout the kernel reads it in (lowering.Staging)."""
-    view = tensor.as_strided(staging.sizes, staging.source_strides, tensor.storage_offset() + staging.offset)
-    staged = torch.empty_strided(staging.sizes, staging.strides, dtype=tensor.dtype, device=tensor.device)
-    return staged.copy_(view)
 
 
 _tables = {}  # (device, dtype) -> 0, 1, 2, ... on the device
