@@ -1,5 +1,5 @@
-// Native convolution for PyTorch's custom-device hook (convolution_overrideable and its backward), so nn.Conv1d
-// and nn.Conv2d with any stride, padding, dilation and groups, float32, composed from native kernels:
+// Native convolution for PyTorch's custom-device hook (convolution_overrideable and its backward), so nn.Conv1d,
+// nn.Conv2d and their transposes with any stride, padding, dilation and groups, float32, composed from native kernels:
 //   im2col   patches are a strided view of the zero-padded input, made contiguous by a copy kernel;
 //   products on the matrix engine: ungrouped convolutions of kernels larger than 1 x 1 channels-last, one GEMM
 //            for the whole batch, patches [N*OH*OW x KH*KW*C] @ weights [KH*KW*C x O]; ungrouped 1 x 1 kernels one
@@ -9,8 +9,10 @@
 //            half a circle with inputs and outputs swapped), run channels-last like a forward; an ungrouped 1 x 1
 //            kernel's is one batched product; otherwise col2im adds each kernel offset's patch gradients into a strided
 //            view.
+//   transposed convolutions (nn.ConvTranspose1d/2d) are the input gradient of the convolution they transpose, and
+//            their gradients that convolution's forward and weight gradient, so they take the same routes.
 // bfloat16 and float16 convolutions compute in float32 (widened on the device, rounded once at the end, as the CPU
-// computes them). Transposed convolutions and other dtypes run on the CPU, counted as a fallback.
+// computes them). Other dtypes and 3-D convolutions run on the CPU, counted as a fallback.
 #include <ATen/ops/arange.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/convolution.h>
@@ -37,6 +39,12 @@ struct Geometry {
   int64_t patch() const { return group_channels() * kernel_h * kernel_w; }  // one output's inputs in a group
   int64_t padded_h() const { return height + 2 * padding[0]; }
   int64_t padded_w() const { return width + 2 * padding[1]; }
+  // How many outputs the windows give along a dimension of the padded input.
+  int64_t windows_h() const { return (padded_h() - dilation[0] * (kernel_h - 1) - 1) / stride[0] + 1; }
+  int64_t windows_w() const { return (padded_w() - dilation[1] * (kernel_w - 1) - 1) / stride[1] + 1; }
+  // Fewer outputs than windows: a transposed convolution's output padding made its input (this convolution's) longer
+  // than its outputs reach.
+  bool outputs_short_of_the_windows() const { return out_h != windows_h() || out_w != windows_w(); }
 };
 
 // Arguments of a 1-D convolution become their 2-D equivalents: height 1, and unit stride, no padding and no dilation
@@ -60,19 +68,16 @@ Geometry geometry(const at::Tensor& input, const at::Tensor& weight, c10::IntArr
   g.stride = as_2d(stride, 1);
   g.padding = as_2d(padding, 0);
   g.dilation = as_2d(dilation, 1);
-  g.out_h = (g.padded_h() - g.dilation[0] * (g.kernel_h - 1) - 1) / g.stride[0] + 1;
-  g.out_w = (g.padded_w() - g.dilation[1] * (g.kernel_w - 1) - 1) / g.stride[1] + 1;
+  g.out_h = g.windows_h();
+  g.out_w = g.windows_w();
   return g;
 }
 
-bool runs_natively(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, bool transposed,
-                   c10::IntArrayRef output_padding) {
+bool runs_natively(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
   const auto on_device_f32 = [&](const at::Tensor& t) {
     return t.scalar_type() == at::kFloat && t.device() == input.device();
   };
-  for (int64_t extra : output_padding)
-    if (extra != 0) return false;
-  return !transposed && (input.dim() == 3 || input.dim() == 4) && weight.dim() == input.dim() && on_device_f32(input) &&
+  return (input.dim() == 3 || input.dim() == 4) && weight.dim() == input.dim() && on_device_f32(input) &&
          on_device_f32(weight) && (!bias.defined() || on_device_f32(bias)) && input.numel() > 0;
 }
 
@@ -129,7 +134,7 @@ bool runs_pointwise(const Geometry& g) { return g.groups == 1 && g.kernel_h * g.
 int64_t output_positions(const Geometry& g) { return g.batch * g.out_h * g.out_w; }
 bool patches_are_the_input(const Geometry& g) {
   return g.kernel_h * g.kernel_w == 1 && g.stride == std::array<int64_t, 2>{1, 1} &&
-         g.padding == std::array<int64_t, 2>{0, 0};
+         g.padding == std::array<int64_t, 2>{0, 0} && !g.outputs_short_of_the_windows();
 }
 
 // The patches of the padded NHWC input (or of its gradient) as a view [N, OH, OW, KH, KW, C]: element
@@ -162,11 +167,11 @@ at::Tensor convolution_channels_last(const at::Tensor& source, const at::Tensor&
 
 // A stride-1 convolution's input gradient is the convolution of its output gradient, padded by d (k - 1) - p, by the
 // kernel turned half a circle with its inputs and outputs swapped (the transposed convolution): when that padding is
-// not negative.
+// not negative (and every input is under some output's window).
 bool input_gradient_is_convolution(const Geometry& g) {
   for (int d = 0; d < 2; ++d)
     if (g.stride[d] != 1 || g.padding[d] > g.dilation[d] * ((d == 0 ? g.kernel_h : g.kernel_w) - 1)) return false;
-  return g.groups == 1;
+  return g.groups == 1 && !g.outputs_short_of_the_windows();
 }
 Geometry input_gradient_geometry(const Geometry& g) {
   Geometry gradient = g;
@@ -186,37 +191,6 @@ at::Tensor half_turned_channels_last_weights(const at::Tensor& weight, const Geo
   const at::Tensor by_offset = weight.permute({2, 3, 0, 1}).reshape({offsets, g.outputs * g.channels});
   const at::Tensor reversed = at::arange(offsets - 1, -1, -1, weight.options().dtype(at::kLong));
   return by_offset.index_select(0, reversed).view({offsets * g.outputs, g.channels});
-}
-
-// The gradients of an ungrouped convolution, channels-last like its forward: the weights' from one GEMM over all
-// output positions, the input's from the patches' gradients (one GEMM) added into the NHWC gradient one kernel offset
-// at a time (col2im; within one offset, distinct outputs touch distinct inputs).
-void convolution_backward_channels_last(const at::Tensor& input, const at::Tensor& weight,
-                                        const at::Tensor& grad_output, const Geometry& g, std::array<bool, 3> mask,
-                                        at::Tensor& grad_input, at::Tensor& grad_weight) {
-  if (mask[1]) {
-    const at::Tensor by_output = grad_output.permute({1, 0, 2, 3}).reshape({g.outputs, output_positions(g)});
-    grad_weight = at::mm(by_output, channels_last_patches(padded(input, g), g))
-                      .view({g.outputs, g.kernel_h, g.kernel_w, g.channels})
-                      .permute({0, 3, 1, 2})
-                      .contiguous();
-  }
-  if (mask[0] && input_gradient_is_convolution(g)) {
-    const Geometry gradient = input_gradient_geometry(g);
-    grad_input = convolution_channels_last(padded(grad_output, gradient), half_turned_channels_last_weights(weight, g),
-                                           gradient);
-  } else if (mask[0]) {
-    const at::Tensor grad_rows = grad_output.permute({0, 2, 3, 1}).reshape({output_positions(g), g.outputs});
-    const at::Tensor patch_grads = at::mm(grad_rows, channels_last_weights(weight, g).t())
-                                       .view({g.batch, g.out_h, g.out_w, g.kernel_h, g.kernel_w, g.channels});
-    const at::Tensor grad_nhwc = at::zeros({g.batch, g.padded_h(), g.padded_w(), g.channels}, input.options());
-    const at::Tensor targets = channels_last_patch_view(grad_nhwc, g);
-    for (int64_t i = 0; i < g.kernel_h; ++i)
-      for (int64_t j = 0; j < g.kernel_w; ++j)
-        targets.select(3, i).select(3, j).add_(patch_grads.select(3, i).select(3, j));
-    grad_input = grad_nhwc.permute({0, 3, 1, 2}).narrow(2, g.padding[0], g.height).narrow(3, g.padding[1], g.width);
-    grad_input = grad_input.contiguous();
-  }
 }
 
 // The input positions a 1 x 1 kernel visits, as a view [N, C, OH, OW] of the padded input (or of its gradient).
@@ -240,30 +214,142 @@ at::Tensor convolution_pointwise(const at::Tensor& padded_input, const at::Tenso
   return products.view({g.batch, g.outputs, g.out_h, g.out_w});
 }
 
-// Its gradients: the weights' as one batched product per sample summed over the batch; the input's as the weights
-// transposed times the output gradient, written into the input positions the stride visits.
-void convolution_backward_pointwise(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& grad_output,
-                                    const Geometry& g, std::array<bool, 3> mask, at::Tensor& grad_input,
-                                    at::Tensor& grad_weight) {
-  const at::Tensor grad_rows = grad_output.view({g.batch, g.outputs, g.out_h * g.out_w});
-  if (mask[1])
-    grad_weight =
-        at::bmm(grad_rows, pointwise_patches(padded(input, g), g).transpose(1, 2)).sum(0).view(weight.sizes());
-  if (mask[0]) {
-    const at::Tensor transposed = weight.view({g.outputs, g.channels}).t().contiguous();
-    const at::Tensor patch_grads = at::bmm(batch_of(transposed, g), grad_rows);
-    if (patches_are_the_input(g)) {
-      grad_input = patch_grads.view(input.sizes());
-    } else {
-      at::Tensor grad_padded = at::zeros({g.batch, g.channels, g.padded_h(), g.padded_w()}, input.options());
-      pointwise_view(grad_padded, g).copy_(patch_grads.view({g.batch, g.channels, g.out_h, g.out_w}));
-      grad_input = grad_padded.narrow(2, g.padding[0], g.height).narrow(3, g.padding[1], g.width).contiguous();
+// The convolution of the padded input `source` (no bias).
+at::Tensor convolution(const at::Tensor& source, const at::Tensor& weight, const Geometry& g) {
+  if (runs_channels_last(g)) return convolution_channels_last(source, channels_last_weights(weight, g), g);
+  if (runs_pointwise(g)) return convolution_pointwise(source, weight, g);
+  at::Tensor output = at::empty({g.batch, g.outputs, g.out_h, g.out_w}, source.options());
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const at::Tensor patches = patch_view(source.select(0, n), g).contiguous();
+    for (int64_t group = 0; group < g.groups; ++group) {
+      at::Tensor out = output_matrix(output, g, n, group);
+      at::mm_out(out, weight_matrix(weight, g, group), patch_matrix(patches, g, group));
     }
   }
+  return output;
+}
+
+// The gradient of the weights, [O, C/g, KH, KW], from the input and the output's gradient: ungrouped, one GEMM over
+// every output position (channels-last) or one batched product per sample summed over the batch (1 x 1); grouped,
+// grad_output @ patches^T per sample and group, summed over the batch.
+at::Tensor weight_gradient(const at::Tensor& input, const at::Tensor& grad_output, const Geometry& g) {
+  const std::vector<int64_t> weight_sizes{g.outputs, g.group_channels(), g.kernel_h, g.kernel_w};
+  if (runs_channels_last(g)) {
+    const at::Tensor by_output = grad_output.permute({1, 0, 2, 3}).reshape({g.outputs, output_positions(g)});
+    return at::mm(by_output, channels_last_patches(padded(input, g), g))
+        .view({g.outputs, g.kernel_h, g.kernel_w, g.channels})
+        .permute({0, 3, 1, 2})
+        .contiguous();
+  }
+  if (runs_pointwise(g)) {
+    const at::Tensor grad_rows = grad_output.reshape({g.batch, g.outputs, g.out_h * g.out_w});
+    return at::bmm(grad_rows, pointwise_patches(padded(input, g), g).transpose(1, 2)).sum(0).view(weight_sizes);
+  }
+  const at::Tensor source = padded(input, g);
+  const at::Tensor per_sample = at::empty({g.batch, g.outputs, g.patch()}, grad_output.options());
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const at::Tensor patches = patch_view(source.select(0, n), g).contiguous();
+    for (int64_t group = 0; group < g.groups; ++group) {
+      at::Tensor product = per_sample.select(0, n).narrow(0, group * g.group_outputs(), g.group_outputs());
+      at::mm_out(product, output_matrix(grad_output, g, n, group), patch_matrix(patches, g, group).t());
+    }
+  }
+  return per_sample.sum(0).view(weight_sizes);
+}
+
+// The gradient of the input, [N, C, H, W], from the weights and the output's gradient (which is also what a
+// transposed convolution computes). A stride-1 ungrouped one is a convolution of the output gradient; a 1 x 1 kernel's
+// whose patches are the input is the weights transposed times the output gradient; otherwise the patches' gradients
+// (weights^T @ grad_output) are added into a zero-padded gradient one kernel offset at a time (col2im: within one
+// offset, distinct outputs touch distinct inputs), channels-last when ungrouped.
+at::Tensor input_gradient(const at::Tensor& weight, const at::Tensor& grad_output, const Geometry& g) {
+  const at::TensorOptions options = grad_output.options();
+  const auto unpadded = [&](const at::Tensor& nchw) {
+    return nchw.narrow(2, g.padding[0], g.height).narrow(3, g.padding[1], g.width).contiguous();
+  };
+  if (runs_channels_last(g) && input_gradient_is_convolution(g)) {
+    const Geometry gradient = input_gradient_geometry(g);
+    return convolution_channels_last(padded(grad_output, gradient), half_turned_channels_last_weights(weight, g),
+                                     gradient);
+  }
+  if (runs_channels_last(g)) {
+    const at::Tensor grad_rows = grad_output.permute({0, 2, 3, 1}).reshape({output_positions(g), g.outputs});
+    const at::Tensor patch_grads = at::mm(grad_rows, channels_last_weights(weight, g).t())
+                                       .view({g.batch, g.out_h, g.out_w, g.kernel_h, g.kernel_w, g.channels});
+    const at::Tensor grad_nhwc = at::zeros({g.batch, g.padded_h(), g.padded_w(), g.channels}, options);
+    const at::Tensor targets = channels_last_patch_view(grad_nhwc, g);
+    for (int64_t i = 0; i < g.kernel_h; ++i)
+      for (int64_t j = 0; j < g.kernel_w; ++j)
+        targets.select(3, i).select(3, j).add_(patch_grads.select(3, i).select(3, j));
+    return unpadded(grad_nhwc.permute({0, 3, 1, 2}));
+  }
+  if (runs_pointwise(g)) {
+    const at::Tensor grad_rows = grad_output.reshape({g.batch, g.outputs, g.out_h * g.out_w});
+    const at::Tensor transposed = weight.view({g.outputs, g.channels}).t().contiguous();
+    const at::Tensor patch_grads = at::bmm(batch_of(transposed, g), grad_rows);
+    if (patches_are_the_input(g)) return patch_grads.view({g.batch, g.channels, g.height, g.width});
+    const at::Tensor grad_padded = at::zeros({g.batch, g.channels, g.padded_h(), g.padded_w()}, options);
+    pointwise_view(grad_padded, g).copy_(patch_grads.view({g.batch, g.channels, g.out_h, g.out_w}));
+    return unpadded(grad_padded);
+  }
+  if (patches_are_the_input(g)) {
+    at::Tensor grad_input = at::empty({g.batch, g.channels, g.height, g.width}, options);
+    for (int64_t group = 0; group < g.groups; ++group) {
+      const at::Tensor transposed = weight_matrix(weight, g, group).t().contiguous();
+      for (int64_t n = 0; n < g.batch; ++n) {
+        at::Tensor out = grad_input.select(0, n)
+                             .narrow(0, group * g.group_channels(), g.group_channels())
+                             .view({g.group_channels(), g.height * g.width});
+        at::mm_out(out, transposed, output_matrix(grad_output, g, n, group));
+      }
+    }
+    return grad_input;
+  }
+  const at::Tensor grad_padded = at::zeros({g.batch, g.channels, g.padded_h(), g.padded_w()}, options);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const at::Tensor sample = grad_padded.select(0, n);
+    for (int64_t group = 0; group < g.groups; ++group) {
+      const at::Tensor patch_grads =
+          at::mm(weight_matrix(weight, g, group).t(), output_matrix(grad_output, g, n, group))
+              .view({g.group_channels(), g.kernel_h, g.kernel_w, g.out_h, g.out_w});
+      const at::Tensor targets = patch_view(sample, g).narrow(0, group * g.group_channels(), g.group_channels());
+      for (int64_t i = 0; i < g.kernel_h; ++i)
+        for (int64_t j = 0; j < g.kernel_w; ++j)
+          targets.select(1, i).select(1, j).add_(patch_grads.select(1, i).select(1, j));
+    }
+  }
+  return unpadded(grad_padded);
+}
+
+// A transposed convolution of `input` [N, C_in, H, W] by `weight` [C_in, C_out/g, KH, KW] is the input gradient of
+// the convolution it transposes: one of an input [N, C_out, H', W'] by the same weights, with C_in outputs of H x W,
+// where H' = (H - 1) sh - 2 ph + dh (KH - 1) + output padding + 1. This is that convolution's geometry.
+Geometry transposed_geometry(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+                             c10::IntArrayRef padding, c10::IntArrayRef dilation, c10::IntArrayRef output_padding,
+                             int64_t groups) {
+  Geometry g{};
+  g.batch = input.size(0);
+  g.outputs = input.size(1);
+  g.out_h = input.size(2);
+  g.out_w = input.size(3);
+  g.channels = weight.size(1) * groups;
+  g.kernel_h = weight.size(2);
+  g.kernel_w = weight.size(3);
+  g.groups = groups;
+  g.stride = as_2d(stride, 1);
+  g.padding = as_2d(padding, 0);
+  g.dilation = as_2d(dilation, 1);
+  const std::array<int64_t, 2> extra = as_2d(output_padding, 0);
+  g.height = (g.out_h - 1) * g.stride[0] - 2 * g.padding[0] + g.dilation[0] * (g.kernel_h - 1) + extra[0] + 1;
+  g.width = (g.out_w - 1) * g.stride[1] - 2 * g.padding[1] + g.dilation[1] * (g.kernel_w - 1) + extra[1] + 1;
+  return g;
 }
 
 // 1-D tensors (N, C, L) as 2-D ones of height 1.
 at::Tensor as_4d(const at::Tensor& t) { return t.dim() == 3 ? t.unsqueeze(2) : t; }
+at::Tensor as_given(const at::Tensor& t, const at::Tensor& given) {
+  return given.dim() == 3 && t.defined() ? t.squeeze(2) : t;
+}
 
 at::Tensor convolution_on_cpu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                               c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
@@ -279,43 +365,37 @@ at::Tensor npusim_convolution(const at::Tensor& input_, const at::Tensor& weight
                               c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                               c10::IntArrayRef output_padding, int64_t groups) {
   const at::Tensor bias = bias_opt.has_value() ? *bias_opt : at::Tensor();
-  if (!transposed && widens_to_float32(input_, {weight_, bias}))
+  if (widens_to_float32(input_, {weight_, bias}))
     return npusim_convolution(widened(input_), widened(weight_), widened(bias), stride, padding, dilation, transposed,
                               output_padding, groups)
         .to(input_.scalar_type());
-  if (!runs_natively(input_, weight_, bias, transposed, output_padding))
+  if (!runs_natively(input_, weight_, bias))
     return convolution_on_cpu(input_, weight_, bias, stride, padding, dilation, transposed, output_padding, groups);
   const at::Tensor input = as_4d(input_), weight = as_4d(weight_).contiguous();
-  const Geometry g = geometry(input, weight, stride, padding, dilation, groups);
-  const at::Tensor source = padded(input, g);
-  const bool grouped = !runs_channels_last(g) && !runs_pointwise(g);
-  at::Tensor output = runs_channels_last(g) ? convolution_channels_last(source, channels_last_weights(weight, g), g)
-                      : runs_pointwise(g)   ? convolution_pointwise(source, weight, g)
-                                            : at::empty({g.batch, g.outputs, g.out_h, g.out_w}, input.options());
-  for (int64_t n = 0; n < g.batch && grouped; ++n) {
-    const at::Tensor patches = patch_view(source.select(0, n), g).contiguous();
-    for (int64_t group = 0; group < g.groups; ++group) {
-      at::Tensor out = output_matrix(output, g, n, group);
-      at::mm_out(out, weight_matrix(weight, g, group), patch_matrix(patches, g, group));
-    }
+  at::Tensor output;
+  if (transposed) {
+    const Geometry g = transposed_geometry(input, weight, stride, padding, dilation, output_padding, groups);
+    output = input_gradient(weight, input.contiguous(), g);
+  } else {
+    const Geometry g = geometry(input, weight, stride, padding, dilation, groups);
+    output = convolution(padded(input, g), weight, g);
   }
-  if (bias.defined()) output.add_(bias.view({1, g.outputs, 1, 1}));
-  return input_.dim() == 3 ? output.squeeze(2) : output;
+  if (bias.defined()) output.add_(bias.view({1, -1, 1, 1}));
+  return as_given(output, input_);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(
     const at::Tensor& grad_output_, const at::Tensor& input_, const at::Tensor& weight_, c10::IntArrayRef stride,
     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
     int64_t groups, std::array<bool, 3> output_mask) {
-  if (!transposed && widens_to_float32(input_, {grad_output_, weight_})) {
+  if (widens_to_float32(input_, {grad_output_, weight_})) {
     const auto [grad_input, grad_weight, grad_bias] =
         npusim_convolution_backward(widened(grad_output_), widened(input_), widened(weight_), stride, padding, dilation,
                                     transposed, output_padding, groups, output_mask);
     const at::ScalarType type = input_.scalar_type();
     return {narrowed(grad_input, type), narrowed(grad_weight, type), narrowed(grad_bias, type)};
   }
-  if (!runs_natively(input_, weight_, at::Tensor(), transposed, output_padding) ||
-      grad_output_.scalar_type() != at::kFloat) {
+  if (!runs_natively(input_, weight_, at::Tensor()) || grad_output_.scalar_type() != at::kFloat) {
     note_cpu_fallback("aten::convolution_backward_overrideable");
     const std::vector<int64_t> bias_sizes{transposed ? weight_.size(1) * groups : weight_.size(0)};
     auto [grad_input, grad_weight, grad_bias] =
@@ -326,58 +406,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(
   }
   const at::Tensor input = as_4d(input_), weight = as_4d(weight_).contiguous();
   const at::Tensor grad_output = as_4d(grad_output_).contiguous();
-  const Geometry g = geometry(input, weight, stride, padding, dilation, groups);
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[2]) grad_bias = grad_output.sum(3).sum(2).sum(0);
-  if (runs_channels_last(g))
-    convolution_backward_channels_last(input, weight, grad_output, g, output_mask, grad_input, grad_weight);
-  if (runs_pointwise(g))
-    convolution_backward_pointwise(input, weight, grad_output, g, output_mask, grad_input, grad_weight);
-  const bool grouped = !runs_channels_last(g) && !runs_pointwise(g);
-  if (output_mask[1] && grouped) {  // grad_output @ patches^T per sample and group, summed over the batch
-    const at::Tensor source = padded(input, g);
-    const at::Tensor per_sample = at::empty({g.batch, g.outputs, g.patch()}, weight.options());
-    for (int64_t n = 0; n < g.batch; ++n) {
-      const at::Tensor patches = patch_view(source.select(0, n), g).contiguous();
-      for (int64_t group = 0; group < g.groups; ++group) {
-        at::Tensor product = per_sample.select(0, n).narrow(0, group * g.group_outputs(), g.group_outputs());
-        at::mm_out(product, output_matrix(grad_output, g, n, group), patch_matrix(patches, g, group).t());
-      }
+  if (transposed) {
+    // Transposed, the roles swap: the input's gradient is the forward convolution of the output's gradient (cut to
+    // the input's size where output padding gave windows past it), and the weights' gradient takes the output's
+    // gradient as the convolution's input and the input as its output's gradient.
+    const Geometry g = transposed_geometry(input, weight, stride, padding, dilation, output_padding, groups);
+    if (output_mask[0]) {
+      const Geometry forward = geometry(grad_output, weight, stride, padding, dilation, groups);
+      grad_input = convolution(padded(grad_output, forward), weight, forward)
+                       .narrow(2, 0, g.out_h)
+                       .narrow(3, 0, g.out_w)
+                       .contiguous();
     }
-    grad_weight = per_sample.sum(0).view(weight.sizes());
+    if (output_mask[1]) grad_weight = weight_gradient(grad_output, input.contiguous(), g);
+  } else {
+    const Geometry g = geometry(input, weight, stride, padding, dilation, groups);
+    if (output_mask[0]) grad_input = input_gradient(weight, grad_output, g);
+    if (output_mask[1]) grad_weight = weight_gradient(input, grad_output, g);
   }
-  if (output_mask[0] && grouped && patches_are_the_input(g)) {  // weights^T @ grad_output
-    grad_input = at::empty(input.sizes(), input.options());
-    for (int64_t group = 0; group < g.groups; ++group) {
-      const at::Tensor transposed = weight_matrix(weight, g, group).t().contiguous();
-      for (int64_t n = 0; n < g.batch; ++n) {
-        at::Tensor out = grad_input.select(0, n)
-                             .narrow(0, group * g.group_channels(), g.group_channels())
-                             .view({g.group_channels(), g.height * g.width});
-        at::mm_out(out, transposed, output_matrix(grad_output, g, n, group));
-      }
-    }
-  } else if (output_mask[0] && grouped) {
-    // weights^T @ grad_output gives the patches' gradients; col2im adds them up
-    at::Tensor grad_padded = at::zeros({g.batch, g.channels, g.padded_h(), g.padded_w()}, input.options());
-    for (int64_t n = 0; n < g.batch; ++n) {
-      const at::Tensor sample = grad_padded.select(0, n);
-      for (int64_t group = 0; group < g.groups; ++group) {
-        const at::Tensor patch_grads =
-            at::mm(weight_matrix(weight, g, group).t(), output_matrix(grad_output, g, n, group))
-                .view({g.group_channels(), g.kernel_h, g.kernel_w, g.out_h, g.out_w});
-        const at::Tensor targets = patch_view(sample, g).narrow(0, group * g.group_channels(), g.group_channels());
-        // One kernel offset at a time: within one, distinct outputs touch distinct inputs.
-        for (int64_t i = 0; i < g.kernel_h; ++i)
-          for (int64_t j = 0; j < g.kernel_w; ++j)
-            targets.select(1, i).select(1, j).add_(patch_grads.select(1, i).select(1, j));
-      }
-    }
-    grad_input = grad_padded.narrow(2, g.padding[0], g.height).narrow(3, g.padding[1], g.width).contiguous();
-  }
-  if (input_.dim() == 3 && grad_weight.defined()) grad_weight = grad_weight.squeeze(2);
-  if (input_.dim() == 3 && grad_input.defined()) grad_input = grad_input.squeeze(2);
-  return {grad_input, grad_weight, grad_bias};
+  return {as_given(grad_input, input_), as_given(grad_weight, input_), grad_bias};
 }
 
 }  // namespace

@@ -87,12 +87,47 @@ def test_stride_one_input_gradients_need_no_col2im_adds(kernel_size, padding, de
     torch.testing.assert_close(weight.grad.cpu(), expected_weight.grad, **TOLERANCE)
 
 
-def test_transposed_convolution_takes_the_counted_cpu_fallback(device):
+TRANSPOSED_CONVOLUTIONS = [
+    ("3x3 strided", (2, 4, 5, 5), (4, 3, 3, 3), {"stride": 2}),
+    ("3x3 stride 1, padded", (1, 5, 6, 7), (5, 4, 3, 3), {"padding": 1}),
+    ("output padding", (2, 3, 4, 5), (3, 2, 3, 2), {"stride": (2, 3), "padding": (1, 0), "output_padding": (1, 2)}),
+    ("output padding past the stride", (1, 2, 5, 5), (2, 3, 3, 3), {"dilation": 2, "output_padding": 1}),
+    ("grouped, dilated", (2, 4, 6, 5), (4, 3, 3, 2), {"stride": 2, "dilation": (2, 1), "groups": 2}),
+    ("depthwise", (1, 6, 5, 5), (6, 1, 3, 3), {"padding": 1, "groups": 6}),
+    ("1x1 strided", (2, 8, 4, 4), (8, 5, 1, 1), {"stride": 2}),
+    ("1x1", (2, 8, 4, 3), (8, 5, 1, 1), {}),
+    ("1-D", (3, 5, 7), (5, 4, 4), {"stride": 3, "padding": 2, "output_padding": 1}),
+]
+
+
+@pytest.mark.parametrize(
+    "name, input_shape, weight_shape, options", TRANSPOSED_CONVOLUTIONS, ids=[c[0] for c in TRANSPOSED_CONVOLUTIONS]
+)
+def test_transposed_convolution_and_its_gradients_run_natively_and_match_cpu(
+    name, input_shape, weight_shape, options, device
+):
+    """A transposed convolution is its convolution's input gradient, and its gradients that convolution's forward and
+    weight gradient: all composed from native kernels, with output padding and groups."""
+    conv = F.conv_transpose1d if len(input_shape) == 3 else F.conv_transpose2d
+    groups = options.get("groups", 1)
+    inputs = (random(*input_shape, seed=4), random(*weight_shape, seed=5), random(weight_shape[1] * groups, seed=6))
+    out, grads, expected, expected_grads, report = forward_and_backward(
+        lambda x, w, b: conv(x, w, b, **options), inputs, device
+    )
+    assert report.fallbacks == {}
+    torch.testing.assert_close(out, expected, **TOLERANCE)
+    for grad, expected_grad in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, expected_grad, **TOLERANCE)
+
+
+def test_transposed_convolution_in_half_precision_rounds_once(device):
     x, w = random(1, 4, 5, 5, seed=4), random(4, 2, 3, 3, seed=5)
-    with npusim.profile() as report:
-        out = F.conv_transpose2d(x.to(device), w.to(device), stride=2)
-    assert report.fallbacks == {"aten::convolution_overrideable": 1}
-    torch.testing.assert_close(out.cpu(), F.conv_transpose2d(x, w, stride=2), **TOLERANCE)
+    for dtype in (torch.float16, torch.bfloat16):
+        with npusim.profile() as report:
+            out = F.conv_transpose2d(x.to(device, dtype), w.to(device, dtype), stride=2)
+        assert report.fallbacks == {}
+        expected = F.conv_transpose2d(x.to(dtype).float(), w.to(dtype).float(), stride=2).to(dtype)
+        torch.testing.assert_close(out.cpu(), expected)
 
 
 # Channels of up to 100 elements train in one fused kernel each way; one of 2 x 300 x 300 floats (703 KiB) does not
