@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+import json
 import os
 import subprocess
 import sys
@@ -50,3 +51,59 @@ def sweep_in_process(*args):
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         code = cli.main(["sweep", *map(str, args)])
     return SimpleNamespace(returncode=code, stdout=stdout.getvalue(), stderr=stderr.getvalue())
+
+
+def fake_report(kernels, clock_ghz=1.0):
+    """A minimal `npusim run --report` dict, for result and report tests that need no simulation: `kernels` is a
+    list of (name, kernel_cycles, roofline bound, flops, DRAM bytes)."""
+    records = [
+        {
+            "name": name,
+            "bytes": dram_bytes,
+            "cores": 1,
+            "kernel_cycles": cycles,
+            "device_cycles": cycles,
+            "energy_uj": cycles * 1e-3,
+            "stats": {},
+            "roofline": {"flops": flops, "bound": bound},
+        }
+        for name, cycles, bound, flops, dram_bytes in kernels
+    ]
+    cycles = sum(record["kernel_cycles"] for record in records)
+    totals = {
+        "seconds": cycles / (clock_ghz * 1e9),
+        "kernel_cycles": cycles,
+        "device_cycles": cycles,
+        "energy_uj": sum(record["energy_uj"] for record in records),
+        "copy_bytes": 0,
+    }
+    return {"clock_ghz": clock_ghz, "records": records, "totals": totals, "fallbacks": {}}
+
+
+def fake_results(directory, configs, reports):
+    """A sweep result directory (sweep.json and a cache of one run per point) as `npusim sweep` leaves it, built
+    from full configurations and their reports, its axes the parameters that differ between the configurations.
+    Returns the summary table that results.write_results writes."""
+    from npusim.sweep import cache, results
+
+    axes = sorted(name for name in configs[0] if len({config[name] for config in configs}) > 1)
+    points = []
+    for index, (config, report) in enumerate(zip(configs, reports, strict=True)):
+        key = f"run{index:04d}"
+        cache.RunCache(directory / "cache").put(key, {"status": "ok", "returncode": 0, "report": report})
+        points.append({"index": index, "config": config, "figures": {}, "rejected_by": None, "runs": {"w": key}})
+    meta = {
+        "name": "fake",
+        "base": "default",
+        "mode": "timed",
+        "combine": "list",
+        "seed": 0,
+        "axes": axes,
+        "constraints": [],
+        "workloads": [{"name": "w", "script": "w.py", "args": []}],
+        "objectives": [{"name": "seconds", "expr": "seconds", "goal": "minimize"}],
+        "npusim": "test",
+        "points": points,
+    }
+    (directory / "sweep.json").write_text(json.dumps(meta))
+    return results.write_results(directory)

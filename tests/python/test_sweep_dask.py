@@ -88,8 +88,14 @@ def test_sweep_runs_through_a_dask_scheduler_and_two_workers(cluster, tmp_path):
     assert list(summary["status"]) == ["ok", "ok"]
     # The same product is slower with a sixteenth of the DRAM bandwidth.
     assert summary.iloc[0]["seconds"] > summary.iloc[1]["seconds"] > 0
-    hosts = {json.loads(p.read_text())["host"] for p in (out / "cache").glob("*.json")}
-    assert hosts == {os.uname().nodename}
+    entries = [json.loads(p.read_text()) for p in (out / "cache").glob("*.json")]
+    assert {entry["host"] for entry in entries} == {os.uname().nodename}
+    # Two runs submitted at once to two idle one-thread workers: the scheduler gives each worker one.
+    from distributed import Client
+
+    with Client(cluster, timeout="30s") as client:
+        workers = set(client.scheduler_info(n_workers=-1)["workers"])
+    assert len(workers) == 2 and {entry["worker"] for entry in entries} == workers
     again = sweep_in_process(sweep_file, "--out", out, "--executor", "dask", "--scheduler", cluster)
     assert "0 ran, 2 cached" in again.stderr
 

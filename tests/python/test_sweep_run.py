@@ -3,6 +3,7 @@ resuming an interrupted sweep, the report's files and npusim compare."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -68,6 +69,12 @@ def test_failing_point_is_recorded_while_the_others_finish(swept):
     assert ok.iloc[1]["kernel_cycles"] < ok.iloc[0]["kernel_cycles"]
     # The area from the reports' area model (docs/costs.md): a taller array is a larger chip.
     assert (ok["area_mm2"] > 0).all() and ok.iloc[1]["area_mm2"] > ok.iloc[0]["area_mm2"]
+    # What bounds each point: the class of kernels (compute- or memory-bound) that takes more of its cycles.
+    for _, row in ok.iterrows():
+        larger = "compute" if row["compute_bound_cycles"] >= row["memory_bound_cycles"] else "memory"
+        assert row["roofline_bound"] == larger
+        assert row["compute_bound_cycles"] + row["memory_bound_cycles"] == row["kernel_cycles"]
+    assert summary.iloc[2:]["roofline_bound"].isna().all()
     entry = json.loads(next(p for p in (out / "cache").glob("*.json") if '"failed"' in p.read_text()).read_text())
     assert entry["returncode"] == 3 and "refusing" in entry["stderr_tail"]
 
@@ -103,11 +110,12 @@ def test_second_run_is_all_cached_and_retry_failed_reruns_only_failures(swept):
 def test_report_files_are_written(swept):
     out = swept["out"]
     report = write_report(out).parent
-    for name in ("pareto.png", "kernels.png", "sensitivity.png", "rooflines.png"):
+    for name in ("pareto.png", "kernels.png", "sensitivity.png", "rooflines/rooflines-001.png"):
         assert (report / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     page = (report / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 4  # self-contained: every plot embedded
     assert "Pareto front" in page and "picky" in page and "<table" in page
+    assert re.search(r"rooflines of points (0, 1|1, 0)<", page) and "interactions and noise" in page
 
 
 @pytest.mark.skipif(not shutil.which("chromium-headless-shell"), reason="needs Debian's chromium-headless-shell")

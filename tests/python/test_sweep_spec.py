@@ -1,15 +1,19 @@
 """Sweep files: schema errors located at file, line and key; points of each combination; constraints; dry runs.
 Nothing here runs a design point."""
 
+import re
 import textwrap
+import time
 
 import pytest
 from sweep_helpers import sweep_in_process
 
 import npusim
+from npusim.sweep import schema
 from npusim.sweep.expressions import Expression, ExpressionError
 from npusim.sweep.located_yaml import SweepFileError
 from npusim.sweep.points import generate
+from npusim.sweep.runner import validate_with_loader
 from npusim.sweep.spec import load_sweep
 
 
@@ -37,6 +41,14 @@ workloads:
         ("  core.systolic_row: [8]\n", 3, "unknown parameter 'core.systolic_row' (did you mean 'core.systolic_rows'?)"),
         ("  chip.cores: [1, 2.5]\n", 3, "'chip.cores' must be an integer, found 2.5"),
         ("  dram.kind: [3]\n", 3, "'dram.kind' must be text"),
+        (
+            "  core.dataflow: [weight_stationary, diagonal]\n",
+            3,
+            "key 'axes.core.dataflow': 'core.dataflow' = 'diagonal' is not one of weight_stationary, output_stationary",
+        ),
+        # A list written one value a line: the line of the bad value, not of its axis.
+        ("  core.pe_type:\n    - fp16\n    - fp8\n", 5, "'core.pe_type' = 'fp8' is not one of int8, int16"),
+        ("  core.dataflow: {min: a, max: b}\n", 3, "'core.dataflow' is text: its axis is a list of values"),
         ("  core.scratchpad_kib: [64]\n  dram.bandwidth_gbps: {min: 0, max: 10, steps: 2}\n", 4, "is outside"),
     ],
 )
@@ -59,6 +71,15 @@ def test_other_mistakes_are_located(tmp_path):
         "constraints:\n  - __import__('os').system('true')\n" + WORKLOAD: (2, "unsupported syntax"),
         "workloads:\n  - builtin: nosuch\n": (2, "unknown builtin workload 'nosuch'"),
         "objectives: [seconds, {name: x, goal: fastest}]\n" + WORKLOAD: (1, "goal must be 'minimize' or 'maximize'"),
+        "combine: list\npoints:\n  - {chip.cores: 2}\n  - {dram.kind: hbm4}\n" + WORKLOAD: (
+            4,
+            "key 'points.dram.kind': 'dram.kind' = 'hbm4' is not one of ddr3, lpddr4, lpddr5, hbm2, hbm3",
+        ),
+        # A constraint comparing a text parameter with a value it cannot take would never (or always) hold.
+        "axes: {chip.cores: [1, 2]}\nconstraints:\n  - chip.cores == 1 or core.dataflow == 'diagonal'\n" + WORKLOAD: (
+            3,
+            "'core.dataflow' = 'diagonal' is not one of weight_stationary, output_stationary",
+        ),
     }
     for index, (text, (line, message)) in enumerate(cases.items()):
         path = write(tmp_path, text, f"case{index}.yaml")
@@ -157,6 +178,62 @@ def test_expressions_are_evaluated_without_eval():
     for text in ("open('x')", "x.__class__", "[1][0]", "lambda: 1", "f'{x}'"):
         with pytest.raises(ExpressionError):
             Expression(text)
+
+
+def test_powers_are_bounded_so_an_expression_cannot_hang_the_sweep():
+    assert Expression("2 ** 10 + 2 ** 0.5").evaluate({}) == pytest.approx(1024 + 2**0.5)
+    assert Expression("x ** 2").evaluate({"x": 2**100}) == 2**200
+    # 10 ** 10 ** 10 has ten billion digits, ((10 ** 1000) ** 1000) ** 1000 a billion from small exponents: each
+    # fails at once, naming the expression; a float power overflows instead of taking forever.
+    for text in ("10 ** 10 ** 10", "((10 ** 1000) ** 1000) ** 1000", "2.0 ** 1e10", "'x' * 10 ** 9"):
+        started = time.monotonic()
+        with pytest.raises(ExpressionError, match=re.escape(f"cannot evaluate '{text}'")):
+            Expression(text).evaluate({})
+        assert time.monotonic() - started < 1
+
+
+def test_a_huge_power_in_a_constraint_is_an_error_at_its_line(tmp_path):
+    path = write(
+        tmp_path,
+        "axes:\n  core.systolic_rows: [8, 16]\nconstraints:\n  - core.systolic_rows ** 10 ** 10 > 1\n" + WORKLOAD,
+    )
+    process = sweep_in_process(path, "--dry-run")
+    assert process.returncode == 2
+    assert f"{path}:4: cannot evaluate 'core.systolic_rows ** 10 ** 10 > 1': a power to the 10000000000" in (
+        process.stderr
+    )
+
+
+def test_text_parameters_take_every_value_the_loader_takes_and_no_other(tmp_path):
+    """The values a sweep accepts for each text parameter are those of the C++ loader's schema (parameters.def): a
+    sweep over all of them makes a point each, and the loader takes each of those points."""
+    text_parameters = [name for name, row in schema.parameters().items() if row["type"] == "text"]
+    assert {"core.dataflow", "core.pe_type", "dram.kind"} <= set(text_parameters)
+    for name in text_parameters:
+        choices = schema.text_choices(name)
+        assert len(choices) >= 2, name
+        sweep = load_sweep(write(tmp_path, f"axes:\n  {name}: [{', '.join(choices)}]\n" + WORKLOAD, "all.yaml"))
+        points = generate(sweep)
+        assert [p.config[name] for p in points] == choices
+        validate_with_loader(sweep, points)  # raises unless the loader takes every value
+        with pytest.raises(ValueError, match="is not one of"):
+            schema.check_value(name, "no-such-value")
+        section, key = name.split(".")
+        bad = write(tmp_path, f"{section}:\n  {key}: no-such-value\n", "bad.yaml")
+        with pytest.raises(Exception, match="is not one of"):
+            npusim._C.configuration(str(bad), npusim.config_dirs())
+
+
+def test_a_bad_text_value_fails_the_dry_run_naming_file_line_and_key(tmp_path):
+    path = write(
+        tmp_path, "axes:\n  core.systolic_rows: [8, 16]\n  core.dataflow: [weight_stationary, diagonal]\n" + WORKLOAD
+    )
+    process = sweep_in_process(path, "--dry-run", "--out", tmp_path / "out")
+    assert process.returncode == 2 and process.stdout == ""
+    assert (
+        f"{path}:3: key 'axes.core.dataflow': 'core.dataflow' = 'diagonal' is not one of weight_stationary, "
+        "output_stationary" in process.stderr
+    )
 
 
 def test_area_and_peak_power_are_configuration_figures_that_reject_before_running(tmp_path):

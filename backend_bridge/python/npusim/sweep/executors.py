@@ -89,6 +89,14 @@ def run_one(task):
     }
 
 
+def run_on_dask_worker(task):
+    """run_one on a Dask worker, its outcome naming the worker's address: which worker ran what, for a failure
+    that only one machine shows."""
+    from distributed import get_worker
+
+    return {**run_one(task), "worker": get_worker().address}
+
+
 class LocalExecutor:
     """`jobs` children at a time on this machine."""
 
@@ -136,7 +144,7 @@ class DaskExecutor:
         futures = {}
         for tag, task in tasks:
             # pure=False: a run is not a cached computation for Dask, our own cache decides what re-runs.
-            futures[self.client.submit(run_one, task, pure=False, retries=0)] = tag
+            futures[self.client.submit(run_on_dask_worker, task, pure=False, retries=0)] = tag
         try:
             for future in as_completed(futures):
                 try:

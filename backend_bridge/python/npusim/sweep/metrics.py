@@ -25,6 +25,8 @@ RUN_METRICS = (
     "achieved_gflops",
     "compute_bound_kernels",
     "memory_bound_kernels",
+    "compute_bound_cycles",
+    "memory_bound_cycles",
     "area_mm2",
 )
 # Totalled over a point's workloads; the rest (utilisations, area, achieved rate) are per-chip rates or sizes.
@@ -44,6 +46,8 @@ ADDITIVE = {
     "fallbacks",
     "compute_bound_kernels",
     "memory_bound_kernels",
+    "compute_bound_cycles",
+    "memory_bound_cycles",
 }
 
 
@@ -79,12 +83,27 @@ def run_metrics(report):
         "achieved_gflops": flops / totals["seconds"] / 1e9 if totals["seconds"] else 0.0,
         "compute_bound_kernels": sum(r.get("roofline", {}).get("bound") == "compute" for r in kernels),
         "memory_bound_kernels": sum(r.get("roofline", {}).get("bound") == "memory" for r in kernels),
+        "compute_bound_cycles": sum(
+            r["kernel_cycles"] for r in kernels if r.get("roofline", {}).get("bound") == "compute"
+        ),
+        "memory_bound_cycles": sum(
+            r["kernel_cycles"] for r in kernels if r.get("roofline", {}).get("bound") == "memory"
+        ),
         "area_mm2": area_of(report),
     }
     for engine in ENGINES:
         busy = totals.get(f"busy_cycles_{engine}", 0)
         figures[f"utilisation_{engine}"] = busy / core_cycles if core_cycles else 0.0
     return figures
+
+
+def roofline_bound(figures):
+    """What bounds a point: 'compute' or 'memory', whichever class of kernels takes more of its kernel cycles (a
+    count of kernels would let many short kernels outvote one long one); None without classified kernels."""
+    compute, memory = figures.get("compute_bound_cycles") or 0, figures.get("memory_bound_cycles") or 0
+    if not compute and not memory:
+        return None
+    return "compute" if compute >= memory else "memory"
 
 
 def combine(per_workload):

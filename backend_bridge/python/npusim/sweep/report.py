@@ -14,9 +14,11 @@ import pandas  # noqa: E402
 
 from .pareto import pareto_mask  # noqa: E402
 from .results import load_meta, read_kernels, read_summary  # noqa: E402
+from .sensitivity import axis_groups, sensitivity_indices  # noqa: E402
 
 TOP_KERNELS = 8
-MAX_ROOFLINES = 12
+# Small multiples per image: readable at a page's width, few enough images for hundreds of points.
+ROOFLINES_PER_IMAGE = 12
 
 
 def _label(objective):
@@ -79,46 +81,41 @@ def plot_kernels(kernels, path):
     plt.close(figure)
 
 
-def sensitivity(summary, objectives, axes):
-    """Main effect of each axis on each objective: the spread of the objective's mean over the axis's values, as a
-    fraction of the objective's median over all points."""
-    ok = summary[summary["status"].eq("ok")]
-    effects = pandas.DataFrame(index=[o["name"] for o in objectives], columns=axes, dtype=float)
-    for objective in objectives:
-        median = ok[objective["name"]].abs().median()
-        for axis in axes:
-            means = ok.groupby(axis)[objective["name"]].mean()
-            effects.loc[objective["name"], axis] = (means.max() - means.min()) / median if median else numpy.nan
-    return effects
-
-
 def plot_sensitivity(summary, objectives, axes, path):
-    """A panel per objective and axis: the objective's mean (line) and range (band) at each axis value."""
+    """A panel per objective and axis: the points, and the objective's mean (line) and range (band) in each group of
+    the axis (a value, or a quantile bin of a sampled axis), titled with the axis's first-order index S."""
     ok = summary[summary["status"].eq("ok")]
-    effects = sensitivity(summary, objectives, axes)
+    indices = sensitivity_indices(summary, objectives, axes)
     figure, grid = plt.subplots(
         len(objectives), len(axes), figsize=(3.2 * len(axes), 2.6 * len(objectives)), squeeze=False
     )
     for row, objective in enumerate(objectives):
+        points = ok.dropna(subset=[objective["name"]])
         for column, axis_name in enumerate(axes):
             axis = grid[row][column]
-            grouped = ok.groupby(axis_name)[objective["name"]].agg(["mean", "min", "max"])
-            axis.plot(grouped.index, grouped["mean"], marker="o")
-            axis.fill_between(grouped.index, grouped["min"], grouped["max"], alpha=0.2)
-            axis.set_title(f"effect {effects.loc[objective['name'], axis_name]:.0%}", fontsize=9)
+            groups = axis_groups(points[axis_name])
+            grouped = points.groupby(groups, observed=True)
+            spread = grouped[objective["name"]].agg(["mean", "min", "max"])
+            if pandas.api.types.is_numeric_dtype(points[axis_name]):
+                # A bin is drawn at the mean axis value of its points.
+                spread.index = grouped[axis_name].mean()
+            axis.scatter(points[axis_name], points[objective["name"]], s=6, c="0.6")
+            axis.plot(spread.index, spread["mean"], marker="o")
+            axis.fill_between(spread.index, spread["min"], spread["max"], alpha=0.2)
+            axis.set_title(f"S = {indices.loc[objective['name'], axis_name]:.0%}", fontsize=9)
             if row == len(objectives) - 1:
                 axis.set_xlabel(axis_name, fontsize=8)
             if column == 0:
                 axis.set_ylabel(objective["name"], fontsize=8)
             axis.tick_params(labelsize=7)
-    figure.suptitle("sensitivity: mean (line) and range (band) of each objective over each axis")
+    figure.suptitle("each objective over each axis: mean (line), range (band), S = first-order index", fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
-    return effects
+    return indices
 
 
-def plot_rooflines(summary, kernels, meta, path, points):
+def plot_rooflines(kernels, meta, path, points):
     """A roofline per point (peak from its array size, clock and cores; its DRAM bandwidth) with its kernels."""
     configs = {p["index"]: p["config"] for p in meta["points"]}
     columns = min(4, len(points))
@@ -146,6 +143,30 @@ def plot_rooflines(summary, kernels, meta, path, points):
     plt.close(figure)
 
 
+def write_rooflines(kernels, meta, points, directory):
+    """Every point's roofline, ROOFLINES_PER_IMAGE to an image (DIRECTORY/rooflines-001.png, ...): hundreds of
+    points make a few dozen readable images, not one unreadable one. Returns {image path: its points}."""
+    directory.mkdir(exist_ok=True)
+    for stale in directory.glob("rooflines-*.png"):  # from an earlier report of more points
+        stale.unlink()
+    images = {}
+    for number, start in enumerate(range(0, len(points), ROOFLINES_PER_IMAGE), 1):
+        path = directory / f"rooflines-{number:03d}.png"
+        images[path] = points[start : start + ROOFLINES_PER_IMAGE]
+        plot_rooflines(kernels, meta, path, images[path])
+    return images
+
+
+def _rooflines_section(images):
+    """The first image shown, the others folded away, each captioned with its points."""
+    parts = []
+    for number, (path, points) in enumerate(images.items()):
+        caption = f"rooflines of points {', '.join(map(str, points))}"
+        figure = f"<figure>{_embedded(path)}<figcaption>{caption}</figcaption></figure>"
+        parts.append(figure if number == 0 else f"<details><summary>{caption}</summary>{figure}</details>")
+    return "".join(parts)
+
+
 def _embedded(path):
     data = base64.b64encode(Path(path).read_bytes()).decode()
     return f'<img alt="{html.escape(Path(path).stem)}" src="data:image/png;base64,{data}">'
@@ -166,14 +187,20 @@ def write_report(directory):
     if len(kernels):
         plot_kernels(kernels, out / "kernels.png")
         sections.append(("Per-kernel breakdown", _embedded(out / "kernels.png")))
+        # The front's points first, so the first image, the one shown unfolded, holds the designs worth having.
         shown = list(summary[pareto_mask(summary, objectives)]["point"]) if len(objectives) >= 2 else []
         shown += [p for p in summary[summary["status"].eq("ok")]["point"] if p not in shown]
-        plot_rooflines(summary, kernels, meta, out / "rooflines.png", [int(p) for p in shown[:MAX_ROOFLINES]])
-        sections.append(("Rooflines", _embedded(out / "rooflines.png")))
+        images = write_rooflines(kernels, meta, [int(p) for p in shown], out / "rooflines")
+        sections.append(("Rooflines", _rooflines_section(images)))
     if axes and summary["status"].eq("ok").any():
-        effects = plot_sensitivity(summary, objectives, axes, out / "sensitivity.png")
-        table = effects.to_html(float_format=lambda v: f"{v:.1%}", na_rep="")
-        sections.append(("Sensitivity", _embedded(out / "sensitivity.png") + table))
+        indices = plot_sensitivity(summary, objectives, axes, out / "sensitivity.png")
+        table = indices.to_html(float_format=lambda v: f"{v:.1%}", na_rep="")
+        note = (
+            "<p>First-order index of each axis: the share of the objective's variance that the axis explains by "
+            "itself, Var(E[objective | axis]) / Var(objective); zipped axes share one. The last column is what no "
+            "single axis explains: interactions between axes, and noise.</p>"
+        )
+        sections.append(("Sensitivity", _embedded(out / "sensitivity.png") + note + table))
     sections.append(("All points", summary.drop(columns=["run_keys"], errors="ignore").to_html(index=False, na_rep="")))
     counts = summary["status"].value_counts().to_dict()
     heading = (

@@ -57,6 +57,7 @@ def point_rows(meta, entries):
             per_workload = {name: metrics.run_metrics(entry["report"]) for name, entry in stored.items()}
             combined = metrics.combine(list(per_workload.values()))
             row.update(combined)
+            row["roofline_bound"] = metrics.roofline_bound(combined)
             for name, figures in per_workload.items():
                 row[f"{name}.seconds"] = figures["seconds"]
                 row[f"{name}.energy_uj"] = figures["energy_uj"]

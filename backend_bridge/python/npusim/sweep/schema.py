@@ -27,6 +27,13 @@ def check_name(name):
         raise ValueError(f"unknown parameter '{name}'{hint}")
 
 
+def text_choices(name):
+    """The values a text parameter accepts: its schema row's unit lists them, separated by '|', as the C++ loader
+    reads them (an empty unit: any text)."""
+    unit = parameters()[name]["unit"]
+    return unit.split("|") if unit else []
+
+
 def check_value(name, value):
     """The value converted to the parameter's type; raises ValueError with the reason when it does not fit."""
     check_name(name)
@@ -34,6 +41,9 @@ def check_value(name, value):
     if row["type"] == "text":
         if not isinstance(value, str):
             raise ValueError(f"'{name}' must be text, found {value!r}")
+        choices = text_choices(name)
+        if choices and value not in choices:
+            raise ValueError(f"'{name}' = '{value}' is not one of {', '.join(choices)}")
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"'{name}' must be a number, found {value!r}")

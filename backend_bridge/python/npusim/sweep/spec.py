@@ -93,15 +93,23 @@ class Sweep:
     located: LocatedYaml | None = None
 
 
-def _check_names(located, expression, known, *path):
+def _check_figures(located, expression, known, *path):
+    """Every figure the expression names is known, and every text it compares a parameter with is one of the
+    parameter's values (`core.dataflow == "diagonal"` would silently never hold)."""
     unknown = sorted(expression.names - known)
     if unknown:
         raise located.error(f"'{expression.text}' names unknown figure '{unknown[0]}'", *path)
+    for name, text in sorted(expression.compared_texts):
+        if name in schema.parameters():
+            try:
+                schema.check_value(name, text)
+            except ValueError as error:
+                raise located.error(f"'{expression.text}': {error}", *path) from None
 
 
 def _parse_expression(located, text, *path):
     try:
-        return Expression(text)
+        return Expression(text, origin=f"{located.path}:{located.line(*path)}")
     except ExpressionError as error:
         raise located.error(str(error), *path) from None
 
@@ -123,6 +131,9 @@ def _axis(located, name, entry):
                 raise located.error(str(error), *path, index) from None
         return Axis(name, values=tuple(values), line=located.line(*path))
     if isinstance(entry, dict):
+        if schema.parameters()[name]["type"] == "text":
+            choices = ", ".join(schema.text_choices(name)) or "any text"
+            raise located.error(f"'{name}' is text: its axis is a list of values ({choices}), not a range", *path)
         unknown = set(entry) - {"min", "max", "log", "steps"}
         if unknown or not {"min", "max"} <= set(entry):
             raise located.error("a range axis is {min: LOW, max: HIGH, log: BOOL, steps: N}", *path)
@@ -155,7 +166,7 @@ def _objective(located, entry, index, known):
     if goal not in ("minimize", "maximize"):
         raise located.error("goal must be 'minimize' or 'maximize'", *path, "goal")
     expression = _parse_expression(located, entry.get("expr", entry["name"]), *path)
-    _check_names(located, expression, known, *path)
+    _check_figures(located, expression, known, *path)
     return Objective(str(entry["name"]), expression, goal)
 
 
@@ -198,12 +209,12 @@ def load_sweep(path, search=False):
     known = set(schema.parameters()) | set(DERIVED_FIGURES) | set(MODEL_FIGURES)
     for name, text in (data.get("derived") or {}).items():
         expression = _parse_expression(located, text, "derived", name)
-        _check_names(located, expression, known, "derived", name)
+        _check_figures(located, expression, known, "derived", name)
         sweep.derived[name] = expression
     known |= set(sweep.derived)
     for index, text in enumerate(data.get("constraints") or []):
         expression = _parse_expression(located, text, "constraints", index)
-        _check_names(located, expression, known | set(RUN_METRICS), "constraints", index)
+        _check_figures(located, expression, known | set(RUN_METRICS), "constraints", index)
         sweep.constraints.append(Constraint(expression, located.line("constraints", index)))
     entries = data.get("workloads") or []
     if not entries:
