@@ -1,0 +1,146 @@
+"""Elementwise functions declared as formulas (pointwise_formula.h: one fused kernel each) against the CPU: values
+across each function's domain plus its special points (zeros of both signs, infinities, NaN, poles, the ends of the
+domain), every variant (functional, in-place, out=), half precision and integer inputs, all without CPU fallback."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import npusim
+
+INF, NAN = math.inf, math.nan
+
+
+@pytest.fixture
+def no_fallback():
+    npusim._C.reset_fallback_counts()
+    yield
+    assert npusim._C.fallback_counts() == {}
+
+
+def values(low, high, special, count=4000, seed=0):
+    """`count` values uniform in [low, high), then the special ones."""
+    generator = torch.Generator().manual_seed(seed)
+    spread = torch.rand(count, generator=generator) * (high - low) + low
+    return torch.cat([spread, torch.tensor(special, dtype=torch.float32)])
+
+
+EDGES = [0.0, -0.0, INF, -INF, NAN]
+
+# (name, function of one tensor, low, high, special values, tolerances). The functions' formulas round a few times
+# where the CPU calls libm once: a few float32 ulps, or an absolute 1e-6 where a result passes through zero.
+UNARY = [
+    ("erfc", torch.erfc, -5, 5, EDGES, {"rtol": 1e-6, "atol": 1e-6}),
+    ("exp2", torch.exp2, -100, 100, [*EDGES, 127.0, 128.0, -126.0, 1e30, -1e30], {"rtol": 4e-7, "atol": 0}),
+    ("log2", torch.log2, 0, 1e6, [*EDGES, 1.0, 8.0, -1.0, 1e-40], {"rtol": 1e-6, "atol": 1e-6}),
+    ("log10", torch.log10, 0, 1e6, [*EDGES, 1.0, 1000.0, -1.0], {"rtol": 1e-6, "atol": 1e-6}),
+    ("hardshrink", F.hardshrink, -2, 2, [*EDGES, 0.5, -0.5], {"rtol": 0, "atol": 0}),
+    ("softshrink", lambda x: F.softshrink(x, 0.75), -2, 2, [*EDGES, 0.75, -0.75], {"rtol": 0, "atol": 0}),
+    ("hardsigmoid", F.hardsigmoid, -5, 5, [*EDGES, 3.0, -3.0], {"rtol": 2e-7, "atol": 0}),
+    ("threshold", lambda x: F.threshold(x, 0.25, -7.0), -1, 1, [*EDGES, 0.25], {"rtol": 0, "atol": 0}),
+    ("isposinf", torch.isposinf, -1, 1, EDGES, {}),
+    ("isneginf", torch.isneginf, -1, 1, EDGES, {}),
+    ("signbit", torch.signbit, -1, 1, EDGES, {}),
+    ("sinc", torch.sinc, -10, 10, [*EDGES, 1.0, -2.0], {"rtol": 1e-6, "atol": 1e-6}),
+    ("logit", torch.logit, 0, 1, [*EDGES, 1.0, 0.5, 2.0, -1.0], {"rtol": 1e-6, "atol": 1e-6}),
+    ("logit eps", lambda x: torch.logit(x, eps=1e-3), -0.5, 1.5, [*EDGES, 1.0], {"rtol": 1e-6, "atol": 1e-6}),
+    ("entr", torch.special.entr, -1, 10, [*EDGES, 1.0], {"rtol": 1e-6, "atol": 1e-6}),
+    ("atan", torch.atan, -20, 20, [*EDGES, 0.4142135, 2.4142137, 1e30], {"rtol": 4e-7, "atol": 0}),
+    ("asin", torch.asin, -1, 1, [*EDGES, 1.0, -1.0, 1.5, 0.99999], {"rtol": 4e-7, "atol": 1e-7}),
+    ("acos", torch.acos, -1, 1, [*EDGES, 1.0, -1.0, 1.5, 0.99999, -0.99999], {"rtol": 4e-7, "atol": 1e-7}),
+    ("asinh", torch.asinh, -1e4, 1e4, [*EDGES, 1e-30, -1e-6, 1e20, -3e38], {"rtol": 4e-7, "atol": 0}),
+    ("asinh near 0", torch.asinh, -2, 2, [], {"rtol": 4e-7, "atol": 0}),
+    ("acosh", torch.acosh, 1, 1e4, [*EDGES, 1.0, 1.0000001, 0.5, 3e38], {"rtol": 4e-7, "atol": 1e-7}),
+    ("atanh", torch.atanh, -1, 1, [*EDGES, 1.0, -1.0, 1.5, -2.0, 1e-30], {"rtol": 4e-7, "atol": 1e-7}),
+    ("lgamma", torch.lgamma, -20, 40, [*EDGES, 1.0, 2.0, -1.0, -2.5, 1e30, -1e10, 1e-30], {"rtol": 1e-6, "atol": 5e-6}),
+    (
+        "digamma",
+        torch.digamma,
+        -20,
+        40,
+        [*EDGES, 1.0, 1.4616321, -1.0, -2.5, 1e30, 1e-30],
+        {"rtol": 1e-6, "atol": 5e-6},
+    ),
+]
+
+
+@pytest.mark.parametrize("name, function, low, high, special, tolerance", UNARY, ids=[u[0] for u in UNARY])
+def test_unary_formula_matches_cpu(name, function, low, high, special, tolerance, device, no_fallback):
+    x = values(low, high, special)
+    expected = function(x)
+    result = function(x.to(device)).cpu()
+    assert result.dtype == expected.dtype
+    torch.testing.assert_close(result, expected, equal_nan=True, **tolerance)
+
+
+BINARY = [
+    ("fmax", torch.fmax, {"rtol": 0, "atol": 0}),
+    ("fmin", torch.fmin, {"rtol": 0, "atol": 0}),
+    ("heaviside", torch.heaviside, {"rtol": 0, "atol": 0}),
+    ("copysign", torch.copysign, {"rtol": 0, "atol": 0}),
+    ("logaddexp2", torch.logaddexp2, {"rtol": 1e-6, "atol": 1e-6}),
+    ("xlog1py", torch.special.xlog1py, {"rtol": 1e-6, "atol": 1e-6}),
+    ("atan2", torch.atan2, {"rtol": 4e-7, "atol": 1e-7}),
+]
+
+
+@pytest.mark.parametrize("name, function, tolerance", BINARY, ids=[b[0] for b in BINARY])
+def test_binary_formula_matches_cpu_on_every_pair_of_special_values(name, function, tolerance, device, no_fallback):
+    special = [*EDGES, 1.0, -1.0, 0.5, -2.5, 1e30]
+    a = torch.cat([values(-5, 5, [], count=300, seed=1), torch.tensor(special).repeat_interleave(len(special))])
+    b = torch.cat([values(-5, 5, [], count=300, seed=2), torch.tensor(special).repeat(len(special))])
+    torch.testing.assert_close(function(a.to(device), b.to(device)).cpu(), function(a, b), equal_nan=True, **tolerance)
+    # broadcast: a column against a row
+    column, row = a[:40].view(40, 1), b[:30].view(1, 30)
+    torch.testing.assert_close(
+        function(column.to(device), row.to(device)).cpu(), function(column, row), equal_nan=True, **tolerance
+    )
+
+
+def test_every_variant_and_dtype_takes_the_formula(device, no_fallback):
+    """In place, out= (resized, or of a given shape), a strided input, float16 and bfloat16 (widened on the device),
+    integers (converted there) and a host scalar operand."""
+    x = values(-3, 3, [], count=60).view(6, 10)
+    y = x.to(device)
+    y.erfc_()
+    torch.testing.assert_close(y.cpu(), torch.erfc(x), rtol=1e-6, atol=1e-6)
+    out = torch.empty(0, device=device)
+    torch.atan(x.t().to(device), out=out)
+    torch.testing.assert_close(out.cpu(), torch.atan(x.t()), rtol=4e-7, atol=0)
+    strided = x.to(device)[:, ::3]
+    torch.testing.assert_close(torch.lgamma(strided).cpu(), torch.lgamma(x[:, ::3]), rtol=1e-6, atol=5e-6)
+    for dtype in (torch.float16, torch.bfloat16):
+        result = torch.asinh(x.to(device, dtype))
+        assert result.dtype == dtype
+        torch.testing.assert_close(result.cpu(), torch.asinh(x.to(dtype).float()).to(dtype))
+    integers = torch.arange(-5, 5, dtype=torch.int32)
+    torch.testing.assert_close(torch.exp2(integers.to(device)).cpu(), torch.exp2(integers), rtol=0, atol=0)
+    assert torch.signbit(integers.to(device)).cpu().tolist() == torch.signbit(integers).tolist()
+    scalar = torch.tensor(0.5)
+    torch.testing.assert_close(torch.heaviside(x.to(device), scalar).cpu(), torch.heaviside(x, scalar))
+
+
+def test_polygamma_of_order_zero_is_digamma_and_higher_orders_fall_back(device):
+    x = values(0.1, 10, [])
+    npusim._C.reset_fallback_counts()
+    torch.testing.assert_close(torch.polygamma(0, x.to(device)).cpu(), torch.polygamma(0, x), rtol=1e-6, atol=5e-6)
+    assert npusim._C.fallback_counts() == {}
+    torch.testing.assert_close(torch.polygamma(2, x.to(device)).cpu(), torch.polygamma(2, x))
+    assert npusim._C.fallback_counts() == {"aten::polygamma": 1}
+
+
+def test_a_formula_op_names_its_kernel(device):
+    x = values(-1, 1, [], count=10).to(device)
+    with npusim.profile() as report:
+        torch.atan2(x, x + 2)
+    assert [k.name for k in report.kernels if k.op == "aten::atan2"] == ["atan2_f32"]
+
+
+def test_in_place_that_would_broadcast_raises_as_on_the_cpu(device):
+    x, wide = torch.ones(3, 1), torch.ones(3, 4)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        x.to(device).atan2_(wide.to(device))
+    with pytest.raises(RuntimeError):
+        x.atan2_(wide)
