@@ -22,6 +22,7 @@
 #include "integer_pointwise.h"
 #include "kernel_launcher.h"
 #include "outermost_dimension.h"
+#include "pointwise_formula.h"
 
 namespace npusim::bridge {
 
@@ -159,8 +160,8 @@ std::optional<ElementwiseOp> integer_mul(const at::Tensor& self, const at::Tenso
   return {};
 }
 
-// Integer (int64, int32) and float division ops; ElementwiseOp::Copy where the op has no float kernel (floor_divide
-// takes the CPU fallback then, whose kernel divides exactly).
+// Integer (int64, int32) and float division ops; ElementwiseOp::Copy where the op has no float kernel (the CPU
+// fallback then).
 template <ElementwiseOp I64, ElementwiseOp I32, ElementwiseOp F32 = ElementwiseOp::Copy>
 at::Tensor& integer_division_out(const char* name, const char* overload, const at::Tensor& self,
                                  const at::Tensor& other, at::Tensor& out) {
@@ -292,7 +293,24 @@ at::Tensor npusim_fmod(const at::Tensor& self, const at::Tensor& other) {
   return npusim_fmod_out(self, other, out);
 }
 at::Tensor& npusim_fmod_(at::Tensor& self, const at::Tensor& other) { return npusim_fmod_out(self, other, self); }
+// The CPU's floor division of floats: the quotient of a - fmod(a, b) (exact), one less where the remainder's sign is
+// not b's, rounded to the nearer whole number when floor leaves more than a half; a zero quotient takes the sign of
+// a / b, and division by zero gives a / b. One formula kernel (pointwise_formula.h).
+Value floor_quotient(Formula& f) {
+  const Value a = f.x(0), b = f.x(1);
+  const Value remainder = fmod(a, b);
+  Value quotient = (a - remainder) / b;
+  quotient = where((remainder != 0.0) & ((b < 0.0) ^ (remainder < 0.0)), quotient - 1.0, quotient);
+  const Value whole = floor(quotient);
+  const Value rounded = where(quotient - whole > 0.5, whole + 1.0, whole);
+  const Value negative = (a / b < 0.0) | (f.sign_bit(0) ^ f.sign_bit(1));
+  const Value zero = where(negative, f.constant(-0.0), f.constant(0.0));
+  return where(b == 0.0, a / b, where(quotient != 0.0, rounded, zero));
+}
+
 at::Tensor& npusim_floor_divide_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  if (out.scalar_type() == at::kFloat && launch_formula("floor_divide", {self, other}, {}, out, floor_quotient))
+    return out;
   return integer_division_out<ElementwiseOp::FloorDivideI64, ElementwiseOp::FloorDivideI32>("aten::floor_divide", "out",
                                                                                             self, other, out);
 }

@@ -1,8 +1,8 @@
 // Elementwise functions the CPU computes with a libm call or a branch per element, declared as formulas of the
 // vector engine's operations (pointwise_formula.h), each one fused kernel: erfc, exp2, log2, log10, fmax, fmin,
 // heaviside, hardshrink, softshrink, hardsigmoid, threshold, isposinf, isneginf, signbit, sinc, logit, copysign,
-// logaddexp2, special.xlog1py and special.entr. Each follows the CPU kernel's own formula and branches (NaN and
-// infinities included), so that results agree within float32 rounding.
+// logaddexp2, lerp with a tensor weight, special.xlog1py and special.entr. Each follows the CPU kernel's own
+// formula and branches (NaN and infinities included), so that results agree within float32 rounding.
 #include <torch/library.h>
 
 #include <cmath>
@@ -39,73 +39,89 @@ Value exp2(Value x) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  register_formula(m, {"erfc", "erfc_", "erfc.out"}, "erfc", false, [](Formula& f) { return 1.0 - erf(f.x(0)); });
-  register_formula(m, {"exp2", "exp2_", "exp2.out"}, "exp2", false, [](Formula& f) { return exp2(f.x(0)); });
-  register_formula(m, {"log2", "log2_", "log2.out"}, "log2", false,
+  register_formula(m, {"erfc", "erfc_", "erfc.out"}, "erfc", FormulaResult::Float,
+                   [](Formula& f) { return 1.0 - erf(f.x(0)); });
+  register_formula(m, {"exp2", "exp2_", "exp2.out"}, "exp2", FormulaResult::Float,
+                   [](Formula& f) { return exp2(f.x(0)); });
+  register_formula(m, {"log2", "log2_", "log2.out"}, "log2", FormulaResult::Float,
                    [](Formula& f) { return log(f.x(0)) * std::numbers::log2e; });
-  register_formula(m, {"log10", "log10_", "log10.out"}, "log10", false,
+  register_formula(m, {"log10", "log10_", "log10.out"}, "log10", FormulaResult::Float,
                    [](Formula& f) { return log(f.x(0)) * std::numbers::log10e; });
   // The other operand where one is NaN.
-  register_formula(m, {"fmax", "fmax.out"}, "fmax", false, [](Formula& f) {
+  register_formula(m, {"fmax", "fmax.out"}, "fmax", FormulaResult::Promoted, [](Formula& f) {
     const Value a = f.x(0), b = f.x(1);
     return where(isnan(a), b, where(isnan(b), a, maximum(a, b)));
   });
-  register_formula(m, {"fmin", "fmin.out"}, "fmin", false, [](Formula& f) {
+  register_formula(m, {"fmin", "fmin.out"}, "fmin", FormulaResult::Promoted, [](Formula& f) {
     const Value a = f.x(0), b = f.x(1);
     return where(isnan(a), b, where(isnan(b), a, minimum(a, b)));
   });
   // values at 0, else x > 0 (so 0 for NaN), as the CPU's kernel.
-  register_formula(m, {"heaviside", "heaviside_", "heaviside.out"}, "heaviside", false, [](Formula& f) {
-    const Value x = f.x(0);
-    return where(x == 0.0, f.x(1), where(x > 0.0, 1.0, f.constant(0)));
-  });
-  register_formula(m, {"hardshrink", "hardshrink.out"}, "hardshrink", false, [](Formula& f) {
+  register_formula(m, {"heaviside", "heaviside_", "heaviside.out"}, "heaviside", FormulaResult::Promoted,
+                   [](Formula& f) {
+                     const Value x = f.x(0);
+                     return where(x == 0.0, f.x(1), where(x > 0.0, 1.0, f.constant(0)));
+                   });
+  register_formula(m, {"hardshrink", "hardshrink.out"}, "hardshrink", FormulaResult::Float, [](Formula& f) {
     const Value x = f.x(0);
     const double lambda = f.parameter(0).value();
     return where((x >= -lambda) & (x <= lambda), 0.0, x);
   });
-  register_formula(m, {"softshrink", "softshrink.out"}, "softshrink", false, [](Formula& f) {
+  register_formula(m, {"softshrink", "softshrink.out"}, "softshrink", FormulaResult::Float, [](Formula& f) {
     const Value x = f.x(0);
     const double lambda = f.parameter(0).value();
     return where(x > lambda, x - lambda, where(x < -lambda, x + lambda, x * 0.0));
   });
-  register_formula(m, {"hardsigmoid", "hardsigmoid_", "hardsigmoid.out"}, "hardsigmoid", false,
+  register_formula(m, {"hardsigmoid", "hardsigmoid_", "hardsigmoid.out"}, "hardsigmoid", FormulaResult::Float,
                    [](Formula& f) { return minimum(maximum(f.x(0) + 3.0, f.constant(0)), f.constant(6)) / 6.0; });
-  register_formula(m, {"threshold", "threshold_", "threshold.out"}, "threshold", false, [](Formula& f) {
-    const Value x = f.x(0);
-    return where(x <= f.parameter(0).value(), f.constant(f.parameter(1).value()), x);
-  });
-  register_formula(m, {"isposinf", "isposinf.out"}, "isposinf", true, [](Formula& f) { return f.x(0) == kInfinity; });
-  register_formula(m, {"isneginf", "isneginf.out"}, "isneginf", true, [](Formula& f) { return f.x(0) == -kInfinity; });
-  register_formula(m, {"signbit", "signbit.out"}, "signbit", true, [](Formula& f) { return f.sign_bit(0); });
-  register_formula(m, {"sinc", "sinc_", "sinc.out"}, "sinc", false, [](Formula& f) {
+  register_formula(m, {"threshold", "threshold_", "threshold.out"}, "threshold", FormulaResult::Promoted,
+                   [](Formula& f) {
+                     const Value x = f.x(0);
+                     return where(x <= f.parameter(0).value(), f.constant(f.parameter(1).value()), x);
+                   });
+  register_formula(m, {"isposinf", "isposinf.out"}, "isposinf", FormulaResult::Bool,
+                   [](Formula& f) { return f.x(0) == kInfinity; });
+  register_formula(m, {"isneginf", "isneginf.out"}, "isneginf", FormulaResult::Bool,
+                   [](Formula& f) { return f.x(0) == -kInfinity; });
+  register_formula(m, {"signbit", "signbit.out"}, "signbit", FormulaResult::Bool,
+                   [](Formula& f) { return f.sign_bit(0); });
+  register_formula(m, {"sinc", "sinc_", "sinc.out"}, "sinc", FormulaResult::Float, [](Formula& f) {
     const Value x = f.x(0), product = x * std::numbers::pi;
     return where(x == 0.0, 1.0, sin(product) / product);
   });
   // log(z / (1 - z)), z clamped to [eps, 1 - eps] when eps is given (and not negative).
-  register_formula(m, {"logit", "logit_", "logit.out"}, "logit", false, [](Formula& f) {
+  register_formula(m, {"logit", "logit_", "logit.out"}, "logit", FormulaResult::Float, [](Formula& f) {
     Value z = f.x(0);
     if (const std::optional<double> eps = f.parameter(0); eps && *eps >= 0)
       z = where(z < *eps, *eps, where(z > 1 - *eps, 1 - *eps, z));
     return log(z / (1.0 - z));
   });
-  register_formula(m, {"copysign.Tensor", "copysign_.Tensor", "copysign.out"}, "copysign", false, [](Formula& f) {
-    const Value magnitude = abs(f.x(0));
-    return where(f.sign_bit(1), -magnitude, magnitude);
-  });
+  register_formula(m, {"copysign.Tensor", "copysign_.Tensor", "copysign.out"}, "copysign", FormulaResult::Float,
+                   [](Formula& f) {
+                     const Value magnitude = abs(f.x(0));
+                     return where(f.sign_bit(1), -magnitude, magnitude);
+                   });
   // a itself where both are the same infinity, else max + log1p(2^-|a - b|) / ln 2.
-  register_formula(m, {"logaddexp2", "logaddexp2.out"}, "logaddexp2", false, [](Formula& f) {
+  register_formula(m, {"logaddexp2", "logaddexp2.out"}, "logaddexp2", FormulaResult::Float, [](Formula& f) {
     const Value a = f.x(0), b = f.x(1);
     const Value sum = maximum(a, b) + log1p(approximate_exp2(-abs(a - b))) * std::numbers::log2e;
     return where(isinf(a) & (a == b), a, sum);
   });
+  // self + w (end - self) for |w| < 1/2, else end + (w - 1)(end - self) (exact at w = 1), each a fused multiply-add
+  // as the CPU's vectorised kernel computes it.
+  register_formula(m, {"lerp.Tensor", "lerp_.Tensor", "lerp.Tensor_out"}, "lerp", FormulaResult::Promoted,
+                   [](Formula& f) {
+                     const Value self = f.x(0), end = f.x(1), weight = f.x(2);
+                     const Value near_self = abs(weight) < 0.5;
+                     return mul_add(where(near_self, weight, weight - 1.0), end - self, where(near_self, self, end));
+                   });
   // NaN where y is, 0 where x is 0, else x log1p(y).
-  register_formula(m, {"special_xlog1py", "special_xlog1py.out"}, "xlog1py", false, [](Formula& f) {
+  register_formula(m, {"special_xlog1py", "special_xlog1py.out"}, "xlog1py", FormulaResult::Float, [](Formula& f) {
     const Value x = f.x(0), y = f.x(1);
     return where(isnan(y), y, where(x == 0.0, 0.0, x * log1p(y)));
   });
   // -x log x for x > 0, 0 at 0, -inf below, NaN for NaN.
-  register_formula(m, {"special_entr", "special_entr.out"}, "entr", false, [](Formula& f) {
+  register_formula(m, {"special_entr", "special_entr.out"}, "entr", FormulaResult::Float, [](Formula& f) {
     const Value x = f.x(0);
     return where(isnan(x), x, where(x > 0.0, -x * log(x), where(x == 0.0, 0.0, f.constant(-kInfinity))));
   });

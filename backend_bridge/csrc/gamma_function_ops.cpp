@@ -89,8 +89,8 @@ at::Tensor& npusim_polygamma_(at::Tensor& self, int64_t n) { return npusim_polyg
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  register_formula(m, {"lgamma", "lgamma_", "lgamma.out"}, "lgamma", false, lgamma);
-  register_formula(m, {"digamma", "digamma_", "digamma.out"}, "digamma", false, digamma);
+  register_formula(m, {"lgamma", "lgamma_", "lgamma.out"}, "lgamma", FormulaResult::Float, lgamma);
+  register_formula(m, {"digamma", "digamma_", "digamma.out"}, "digamma", FormulaResult::Float, digamma);
   m.impl("polygamma", npusim_polygamma);
   m.impl("polygamma.out", npusim_polygamma_out);
   m.impl("polygamma_", npusim_polygamma_);

@@ -36,6 +36,15 @@ at::Tensor& npusim_index_select_out(const at::Tensor& self, int64_t dim, const a
       return out;
     }
   }
+  // A 0-dim tensor is a one-element row, and its one selected element a 0-dim result, as on the CPU.
+  if (self.dim() == 0 && index.numel() == 1 && index.device() == self.device() &&
+      out.scalar_type() == self.scalar_type()) {
+    at::Tensor element = at::empty({1}, self.options());
+    npusim_index_select_out(self.reshape({1}), 0, index.reshape({1}), element);
+    at::native::resize_output(out, {});
+    out.copy_(element.reshape({}));
+    return out;
+  }
   // Along another dimension: element by element.
   const int64_t wrapped = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
   if (self.dim() >= 1 && index.dim() <= 1 && index.device() == self.device() &&

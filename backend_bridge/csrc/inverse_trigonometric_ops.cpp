@@ -42,8 +42,9 @@ Value with_sign_of(Formula& f, size_t k, double c) { return where(f.sign_bit(k),
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  register_formula(m, {"atan", "atan_", "atan.out"}, "atan", false, [](Formula& f) { return atan(f.x(0)); });
-  register_formula(m, {"atan2", "atan2_", "atan2.out"}, "atan2", false, [](Formula& f) {
+  register_formula(m, {"atan", "atan_", "atan.out"}, "atan", FormulaResult::Float,
+                   [](Formula& f) { return atan(f.x(0)); });
+  register_formula(m, {"atan2", "atan2_", "atan2.out"}, "atan2", FormulaResult::Float, [](Formula& f) {
     const Value y = f.x(0), x = f.x(1);
     const Value x_negative = f.sign_bit(1);  // -0 counts: atan2(+0, -0) is pi
     Value angle = atan(y / x);
@@ -56,26 +57,26 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     const Value corner = where(x_negative, with_sign_of(f, 0, 3 * kPi / 4), with_sign_of(f, 0, kPi / 4));
     return where(isinf(x) & isinf(y), corner, angle);
   });
-  register_formula(m, {"asin", "asin_", "asin.out"}, "asin", false, [](Formula& f) {
+  register_formula(m, {"asin", "asin_", "asin.out"}, "asin", FormulaResult::Float, [](Formula& f) {
     const Value x = f.x(0);
     return atan(x / sqrt((1.0 - x) * (1.0 + x)));
   });
-  register_formula(m, {"acos", "acos_", "acos.out"}, "acos", false, [](Formula& f) {
+  register_formula(m, {"acos", "acos_", "acos.out"}, "acos", FormulaResult::Float, [](Formula& f) {
     const Value x = f.x(0);
     return 2.0 * atan(sqrt((1.0 - x) / (1.0 + x)));
   });
-  register_formula(m, {"asinh", "asinh_", "asinh.out"}, "asinh", false, [](Formula& f) {
+  register_formula(m, {"asinh", "asinh_", "asinh.out"}, "asinh", FormulaResult::Float, [](Formula& f) {
     const Value x = f.x(0), a = abs(x);
     const Value square = a * a;
     const Value near = log1p(a + square / (1.0 + sqrt(1.0 + square)));
     const Value magnitude = where(a > kLarge, log(a) + std::numbers::ln2, near);
     return where(f.sign_bit(0), -magnitude, magnitude);
   });
-  register_formula(m, {"acosh", "acosh_", "acosh.out"}, "acosh", false, [](Formula& f) {
+  register_formula(m, {"acosh", "acosh_", "acosh.out"}, "acosh", FormulaResult::Float, [](Formula& f) {
     const Value x = f.x(0), t = x - 1.0;
     return where(x > kLarge, log(x) + std::numbers::ln2, log1p(t + sqrt(2.0 * t + t * t)));
   });
-  register_formula(m, {"atanh", "atanh_", "atanh.out"}, "atanh", false, [](Formula& f) {
+  register_formula(m, {"atanh", "atanh_", "atanh.out"}, "atanh", FormulaResult::Float, [](Formula& f) {
     const Value x = f.x(0), a = abs(x);
     const Value magnitude = 0.5 * log1p(2.0 * a / (1.0 - a));
     return where(f.sign_bit(0), -magnitude, magnitude);

@@ -1,7 +1,7 @@
 // Native nll_loss (so cross_entropy after log_softmax) and its backward for float32 log-probabilities [N x C] or
 // [C] with int64 targets on the device, optional per-class weights, every reduction. A target outside the classes
 // traps on the device and surfaces as PyTorch's IndexError; unusual shapes and dtypes take the CPU fallback, which
-// also gives PyTorch's own errors for mismatched shapes.
+// also gives PyTorch's own errors for mismatched shapes. The 2-D loss (images) is the same kernel over rows.
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
@@ -112,9 +112,74 @@ at::Tensor npusim_nll_loss_backward(const at::Tensor& grad_output, const at::Ten
                                       grad_input);
 }
 
+// The 2-D loss (cross_entropy over images, or any [N, C, ...] input that PyTorch folds into [N, C, H, W]) is the
+// loss above over [N*H*W, C] rows: the channels made the innermost dimension, the targets flattened; without a
+// reduction the losses take the targets' shape, and the gradient goes back to [N, C, H, W].
+bool folds_into_rows(const at::Tensor& self, const at::Tensor& target) {
+  return self.dim() == 4 && target.dim() == 3 && self.size(0) == target.size(0) && self.size(2) == target.size(1) &&
+         self.size(3) == target.size(2) && self.device().is_privateuseone();
+}
+at::Tensor as_rows(const at::Tensor& self) { return self.permute({0, 2, 3, 1}).reshape({-1, self.size(1)}); }
+
+std::tuple<at::Tensor&, at::Tensor&> npusim_nll_loss2d_forward_out(const at::Tensor& self, const at::Tensor& target,
+                                                                   const std::optional<at::Tensor>& weight,
+                                                                   int64_t reduction, int64_t ignore_index,
+                                                                   at::Tensor& output, at::Tensor& total_weight) {
+  if (!folds_into_rows(self, target)) {
+    torch::jit::Stack stack{self, target, weight, reduction, ignore_index, output, total_weight};
+    call_cpu_fallback("aten::nll_loss2d_forward", "output", stack);
+    return {output, total_weight};
+  }
+  at::Tensor losses = at::empty({0}, output.options());
+  npusim_nll_loss_forward_out(as_rows(self), target.reshape({-1}), weight, reduction, ignore_index, losses,
+                              total_weight);
+  at::native::resize_output(output, reduction == at::Reduction::None ? target.sizes() : at::IntArrayRef{});
+  output.copy_(losses.view(output.sizes()));
+  return {output, total_weight};
+}
+
+std::tuple<at::Tensor, at::Tensor> npusim_nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,
+                                                             const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                             int64_t ignore_index) {
+  at::Tensor output = at::empty({0}, self.options()), total_weight = at::empty({0}, self.options());
+  npusim_nll_loss2d_forward_out(self, target, weight, reduction, ignore_index, output, total_weight);
+  return {output, total_weight};
+}
+
+at::Tensor& npusim_nll_loss2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                           const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                                           int64_t reduction, int64_t ignore_index, const at::Tensor& total_weight,
+                                           at::Tensor& grad_input) {
+  if (!folds_into_rows(self, target)) {
+    torch::jit::Stack stack{grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input};
+    call_cpu_fallback("aten::nll_loss2d_backward", "grad_input", stack);
+    return grad_input;
+  }
+  const at::Tensor grad = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
+  at::Tensor grad_rows = at::empty({0}, grad_input.options());
+  npusim_nll_loss_backward_out(grad, as_rows(self), target.reshape({-1}), weight, reduction, ignore_index, total_weight,
+                               grad_rows);
+  const int64_t n = self.size(0), c = self.size(1), h = self.size(2), w = self.size(3);
+  at::native::resize_output(grad_input, self.sizes());
+  grad_input.copy_(grad_rows.view({n, h, w, c}).permute({0, 3, 1, 2}));
+  return grad_input;
+}
+
+at::Tensor npusim_nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                      const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                                      const at::Tensor& total_weight) {
+  at::Tensor grad_input = at::empty({0}, self.options());
+  return npusim_nll_loss2d_backward_out(grad_output, self, target, weight, reduction, ignore_index, total_weight,
+                                        grad_input);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("nll_loss2d_forward", npusim_nll_loss2d_forward);
+  m.impl("nll_loss2d_forward.output", npusim_nll_loss2d_forward_out);
+  m.impl("nll_loss2d_backward", npusim_nll_loss2d_backward);
+  m.impl("nll_loss2d_backward.grad_input", npusim_nll_loss2d_backward_out);
   m.impl("nll_loss_forward", npusim_nll_loss_forward);
   m.impl("nll_loss_forward.output", npusim_nll_loss_forward_out);
   m.impl("nll_loss_backward", npusim_nll_loss_backward);

@@ -69,11 +69,24 @@ at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::Option
   return vector_norm_out(self, ord, dim, keepdim, dtype, out);
 }
 
+// The older torch.norm over named dimensions (what torch.dist and pairwise_distance call): the vector norm of order
+// p (2 when None), as PyTorch's own norm kernel computes it.
+at::Tensor& norm_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                     at::Tensor& out) {
+  return vector_norm_out(self, p.value_or(2), dim, keepdim, std::nullopt, out);
+}
+at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
+                           bool keepdim, at::ScalarType dtype, at::Tensor& out) {
+  return vector_norm_out(self, p.value_or(2), dim, keepdim, dtype, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_vector_norm", vector_norm);
   m.impl("linalg_vector_norm.out", vector_norm_out);
+  m.impl("norm.out", norm_out);
+  m.impl("norm.dtype_out", norm_dtype_out);
 }
 
 }  // namespace npusim::bridge

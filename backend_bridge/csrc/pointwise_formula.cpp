@@ -99,6 +99,7 @@ Value operator==(Value a, double b) { return with_constant(FusedOpcode::Eq, a, b
 Value operator!=(Value a, double b) { return with_constant(FusedOpcode::Ne, a, b); }
 Value operator&(Value a, Value b) { return binary(FusedOpcode::And, a, b); }
 Value operator|(Value a, Value b) { return binary(FusedOpcode::Or, a, b); }
+Value operator^(Value a, Value b) { return binary(FusedOpcode::Xor, a, b); }
 Value operator!(Value a) { return unary(FusedOpcode::Not, a); }
 Value abs(Value a) { return unary(FusedOpcode::Abs, a); }
 Value exp(Value a) { return unary(FusedOpcode::Exp, a); }
@@ -110,7 +111,10 @@ Value cos(Value a) { return unary(FusedOpcode::Cos, a); }
 Value erf(Value a) { return unary(FusedOpcode::Erf, a); }
 Value trunc(Value a) { return unary(FusedOpcode::Trunc, a); }
 Value floor(Value a) { return unary(FusedOpcode::Floor, a); }
+Value ceil(Value a) { return unary(FusedOpcode::Ceil, a); }
 Value round(Value a) { return unary(FusedOpcode::Round, a); }
+Value mul_add(Value a, Value b, Value c) { return a.formula->apply(FusedOpcode::MulAdd, a, b, c); }
+Value fmod(Value a, Value b) { return binary(FusedOpcode::Fmod, a, b); }
 Value maximum(Value a, Value b) { return binary(FusedOpcode::Maximum, a, b); }
 Value minimum(Value a, Value b) { return binary(FusedOpcode::Minimum, a, b); }
 Value where(Value condition, Value a, Value b) { return condition.formula->apply(FusedOpcode::Where, condition, a, b); }
@@ -180,8 +184,8 @@ namespace {
 // The boxed kernel of one formula, for each variant registered: it sorts the call's arguments by the schema.
 class FormulaKernel final : public c10::OperatorKernel {
  public:
-  FormulaKernel(std::string name, bool predicate, FormulaBody body)
-      : name_(std::move(name)), predicate_(predicate), body_(std::move(body)) {}
+  FormulaKernel(std::string name, FormulaResult result, FormulaBody body)
+      : name_(std::move(name)), result_(result), body_(std::move(body)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
     const std::vector<c10::Argument>& schema = op.schema().arguments();
@@ -204,7 +208,9 @@ class FormulaKernel final : public c10::OperatorKernel {
     const bool in_place = !out.defined() && schema.front().alias_info() && schema.front().alias_info()->isWrite();
     if (in_place) out = operands.front();
     if (!out.defined()) out = at::empty({0}, operands.front().options().dtype(result_type(operands)));
-    if (!launch_formula(name_, operands, parameters, out, body_)) {
+    // An integer result computes in integers, which the float32 formula does not.
+    const bool integral_result = at::isIntegralType(out.scalar_type(), /*includeBool=*/false);
+    if (integral_result || !launch_formula(name_, operands, parameters, out, body_)) {
       cpu_fallback(op, stack);
       return;
     }
@@ -213,25 +219,24 @@ class FormulaKernel final : public c10::OperatorKernel {
   }
 
  private:
-  // PyTorch's: bool for a predicate; else the operands' promoted type, integers promoting to the default float.
   at::ScalarType result_type(const std::vector<at::Tensor>& operands) const {
-    if (predicate_) return at::kBool;
+    if (result_ == FormulaResult::Bool) return at::kBool;
     const at::ScalarType promoted = at::native::result_type(operands);
-    return at::isFloatingType(promoted) ? promoted : c10::typeMetaToScalarType(c10::get_default_dtype());
+    if (result_ == FormulaResult::Promoted || at::isFloatingType(promoted)) return promoted;
+    return c10::typeMetaToScalarType(c10::get_default_dtype());
   }
 
   std::string name_;
-  bool predicate_;
+  FormulaResult result_;
   FormulaBody body_;
 };
 
 }  // namespace
 
 void register_formula(torch::Library& library, std::initializer_list<const char*> schemas, const char* name,
-                      bool predicate, FormulaBody body) {
+                      FormulaResult result, FormulaBody body) {
   for (const char* schema : schemas)
-    library.impl(schema,
-                 torch::CppFunction::makeFromBoxedFunctor(std::make_unique<FormulaKernel>(name, predicate, body)));
+    library.impl(schema, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<FormulaKernel>(name, result, body)));
 }
 
 }  // namespace npusim::bridge

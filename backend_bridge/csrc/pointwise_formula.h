@@ -78,6 +78,7 @@ Value operator==(Value a, double b);
 Value operator!=(Value a, double b);
 Value operator&(Value a, Value b);
 Value operator|(Value a, Value b);
+Value operator^(Value a, Value b);
 Value operator!(Value a);
 // The vector engine's functions, and a few made of them.
 Value abs(Value a);
@@ -90,8 +91,11 @@ Value cos(Value a);
 Value erf(Value a);
 Value trunc(Value a);
 Value floor(Value a);
-Value round(Value a);             // halves to even
-Value maximum(Value a, Value b);  // NaN if either is NaN
+Value ceil(Value a);
+Value round(Value a);                      // halves to even
+Value mul_add(Value a, Value b, Value c);  // a b + c, rounded once (a fused multiply-add)
+Value fmod(Value a, Value b);              // C's: a - trunc(a / b) b exactly, with a's sign
+Value maximum(Value a, Value b);           // NaN if either is NaN
 Value minimum(Value a, Value b);
 Value where(Value condition, Value a, Value b);
 Value where(Value condition, double a, Value b);
@@ -107,9 +111,16 @@ using FormulaBody = std::function<Value(Formula&)>;
 bool launch_formula(const std::string& name, const std::vector<at::Tensor>& operands,
                     const std::vector<std::optional<double>>& parameters, at::Tensor& out, const FormulaBody& body);
 
+// The dtype of a functional variant's result, as PyTorch's kernel gives it.
+enum class FormulaResult {
+  Float,     // the operands' promoted type, integers promoting to the default float (erfc, atan2)
+  Promoted,  // the operands' promoted type, integers staying integers (fmax, floor_divide): native for float32
+  Bool,      // a predicate (isposinf, signbit)
+};
+
 // Registers `schemas` (e.g. "erfc", "erfc_", "erfc.out") for npusim as the formula: functional variants return a new
-// float32 tensor (bool when `predicate`), in-place ones write their first argument, out= ones their out argument.
+// tensor of the result's dtype, in-place ones write their first argument, out= ones their out argument.
 void register_formula(torch::Library& library, std::initializer_list<const char*> schemas, const char* name,
-                      bool predicate, FormulaBody body);
+                      FormulaResult result, FormulaBody body);
 
 }  // namespace npusim::bridge

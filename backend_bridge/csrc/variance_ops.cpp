@@ -1,8 +1,10 @@
 // var, std, var_mean and std_mean of float32 tensors over any dimensions, composed from native kernels: the mean
 // (kept as a broadcastable row), the deviations, the sum of their squares, and a division by the element count less
-// the correction (PyTorch's two-pass formula; a count at or below the correction gives inf or NaN, as on the CPU).
+// the correction (PyTorch's two-pass formula; a count at or below the correction gives inf or NaN, as on the CPU;
+// an empty tensor's spread and mean are NaN).
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/div.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/scalar_tensor.h>
@@ -10,6 +12,8 @@
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
 #include <torch/library.h>
+
+#include <limits>
 
 #include "bridge.h"
 
@@ -39,6 +43,25 @@ std::tuple<at::Tensor, at::Tensor> variance_and_mean(const at::Tensor& self, at:
   return {variance, keepdim ? mean : mean.squeeze(reduced)};
 }
 
+// Of an empty tensor: each result element reduces no elements, so (0 / 0) NaN for the spread and the mean, as the
+// CPU gives them (with its warning); reducing a non-empty dimension of an empty tensor leaves an empty result.
+std::tuple<at::Tensor, at::Tensor> of_empty(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim) {
+  std::vector<bool> reduced(self.dim(), !dims.has_value() || dims->empty());
+  if (dims.has_value())
+    for (int64_t dim : *dims) reduced[at::maybe_wrap_dim(dim, self.dim())] = true;
+  std::vector<int64_t> shape;
+  int64_t count = 1;
+  for (int64_t dim = 0; dim < self.dim(); ++dim) {
+    if (reduced[dim]) count *= self.size(dim);
+    if (!reduced[dim] || keepdim) shape.push_back(reduced[dim] ? 1 : self.size(dim));
+  }
+  if (count == 0)
+    TORCH_WARN("var(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor ",
+               "(input numel divided by output numel).");
+  const at::Tensor nan = at::full(shape, std::numeric_limits<float>::quiet_NaN(), self.options());
+  return {nan, nan.clone()};
+}
+
 template <bool StandardDeviation>
 at::Tensor spread(const at::Tensor& self, at::OptionalIntArrayRef dims, const std::optional<at::Scalar>& correction,
                   bool keepdim) {
@@ -46,6 +69,7 @@ at::Tensor spread(const at::Tensor& self, at::OptionalIntArrayRef dims, const st
     const at::Tensor variance = std::get<0>(variance_and_mean(self, dims, correction, keepdim));
     return StandardDeviation ? at::sqrt(variance) : variance;
   }
+  if (computes_natively(self)) return std::get<0>(of_empty(self, dims, keepdim));
   torch::jit::Stack stack{self, dims, correction, keepdim};
   call_cpu_fallback(StandardDeviation ? "aten::std" : "aten::var", "correction", stack);
   return stack[0].toTensor();
@@ -58,6 +82,7 @@ std::tuple<at::Tensor, at::Tensor> spread_and_mean(const at::Tensor& self, at::O
     auto [variance, mean] = variance_and_mean(self, dims, correction, keepdim);
     return {StandardDeviation ? at::sqrt(variance) : variance, mean};
   }
+  if (computes_natively(self)) return of_empty(self, dims, keepdim);
   torch::jit::Stack stack{self, dims, correction, keepdim};
   call_cpu_fallback(StandardDeviation ? "aten::std_mean" : "aten::var_mean", "correction", stack);
   return {stack[0].toTensor(), stack[1].toTensor()};

@@ -507,7 +507,9 @@ def test_round_to_decimal_places_is_the_cpus_to_the_bit(device, no_fallback, dec
     torch.round(on_device, decimals=decimals, out=out)
     on_device.round_(decimals=decimals)
     for result in (out, on_device):
-        assert torch.equal(result.cpu().view(torch.int32), expected.view(torch.int32))
+        result, nan = result.cpu(), expected.isnan()
+        assert torch.equal(result.isnan(), nan)
+        assert torch.equal(result[~nan].view(torch.int32), expected[~nan].view(torch.int32)), "signed zeros too"
 
 
 def test_bools_multiply_as_they_conjoin(device, no_fallback):
@@ -528,3 +530,32 @@ def test_clamp_min_and_max_with_tensor_bounds_propagate_nan_as_on_the_cpu(device
     on_device = x.to(device)
     getattr(on_device, bound.__name__ + "_")(limit.to(device))
     torch.testing.assert_close(on_device.cpu(), bound(x, limit), equal_nan=True)
+
+
+def test_float_floor_division_follows_the_cpu_formula(device, no_fallback):
+    """Floats divide by the CPU's formula (fmod-based, rounded to the nearer whole number, signed zeros, division
+    by zero as a / b): one formula kernel, bit for bit (NaN's payload aside)."""
+    generator = torch.Generator().manual_seed(4)
+    special = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, float("inf"), float("-inf"), float("nan"), 1e-30, 1e30]
+    a = torch.cat([torch.randn(500, generator=generator) * 50, torch.tensor(special).repeat_interleave(len(special))])
+    b = torch.cat([torch.randn(500, generator=generator) * 3, torch.tensor(special).repeat(len(special))])
+    for result, expected in (
+        (torch.floor_divide(a.to(device), b.to(device)), torch.floor_divide(a, b)),
+        (torch.div(a.to(device), b.to(device), rounding_mode="floor"), torch.div(a, b, rounding_mode="floor")),
+        (a.to(device) // 0.75, a // 0.75),
+    ):
+        result, nan = result.cpu(), expected.isnan()
+        assert torch.equal(result.isnan(), nan)
+        assert torch.equal(result[~nan].view(torch.int32), expected[~nan].view(torch.int32)), "signed zeros too"
+
+
+def test_lerp_with_a_tensor_weight(device, no_fallback):
+    generator = torch.Generator().manual_seed(5)
+    start, end = torch.randn(4, 7, generator=generator), torch.randn(4, 7, generator=generator)
+    weight = torch.tensor([-0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5])
+    result = torch.lerp(start.to(device), end.to(device), weight.to(device))
+    torch.testing.assert_close(result.cpu(), torch.lerp(start, end, weight))
+    out = start.to(device)
+    out.lerp_(end.to(device), weight.to(device))
+    torch.testing.assert_close(out.cpu(), torch.lerp(start, end, weight))
+    assert torch.equal(result.cpu()[:, 5], end[:, 5]), "exact at weight 1"

@@ -109,3 +109,15 @@ def test_index_select_and_advanced_indexing_keep_their_own_negative_index_rules(
     assert result.returncode == 0, result.stderr
     expected = "True raises" if advanced_indexing_first else "raises True"
     assert result.stdout.split() == expected.split()
+
+
+def test_index_select_of_a_zero_dim_tensor(device):
+    npusim._C.reset_fallback_counts()
+    x = torch.tensor(3.5)
+    for index in (torch.tensor([0]), torch.tensor(0)):
+        result = torch.index_select(x.to(device), 0, index.to(device))
+        assert result.shape == torch.index_select(x, 0, index).shape
+        assert result.item() == 3.5
+    assert npusim._C.fallback_counts() == {}
+    with pytest.raises(IndexError):
+        torch.index_select(x.to(device), 0, torch.tensor([1]).to(device))

@@ -57,3 +57,26 @@ def test_target_out_of_range_is_an_index_error_and_the_device_stays_usable(bad_t
         F.nll_loss(batch.to(device), targets.to(device))
     targets[1] = 3
     torch.testing.assert_close(F.nll_loss(batch.to(device), targets.to(device)).cpu(), F.nll_loss(batch, targets))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_over_images_folds_into_rows(reduction, device):
+    """The 2-D loss (nll_loss2d: [N, C, H, W] log-probabilities, [N, H, W] targets) runs as the row kernel over
+    N*H*W rows, forward and backward, with weights and ignored pixels."""
+    generator = torch.Generator().manual_seed(7)
+    logits = torch.randn(2, 5, 3, 4, generator=generator) * 2
+    targets = torch.randint(0, 5, (2, 3, 4), generator=generator)
+    targets[0, 1, 2] = -100
+    weight = torch.rand(5, generator=generator) + 0.5
+    x, x_device = logits.clone().requires_grad_(), logits.to(device).requires_grad_()
+    with npusim.profile() as report:
+        loss = F.cross_entropy(x_device, targets.to(device), weight=weight.to(device), reduction=reduction)
+        loss.backward(torch.linspace(0.5, 1.5, loss.numel()).reshape(loss.shape).to(device))
+    assert report.fallbacks == {}
+    expected = F.cross_entropy(x, targets, weight=weight, reduction=reduction)
+    expected.backward(torch.linspace(0.5, 1.5, expected.numel()).reshape(expected.shape))
+    assert loss.shape == expected.shape
+    torch.testing.assert_close(loss.detach().cpu(), expected.detach())
+    torch.testing.assert_close(x_device.grad.cpu(), x.grad)
+    with pytest.raises(IndexError):
+        F.cross_entropy(x_device, torch.full((2, 3, 4), 9).to(device))

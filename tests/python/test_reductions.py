@@ -357,3 +357,32 @@ def test_vector_norms_of_order_zero_and_below_one_run_natively(monkeypatch, orde
         expected = torch.linalg.vector_norm(x, order, dim=dim)
         actual = torch.linalg.vector_norm(x.to("npusim"), order, dim=dim)
         torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, rtol=1e-5, atol=1e-6)
+
+
+def test_norm_over_dimensions_dist_and_pairwise_distance(device):
+    """torch.norm over named dimensions (norm.out) and what calls it: dist, pairwise_distance."""
+    generator = torch.Generator().manual_seed(6)
+    a, b = torch.randn(5, 6, 7, generator=generator), torch.randn(5, 6, 7, generator=generator)
+    npusim._C.reset_fallback_counts()
+    for p in (1, 2, 3.5, float("inf")):
+        torch.testing.assert_close(torch.norm(a.to(device), p, dim=(0, 2)).cpu(), torch.norm(a, p, dim=(0, 2)))
+        torch.testing.assert_close(torch.dist(a.to(device), b.to(device), p).cpu(), torch.dist(a, b, p))
+    torch.testing.assert_close(
+        torch.nn.functional.pairwise_distance(a[0].to(device), b[0].to(device)).cpu(),
+        torch.nn.functional.pairwise_distance(a[0], b[0]),
+    )
+    assert npusim._C.fallback_counts() == {}
+
+
+def test_spread_of_an_empty_tensor_is_nan(device):
+    npusim._C.reset_fallback_counts()
+    empty = torch.empty(0, 3)
+    for function in (torch.var, torch.std):
+        with pytest.warns(UserWarning, match="degrees of freedom"):
+            assert function(empty.to(device)).cpu().isnan().item()
+        assert function(empty.to(device), dim=1).shape == (0,)
+        with pytest.warns(UserWarning):
+            assert function(empty.to(device), dim=0).cpu().isnan().all() and function(empty, dim=0).isnan().all()
+    spread, mean = torch.var_mean(empty.to(device), dim=0, keepdim=True)
+    assert spread.shape == mean.shape == (1, 3) and mean.cpu().isnan().all()
+    assert npusim._C.fallback_counts() == {}
