@@ -7,8 +7,8 @@
 //            first), a comparison and three selects each, the index alongside; padding is -inf, which never
 //            replaces anything. The backward adds each output's gradient at its index with the
 //            row scatter-add kernel.
-// ceil_mode, and average padding left out of the count, take the CPU fallback (adaptive average pooling to 1 x 1 is
-// a native mean).
+// ceil_mode's partial last windows and average padding left out of the count (a divisor per output, a product of
+// a count per row and one per column) as the CPU has them.
 #include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/arange.h>
@@ -17,6 +17,7 @@
 #include <ATen/ops/gt.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/outer.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -28,15 +29,28 @@ namespace npusim::bridge {
 namespace {
 
 struct Window {
-  int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, divisor;
+  int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
   int64_t dilation_h = 1, dilation_w = 1;
+  bool ceil_mode = false, count_include_pad = true;
+  std::optional<int64_t> divisor_override;
 };
+
+// PyTorch's pooled size along one dimension: with ceil_mode a last, partial window counts if it starts inside the
+// input or its left padding.
+int64_t pooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation, bool ceil_mode) {
+  const int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t out = (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
 
 // The window, or nothing when this case takes the CPU fallback.
 std::optional<Window> native_window(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef stride,
                                     at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                                     std::optional<int64_t> divisor_override) {
-  if (input.scalar_type() != at::kFloat || (input.dim() != 3 && input.dim() != 4) || input.numel() == 0 || ceil_mode)
+  // An empty batch is fine (an empty result); an empty plane or channel list is PyTorch's error to raise.
+  if (input.scalar_type() != at::kFloat || (input.dim() != 3 && input.dim() != 4) || input.size(-1) == 0 ||
+      input.size(-2) == 0 || input.size(-3) == 0)
     return {};
   const auto pick = [](at::IntArrayRef values, size_t k, int64_t otherwise) {
     return values.empty() ? otherwise : values[values.size() == 1 ? 0 : k];
@@ -48,9 +62,10 @@ std::optional<Window> native_window(const at::Tensor& input, at::IntArrayRef ker
   w.stride_w = pick(stride, 1, w.kernel_w);
   w.pad_h = pick(padding, 0, 0);
   w.pad_w = pick(padding, 1, 0);
-  if (!count_include_pad && (w.pad_h > 0 || w.pad_w > 0)) return {};  // the divisor would vary at the border
-  if (divisor_override && *divisor_override == 0) return {};          // PyTorch's own error
-  w.divisor = divisor_override ? *divisor_override : w.kernel_h * w.kernel_w;
+  if (divisor_override && *divisor_override == 0) return {};  // PyTorch's own error
+  w.ceil_mode = ceil_mode;
+  w.count_include_pad = count_include_pad;
+  w.divisor_override = divisor_override;
   return w;
 }
 
@@ -64,15 +79,22 @@ struct PaddedLayout {
     channels = input.size(-3);
     height = input.size(-2);
     width = input.size(-1);
-    padded_h = height + 2 * w.pad_h;
-    padded_w = width + 2 * w.pad_w;
-    out_h = (padded_h - w.dilation_h * (w.kernel_h - 1) - 1) / w.stride_h + 1;
-    out_w = (padded_w - w.dilation_w * (w.kernel_w - 1) - 1) / w.stride_w + 1;
+    out_h = pooled_size(height, w.kernel_h, w.stride_h, w.pad_h, w.dilation_h, w.ceil_mode);
+    out_w = pooled_size(width, w.kernel_w, w.stride_w, w.pad_w, w.dilation_w, w.ceil_mode);
+    // ceil_mode's last window may reach past the right padding: the padded plane covers it.
+    padded_h = std::max(height + 2 * w.pad_h, (out_h - 1) * w.stride_h + w.dilation_h * (w.kernel_h - 1) + 1);
+    padded_w = std::max(width + 2 * w.pad_w, (out_w - 1) * w.stride_w + w.dilation_w * (w.kernel_w - 1) + 1);
   }
   at::Tensor offset_view(const at::Tensor& padded, const Window& w, int64_t i, int64_t j) const {
     return padded.as_strided({batch, channels, out_h, out_w},
                              {channels * padded_h * padded_w, padded_h * padded_w, padded_w * w.stride_h, w.stride_w},
                              padded.storage_offset() + i * w.dilation_h * padded_w + j * w.dilation_w);
+  }
+  std::vector<int64_t> pooled_shape(const at::Tensor& input) const {
+    std::vector<int64_t> shape = input.sizes().vec();
+    shape[shape.size() - 2] = out_h;
+    shape[shape.size() - 1] = out_w;
+    return shape;
   }
   at::Tensor inner(const at::Tensor& padded, const Window& w) const {
     return padded.narrow(2, w.pad_h, height).narrow(3, w.pad_w, width);
@@ -101,6 +123,26 @@ at::Tensor window_sums(int64_t in, int64_t out, int64_t kernel, int64_t stride, 
   return sums.to(like.device());
 }
 
+// What each output's window sum is divided by, [OH, OW]: PyTorch's window size, clipped to the input and its padding
+// (to the input alone without count_include_pad), a product of one count per row and one per column; or the
+// override.
+at::Tensor divisors(const PaddedLayout& layout, const Window& w, const at::Tensor& like) {
+  const auto counts = [&](int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad) {
+    at::Tensor sizes = at::empty({out}, at::TensorOptions().dtype(at::kFloat));
+    auto size = sizes.accessor<float, 1>();
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t start = o * stride - pad, end = std::min(start + kernel, in + pad);
+      size[o] = static_cast<float>(w.count_include_pad ? end - start : std::min(end, in) - std::max<int64_t>(start, 0));
+    }
+    return sizes;
+  };
+  if (w.divisor_override)
+    return at::full({layout.out_h, layout.out_w}, static_cast<double>(*w.divisor_override), like.options());
+  const at::Tensor rows = counts(layout.height, layout.out_h, w.kernel_h, w.stride_h, w.pad_h);
+  const at::Tensor columns = counts(layout.width, layout.out_w, w.kernel_w, w.stride_w, w.pad_w);
+  return at::outer(rows, columns).to(like.device());
+}
+
 at::Tensor rows_of_windows(const PaddedLayout& layout, const Window& w, const at::Tensor& like) {
   return window_sums(layout.height, layout.out_h, w.kernel_h, w.stride_h, w.pad_h, like);
 }
@@ -114,11 +156,15 @@ at::Tensor& npusim_avg_pool2d_out(const at::Tensor& input, at::IntArrayRef kerne
   const auto w = native_window(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
   if (w && out.scalar_type() == at::kFloat) {
     const PaddedLayout layout(input, *w);
+    if (layout.out_h > 0 && layout.out_w > 0 && input.numel() == 0) {
+      at::native::resize_output(out, layout.pooled_shape(input));
+      return out;
+    }
     if (layout.out_h > 0 && layout.out_w > 0) {
       const at::Tensor planes = input.reshape({layout.batch * layout.channels, layout.height, layout.width});
       at::Tensor sum =
           apply_on_both_sides(planes, rows_of_windows(layout, *w, input), columns_of_windows(layout, *w, input));
-      sum.div_(static_cast<double>(w->divisor));
+      sum.div_(divisors(layout, *w, input));
       std::vector<int64_t> shape = input.sizes().vec();
       shape[shape.size() - 2] = layout.out_h;
       shape[shape.size() - 1] = layout.out_w;
@@ -145,8 +191,8 @@ at::Tensor& npusim_avg_pool2d_backward_out(const at::Tensor& grad_output, const 
   const auto w = native_window(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
   if (w && grad_output.scalar_type() == at::kFloat && grad_input.scalar_type() == at::kFloat) {
     const PaddedLayout layout(input, *w);
-    const at::Tensor share = grad_output.reshape({layout.batch * layout.channels, layout.out_h, layout.out_w}) /
-                             static_cast<double>(w->divisor);
+    const at::Tensor share =
+        grad_output.reshape({layout.batch * layout.channels, layout.out_h, layout.out_w}) / divisors(layout, *w, input);
     const at::Tensor spread =
         apply_on_both_sides(share, rows_of_windows(layout, *w, input).t(), columns_of_windows(layout, *w, input).t());
     at::native::resize_output(grad_input, input.sizes());
@@ -198,6 +244,11 @@ std::tuple<at::Tensor&, at::Tensor&> npusim_max_pool2d_with_indices_out(const at
   const auto w = max_window(input, kernel, stride, padding, dilation, ceil_mode);
   if (w && out.scalar_type() == at::kFloat && indices.scalar_type() == at::kLong) {
     const PaddedLayout layout(input, *w);
+    if (layout.out_h > 0 && layout.out_w > 0 && input.numel() == 0) {
+      at::native::resize_output(out, layout.pooled_shape(input));
+      at::native::resize_output(indices, layout.pooled_shape(input));
+      return {out, indices};
+    }
     if (layout.out_h > 0 && layout.out_w > 0) {
       const at::Tensor source = input.reshape({layout.batch, layout.channels, layout.height, layout.width});
       at::Tensor padded = at::full({layout.batch, layout.channels, layout.padded_h, layout.padded_w},

@@ -222,6 +222,15 @@ POOLS = [
     ("2x2", (2, 3, 8, 8), {"kernel_size": 2}),
     ("3x3 stride 2 padded", (1, 2, 9, 7), {"kernel_size": 3, "stride": 2, "padding": 1}),
     ("3-D input, divisor override", (3, 6, 6), {"kernel_size": (2, 3), "stride": (1, 2), "divisor_override": 5}),
+    # ceil_mode's partial last windows and padding left out of the count: a divisor per output
+    ("ceil mode", (2, 2, 9, 8), {"kernel_size": 3, "stride": 2, "ceil_mode": True}),
+    ("padding not counted", (1, 3, 7, 7), {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}),
+    (
+        "both",
+        (2, 1, 6, 9),
+        {"kernel_size": (2, 3), "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+    ),
+    ("ceil mode, divisor override", (1, 2, 5, 5), {"kernel_size": 2, "ceil_mode": True, "divisor_override": 3}),
 ]
 
 
@@ -240,6 +249,12 @@ MAX_POOLS = [
     ("3x3 stride 2 padded", (1, 2, 9, 7), {"kernel_size": 3, "stride": 2, "padding": 1}),
     ("dilated", (2, 2, 10, 10), {"kernel_size": 3, "stride": 1, "padding": 1, "dilation": 2}),
     ("3-D input", (3, 6, 6), {"kernel_size": (2, 3), "stride": (1, 2)}),
+    ("ceil mode", (1, 2, 3, 6), {"kernel_size": 3, "stride": 2, "ceil_mode": True}),
+    (
+        "ceil mode, padded and dilated",
+        (2, 1, 9, 8),
+        {"kernel_size": 2, "stride": 3, "padding": 1, "dilation": 2, "ceil_mode": True},
+    ),
 ]
 
 
@@ -259,6 +274,18 @@ def test_max_pooling_values_indices_and_gradient_match_cpu_with_ties_and_nan(nam
         assert torch.equal(indices.cpu(), expected_indices)
         torch.testing.assert_close(out.detach().cpu(), expected.detach(), rtol=0, atol=0, equal_nan=True)
         torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad, rtol=0, atol=0)
+
+
+def test_pooling_an_empty_batch_gives_an_empty_result(device):
+    x = torch.empty(0, 3, 9)
+    npusim._C.reset_fallback_counts()
+    for pool in (
+        lambda t: F.avg_pool1d(t, 6, 3, 2),
+        lambda t: F.max_pool1d(t, 3, ceil_mode=True),
+        lambda t: F.max_pool1d(t, 2, return_indices=True)[1],
+    ):
+        assert pool(x.to(device)).shape == pool(x).shape
+    assert npusim._C.fallback_counts() == {}
 
 
 @pytest.mark.parametrize(
