@@ -1,5 +1,5 @@
-// Native average, max and adaptive average pooling (nn.AvgPool2d, nn.MaxPool2d, nn.AdaptiveAvgPool2d) forward and
-// backward, float32, composed from native kernels.
+// Native average, max, adaptive average and adaptive max pooling (nn.AvgPool2d, nn.MaxPool2d, nn.AdaptiveAvgPool2d,
+// nn.AdaptiveMaxPool2d, and their 1-D forms) forward and backward, float32, composed from native kernels.
 //   average: window sums as products with 0/1 window matrices on both sides of every plane (R x C^T, two tall GEMMs
 //            for the whole batch; padding contributes nothing), divided once; the backward is R^T (g / divisor) C;
 //   max:     each of the KH x KW window offsets is a strided view of the padded input; over the offsets in order,
@@ -12,11 +12,14 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/clamp_max.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/gt.h>
+#include <ATen/ops/index_select.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/outer.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
@@ -289,31 +292,40 @@ std::tuple<at::Tensor, at::Tensor> npusim_max_pool2d_with_indices(const at::Tens
   return {out, indices};
 }
 
-// Each output's gradient added at its index of its own plane: the row scatter-add kernel with rows of one element.
+// A max pool's backward: each output's gradient added at its index (h * W + w) of its own plane of the input, with
+// the row scatter-add kernel over rows of one element. False when the tensors are not what it takes.
+bool added_at_indices(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& indices,
+                      at::Tensor& grad_input, const char* op) {
+  if (grad_output.scalar_type() != at::kFloat || grad_input.scalar_type() != at::kFloat ||
+      indices.scalar_type() != at::kLong || indices.device() != input.device() ||
+      grad_output.numel() != indices.numel() || (input.dim() != 3 && input.dim() != 4))
+    return false;
+  const int64_t planes = input.numel() / (input.size(-1) * input.size(-2)), plane = input.size(-1) * input.size(-2);
+  at::native::resize_output(grad_input, input.sizes());
+  if (input.numel() == 0) return true;
+  const at::Tensor plane_starts = at::arange(0, planes * plane, plane, indices.options());
+  const at::Tensor flat = (indices.reshape({planes, -1}) + plane_starts.view({planes, 1})).contiguous();
+  at::Tensor sums = at::zeros({planes * plane}, input.options());
+  const at::Tensor grads = grad_output.contiguous();
+  const emitter::ScatterAddRowsSpec spec{planes * plane, 1, flat.numel(), 8, -1};
+  const uint64_t addresses[] = {device_address(sums), device_address(grads), device_address(flat)};
+  const std::string message = c10::str(op, "'s backward: an index outside the input");
+  if (!launched_checking_indices(
+          runtime_device(input),
+          [&] { launch_scatter_add_rows(input.device().index(), runtime_device(input), spec, addresses); },
+          message.c_str()))
+    return false;
+  grad_input.copy_(sums.view(input.sizes()));
+  return true;
+}
+
+// Each output's gradient added at its index of its own plane.
 at::Tensor& npusim_max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& input,
                                            at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
                                            at::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices,
                                            at::Tensor& grad_input) {
   const auto w = max_window(input, kernel, stride, padding, dilation, ceil_mode);
-  if (w && grad_output.scalar_type() == at::kFloat && grad_input.scalar_type() == at::kFloat &&
-      indices.scalar_type() == at::kLong && indices.device() == input.device() &&
-      grad_output.numel() == indices.numel()) {
-    const PaddedLayout layout(input, *w);
-    const int64_t planes = layout.batch * layout.channels, plane = layout.height * layout.width;
-    const at::Tensor plane_starts = at::arange(0, planes * plane, plane, indices.options());
-    const at::Tensor flat = (indices.reshape({planes, -1}) + plane_starts.view({planes, 1})).contiguous();
-    at::Tensor sums = at::zeros({planes * plane}, input.options());
-    const at::Tensor grads = grad_output.contiguous();
-    const emitter::ScatterAddRowsSpec spec{planes * plane, 1, flat.numel(), 8, -1};
-    const uint64_t addresses[] = {device_address(sums), device_address(grads), device_address(flat)};
-    if (launched_checking_indices(
-            runtime_device(input),
-            [&] { launch_scatter_add_rows(input.device().index(), runtime_device(input), spec, addresses); },
-            "max_pool2d's backward: an index outside the input")) {
-      at::native::resize_output(grad_input, input.sizes());
-      return grad_input.copy_(sums.view(input.sizes()));
-    }
-  }
+  if (w && added_at_indices(grad_output, input, indices, grad_input, "max_pool2d")) return grad_input;
   torch::jit::Stack stack{grad_output, input, kernel, stride, padding, dilation, ceil_mode, indices, grad_input};
   call_cpu_fallback("aten::max_pool2d_with_indices_backward", "grad_input", stack);
   return grad_input;
@@ -340,11 +352,95 @@ at::Tensor window_means(int64_t in, int64_t out, const at::Tensor& like) {
   return means.to(like.device());
 }
 
+// float32 planes, perhaps an empty batch of them.
 bool pools_adaptively(const at::Tensor& input) {
-  return input.scalar_type() == at::kFloat && (input.dim() == 3 || input.dim() == 4) && input.numel() > 0;
+  return input.scalar_type() == at::kFloat && (input.dim() == 3 || input.dim() == 4) && input.size(-1) > 0 &&
+         input.size(-2) > 0 && input.size(-3) > 0;
+}
+
+std::vector<int64_t> with_planes_of(const at::Tensor& input, at::IntArrayRef output_size) {
+  std::vector<int64_t> shape = input.sizes().vec();
+  shape[shape.size() - 2] = output_size[0];
+  shape[shape.size() - 1] = output_size[1];
+  return shape;
+}
+
+// Adaptive max pooling: output o's window along a dimension is inputs floor(o in / out) .. ceil((o + 1) in / out),
+// at most K long. For each of the K_h x K_w offsets, a gather of rows and columns (an offset past a short window
+// repeats its last input, which cannot change a maximum or its first index) gives every window's candidate; over the
+// offsets in order a candidate replaces the best so far where it is greater or NaN, the index alongside, as the
+// CPU's kernel scans its window. Any sizes; the backward adds each gradient at its index, as max pooling's.
+struct AdaptiveWindows {
+  at::Tensor start, size;  // per output, int64 on the host
+  int64_t longest = 0;
+  AdaptiveWindows(int64_t in, int64_t out) : start(at::empty({out}, at::kLong)), size(at::empty({out}, at::kLong)) {
+    auto first = start.accessor<int64_t, 1>(), count = size.accessor<int64_t, 1>();
+    for (int64_t o = 0; o < out; ++o) {
+      first[o] = o * in / out;
+      count[o] = ((o + 1) * in + out - 1) / out - first[o];
+      longest = std::max(longest, count[o]);
+    }
+  }
+  at::Tensor at_offset(int64_t k) const { return start + at::clamp_max(size - 1, k); }
+};
+
+std::tuple<at::Tensor&, at::Tensor&> npusim_adaptive_max_pool2d_out(const at::Tensor& input,
+                                                                    at::IntArrayRef output_size, at::Tensor& out,
+                                                                    at::Tensor& indices) {
+  if (pools_adaptively(input) && output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0 &&
+      out.scalar_type() == at::kFloat && indices.scalar_type() == at::kLong) {
+    const std::vector<int64_t> shape = with_planes_of(input, output_size);
+    at::native::resize_output(out, shape);
+    at::native::resize_output(indices, shape);
+    if (input.numel() == 0) return {out, indices};
+    const int64_t width = input.size(-1);
+    const AdaptiveWindows rows(input.size(-2), output_size[0]), columns(width, output_size[1]);
+    at::Tensor best = at::full(shape, -std::numeric_limits<double>::infinity(), input.options());
+    at::Tensor best_index = at::zeros(shape, input.options().dtype(at::kLong));
+    for (int64_t i = 0; i < rows.longest; ++i)
+      for (int64_t j = 0; j < columns.longest; ++j) {
+        const at::Tensor row = rows.at_offset(i), column = columns.at_offset(j);
+        const at::Tensor value =
+            at::index_select(at::index_select(input, -2, row.to(input.device())), -1, column.to(input.device()));
+        const at::Tensor position = (row.view({-1, 1}) * width + column.view({1, -1})).to(input.device());
+        const at::Tensor nan = at::ne(value, value);
+        const at::Tensor take = (i == 0 && j == 0) ? at::ones_like(nan) : at::where(nan, nan, at::gt(value, best));
+        best = at::where(take, value, best);
+        best_index = at::where(take, position, best_index);
+      }
+    out.copy_(best);
+    indices.copy_(best_index);
+    return {out, indices};
+  }
+  torch::jit::Stack stack{input, output_size.vec(), out, indices};
+  call_cpu_fallback("aten::adaptive_max_pool2d", "out", stack);
+  return {out, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> npusim_adaptive_max_pool2d(const at::Tensor& input, at::IntArrayRef output_size) {
+  at::Tensor out = at::empty({0}, input.options()), indices = at::empty({0}, input.options().dtype(at::kLong));
+  npusim_adaptive_max_pool2d_out(input, output_size, out, indices);
+  return {out, indices};
+}
+
+at::Tensor& npusim_adaptive_max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& input,
+                                                    const at::Tensor& indices, at::Tensor& grad_input) {
+  if (added_at_indices(grad_output, input, indices, grad_input, "adaptive_max_pool2d")) return grad_input;
+  torch::jit::Stack stack{grad_output, input, indices, grad_input};
+  call_cpu_fallback("aten::adaptive_max_pool2d_backward", "grad_input", stack);
+  return grad_input;
+}
+
+at::Tensor npusim_adaptive_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                               const at::Tensor& indices) {
+  at::Tensor grad_input = at::empty({0}, input.options());
+  return npusim_adaptive_max_pool2d_backward_out(grad_output, input, indices, grad_input);
 }
 
 at::Tensor npusim_adaptive_avg_pool2d(const at::Tensor& input, at::IntArrayRef output_size) {
+  if (pools_adaptively(input) && output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0 &&
+      input.numel() == 0)
+    return at::empty(with_planes_of(input, output_size), input.options());
   if (pools_adaptively(input) && output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0) {
     const at::Tensor rows = window_means(input.size(-2), output_size[0], input);
     const at::Tensor cols = window_means(input.size(-1), output_size[1], input);
@@ -375,6 +471,10 @@ at::Tensor npusim_adaptive_avg_pool2d_backward(const at::Tensor& grad_output, co
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_adaptive_avg_pool2d", npusim_adaptive_avg_pool2d);
+  m.impl("adaptive_max_pool2d", npusim_adaptive_max_pool2d);
+  m.impl("adaptive_max_pool2d.out", npusim_adaptive_max_pool2d_out);
+  m.impl("adaptive_max_pool2d_backward", npusim_adaptive_max_pool2d_backward);
+  m.impl("adaptive_max_pool2d_backward.grad_input", npusim_adaptive_max_pool2d_backward_out);
   m.impl("_adaptive_avg_pool2d_backward", npusim_adaptive_avg_pool2d_backward);
   m.impl("max_pool2d_with_indices", npusim_max_pool2d_with_indices);
   m.impl("max_pool2d_with_indices.out", npusim_max_pool2d_with_indices_out);

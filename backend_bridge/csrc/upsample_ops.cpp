@@ -3,13 +3,17 @@
 // copy over [N, C, D1, r1, D2, r2, ...] reading the input with strides 0 over the repeats), the backward sums each
 // block of the gradient (over [N, C, D1, D2, ..., r1, r2, ...] with the repeats reduced, in row order from the block's
 // first element, as the CPU's kernel adds them; half precision in float32, rounded once). Which input index each
-// output index reads is PyTorch's own map, taken from the CPU's kernel of the same mode run on the indices; sizes
-// whose map is not o / r (a fractional factor) take the CPU fallback.
+// output index reads is PyTorch's own map, taken from the CPU's kernel of the same mode run on the indices. Sizes
+// whose map is not o / r (a fractional factor, downsampling) gather along each dimension in turn (index_select), and
+// their backward adds each gradient at the index it read (index_add, last dimension first).
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_upsample_nearest_exact1d.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/index_add.h>
+#include <ATen/ops/index_select.h>
 #include <ATen/ops/upsample_nearest1d.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -33,18 +37,25 @@ struct Upsampling {
   bool exact;
 };
 
+// The input index each output index reads along one dimension, by PyTorch's own map for these sizes, scale and
+// mode (the CPU's kernel run on the indices themselves, on the host): int64, on the host.
+at::Tensor source_indices(bool exact, int64_t input, int64_t output, std::optional<double> scale) {
+  const at::Tensor indices = at::arange(input, at::TensorOptions().dtype(at::kDouble)).view({1, 1, input});
+  return (exact ? at::_upsample_nearest_exact1d(indices, {output}, scale)
+                : at::upsample_nearest1d(indices, {output}, scale))
+      .reshape({-1})
+      .to(at::kLong);
+}
+
 // The whole factor r with which output index o reads input index o / r along one dimension, if PyTorch's map (for
 // these sizes, scale and mode) is exactly that.
 std::optional<int64_t> whole_factor(bool exact, int64_t input, int64_t output, std::optional<double> scale) {
   if (input <= 0 || output <= 0 || output % input != 0) return std::nullopt;
   const int64_t factor = output / input;
-  const at::Tensor indices = at::arange(input, at::TensorOptions().dtype(at::kDouble)).view({1, 1, input});
-  const at::Tensor sources = (exact ? at::_upsample_nearest_exact1d(indices, {output}, scale)
-                                    : at::upsample_nearest1d(indices, {output}, scale))
-                                 .reshape({-1});
-  const auto* source = sources.const_data_ptr<double>();
+  const at::Tensor sources = source_indices(exact, input, output, scale);
+  const auto* source = sources.const_data_ptr<int64_t>();
   for (int64_t o = 0; o < output; ++o)
-    if (static_cast<int64_t>(source[o]) != o / factor) return std::nullopt;
+    if (source[o] != o / factor) return std::nullopt;
   return factor;
 }
 
@@ -63,6 +74,21 @@ std::optional<std::vector<int64_t>> factors(const Upsampling& op, const at::Tens
     result.push_back(*factor);
   }
   return result;
+}
+
+// Other sizes (downsampling, fractional factors): the shapes of a gather along each dimension, any dtype the device
+// holds, nothing empty.
+bool takes_any_sizes(const Upsampling& op, const at::Tensor& small, const at::Tensor& large, at::IntArrayRef small_size,
+                     at::IntArrayRef large_size) {
+  if (static_cast<int>(small_size.size()) != op.dims + 2 || static_cast<int>(large_size.size()) != op.dims ||
+      !small.is_privateuseone() || large.device() != small.device() || !element_type(small.scalar_type()) ||
+      large.scalar_type() != small.scalar_type())
+    return false;
+  for (int64_t size : small_size)
+    if (size <= 0) return false;
+  for (int64_t size : large_size)
+    if (size <= 0) return false;
+  return true;
 }
 
 // The kernel's space: [N, C, D1, r1, D2, r2, ...] for the forward; [N, C, D1, D2, ..., r1, r2, ...] with the repeats
@@ -114,6 +140,14 @@ at::Tensor& upsample_out(const Upsampling& op, const at::Tensor& input, at::IntA
     k.store(k.load(input, b.small_strides), out, b.large_strides);
     if (k.launch(input)) return out;
   }
+  if (takes_any_sizes(op, input, out, input.sizes(), output_size)) {  // a gather along each dimension in turn
+    at::Tensor result = input;
+    for (int d = 0; d < op.dims; ++d)
+      result = at::index_select(
+          result, 2 + d, source_indices(op.exact, input.size(2 + d), output_size[d], scales[d]).to(input.device()));
+    at::native::resize_output(out, result.sizes());
+    return out.copy_(result);
+  }
   torch::jit::Stack stack{input, output_size.vec()};
   for (const auto& scale : scales) stack.emplace_back(scale);
   stack.emplace_back(out);
@@ -135,6 +169,23 @@ at::Tensor& upsample_backward_out(const Upsampling& op, const at::Tensor& grad_o
     if (grad_output.scalar_type() != at::kFloat) value = k.op(FusedOpcode::Convert, value);
     k.store(k.op(FusedOpcode::ReduceSum, value), grad_input, b.small_strides);
     if (k.launch(grad_output)) return grad_input;
+  }
+  if (floats && grad_output.dim() == op.dims + 2 &&
+      takes_any_sizes(op, grad_input, grad_output, input_size, output_size)) {
+    // The gathers' adjoints, last dimension first: each output's gradient added at the index it read.
+    at::Tensor gradient = grad_output;
+    for (int d = op.dims - 1; d >= 0; --d) {
+      std::vector<int64_t> shape = gradient.sizes().vec();
+      shape[2 + d] = input_size[2 + d];
+      gradient =
+          at::zeros(shape, gradient.options())
+              .index_add_(
+                  2 + d,
+                  source_indices(op.exact, input_size[2 + d], output_size[d], scales[d]).to(grad_output.device()),
+                  gradient);
+    }
+    at::native::resize_output(grad_input, input_size);
+    return grad_input.copy_(gradient);
   }
   torch::jit::Stack stack{grad_output, output_size.vec(), input_size.vec()};
   for (const auto& scale : scales) stack.emplace_back(scale);

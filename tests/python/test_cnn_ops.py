@@ -418,12 +418,49 @@ def test_half_precision_bilinear_upsampling_interpolates_in_float32_and_rounds_o
     torch.testing.assert_close(actual, F.interpolate(x.float(), scale_factor=2, mode="bilinear").to(dtype))
 
 
-def test_nearest_upsampling_by_a_fractional_factor_takes_the_counted_cpu_fallback(device):
-    x = torch.randn(1, 2, 4, 6, generator=torch.Generator().manual_seed(9))
-    with npusim.profile() as report:
-        actual = F.interpolate(x.to(device), size=(6, 9), mode="nearest")
-    assert "aten::upsample_nearest2d.out" in report.fallbacks
-    assert torch.equal(actual.cpu(), F.interpolate(x, size=(6, 9), mode="nearest"))
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize(
+    "shape, size", [((1, 2, 4, 6), (6, 9)), ((2, 3, 7), (3,)), ((1, 1, 5, 4, 6), (3, 7, 2))], ids=["2-D", "1-D", "3-D"]
+)
+def test_nearest_resizing_by_any_factor_gathers_and_its_gradient_adds_back(shape, size, mode, device):
+    """Fractional factors and downsampling: a gather along each dimension by PyTorch's own index map, and the
+    backward's adds at those indices, without the fallback."""
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(9))
+    out, grads, expected, expected_grads, report = forward_and_backward(
+        lambda t: F.interpolate(t, size=size, mode=mode), (x,), device
+    )
+    assert report.fallbacks == {}
+    assert torch.equal(out, expected)
+    torch.testing.assert_close(grads[0], expected_grads[0], **TOLERANCE)
+
+
+@pytest.mark.parametrize(
+    "shape, output_size", [((2, 3, 9, 7), (4, 3)), ((1, 2, 5, 5), (5, 5)), ((3, 10), (4,)), ((2, 6, 4, 4), (1, 1))]
+)
+def test_adaptive_max_pooling_values_indices_and_gradient_match_cpu(shape, output_size, device):
+    x = random(*shape, seed=31)
+    x.view(-1)[::5] = 0.0
+    x.view(-1)[3] = float("nan")
+    pool = F.adaptive_max_pool1d if len(output_size) == 1 else F.adaptive_max_pool2d
+    for data in (x, torch.relu(x)):  # windows of equal zeros: the first one wins
+        on_cpu, on_device = data.clone().requires_grad_(), data.to(device).requires_grad_()
+        with npusim.profile() as report:
+            out, indices = pool(on_device, output_size, return_indices=True)
+            out.backward(torch.ones_like(out))
+        expected, expected_indices = pool(on_cpu, output_size, return_indices=True)
+        expected.backward(torch.ones_like(expected))
+        assert report.fallbacks == {}
+        assert torch.equal(indices.cpu(), expected_indices)
+        torch.testing.assert_close(out.detach().cpu(), expected.detach(), rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad, rtol=0, atol=0)
+
+
+def test_adaptive_pooling_of_an_empty_batch(device):
+    x = torch.empty(0, 8, 8)
+    npusim._C.reset_fallback_counts()
+    assert F.adaptive_avg_pool1d(x.to(device), 5).shape == (0, 8, 5)
+    assert F.adaptive_max_pool1d(x.to(device), 5).shape == (0, 8, 5)
+    assert npusim._C.fallback_counts() == {}
 
 
 PADDINGS = [
