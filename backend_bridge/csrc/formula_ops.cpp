@@ -1,14 +1,16 @@
 // Elementwise functions the CPU computes with a libm call or a branch per element, declared as formulas of the
 // vector engine's operations (pointwise_formula.h), each one fused kernel: erfc, exp2, log2, log10, fmax, fmin,
 // heaviside, hardshrink, softshrink, hardsigmoid, threshold, isposinf, isneginf, signbit, sinc, logit, copysign,
-// logaddexp2, lerp with a tensor weight, special.xlog1py and special.entr. Each follows the CPU kernel's own
-// formula and branches (NaN and infinities included), so that results agree within float32 rounding.
+// logaddexp2, lerp with a tensor weight, prelu (and its gradients), special.xlog1py and special.entr. Each follows the
+// CPU kernel's own formula and branches (NaN and infinities included), so that results agree within float32 rounding.
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <cmath>
 #include <limits>
 #include <numbers>
 
+#include "bridge.h"
 #include "pointwise_formula.h"
 
 namespace npusim::bridge {
@@ -34,6 +36,21 @@ Value exp2(Value x) {
     left = left - where(up, f.constant(step), where(down, f.constant(-step), f.constant(0)));
   }
   return result;
+}
+
+// prelu's gradients, elementwise (prelu sums the weight's over the broadcast dimensions): the input's g where x > 0,
+// else weight g; the weight's 0 where x > 0, else x g.
+std::tuple<at::Tensor, at::Tensor> prelu_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                                  const at::Tensor& weight) {
+  at::Tensor grad_input = at::empty({0}, self.options()), grad_weight = at::empty({0}, self.options());
+  const bool done = launch_formula("prelu_backward", {grad_output, self, weight}, {}, grad_input,
+                                   [](Formula& f) { return where(f.x(1) > 0.0, f.x(0), f.x(2) * f.x(0)); }) &&
+                    launch_formula("prelu_backward", {grad_output, self, weight}, {}, grad_weight,
+                                   [](Formula& f) { return where(f.x(1) > 0.0, 0.0, f.x(1) * f.x(0)); });
+  if (done) return {grad_input, grad_weight};
+  torch::jit::Stack stack{grad_output, self, weight};
+  call_cpu_fallback("aten::_prelu_kernel_backward", "", stack);
+  return {stack[0].toTensor(), stack[1].toTensor()};
 }
 
 }  // namespace
@@ -115,6 +132,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                      const Value near_self = abs(weight) < 0.5;
                      return mul_add(where(near_self, weight, weight - 1.0), end - self, where(near_self, self, end));
                    });
+  // x where it is above 0, else weight x (the weight broadcast by prelu before it gets here).
+  register_formula(m, {"_prelu_kernel"}, "prelu", FormulaResult::Promoted, [](Formula& f) {
+    const Value x = f.x(0);
+    return where(x > 0.0, x, f.x(1) * x);
+  });
+  m.impl("_prelu_kernel_backward", prelu_backward);
   // NaN where y is, 0 where x is 0, else x log1p(y).
   register_formula(m, {"special_xlog1py", "special_xlog1py.out"}, "xlog1py", FormulaResult::Float, [](Formula& f) {
     const Value x = f.x(0), y = f.x(1);

@@ -2,6 +2,7 @@
 // native kernels (an int64 cumsum numbers the true elements, a scatter sends each position to its number, the false
 // ones to a spare slot past the end); only the count crosses to the host, as torch.nonzero's size does on CUDA.
 // On top of it: torch.nonzero, masked_select, and boolean-mask indexing (x[mask], x[mask] = v, x[mask] += v).
+#include <ATen/ExpandUtils.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
@@ -44,10 +45,12 @@ at::Tensor npusim_nonzero(const at::Tensor& self) {
   return at::stack(coordinates, 1);
 }
 
+// The selected elements in row-major order of the broadcast shape of self and mask.
 at::Tensor npusim_masked_select(const at::Tensor& self, const at::Tensor& mask) {
-  if (mask.scalar_type() == at::kBool && mask.sizes() == self.sizes() && mask.device() == self.device() &&
-      element_type(self.scalar_type()))
-    return self.reshape({-1}).index_select(0, true_positions(mask));
+  if (mask.scalar_type() == at::kBool && mask.device() == self.device() && element_type(self.scalar_type())) {
+    const std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+    return self.expand(shape).reshape({-1}).index_select(0, true_positions(mask.expand(shape)));
+  }
   torch::jit::Stack stack{self, mask};
   call_cpu_fallback("aten::masked_select", "", stack);
   return stack[0].toTensor();

@@ -130,3 +130,84 @@ def test_regression_losses_and_their_gradients(loss, parameter, reduction, devic
     expected.backward(grad)
     torch.testing.assert_close(out.detach().cpu(), expected.detach())
     torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_binary_cross_entropy_and_its_gradient(reduction, weighted, device, no_fallback):
+    x = torch.sigmoid(random(4, 6, seed=16))
+    x[0, :2] = torch.tensor([0.0, 1.0])  # the logs' clamp at -100
+    target = torch.rand(4, 6, generator=torch.Generator().manual_seed(17))
+    weight = torch.rand(6, generator=torch.Generator().manual_seed(18)) if weighted else None
+    on_cpu, on_device = x.clone().requires_grad_(), x.to(device).requires_grad_()
+    out = F.binary_cross_entropy(
+        on_device, target.to(device), weight=None if weight is None else weight.to(device), reduction=reduction
+    )
+    expected = F.binary_cross_entropy(on_cpu, target, weight=weight, reduction=reduction)
+    grad = torch.linspace(0.5, 1.5, expected.numel()).view(expected.shape)
+    out.backward(grad.to(device))
+    expected.backward(grad)
+    torch.testing.assert_close(out.detach().cpu(), expected.detach())
+    torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad)
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        F.binary_cross_entropy(torch.tensor([1.5]).to(device), torch.tensor([1.0]).to(device))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cummax_cummin_and_logcumsumexp_scan_like_the_cpu(dim, device, no_fallback):
+    x = torch.randint(-3, 4, (5, 37), generator=torch.Generator().manual_seed(19)).float()  # ties
+    x[1, 7] = x[3, 20] = x[3, 30] = float("nan")
+    for function in (torch.cummax, torch.cummin):
+        values, indices = function(x.to(device), dim)
+        expected_values, expected_indices = function(x, dim)
+        torch.testing.assert_close(values.cpu(), expected_values, equal_nan=True)
+        assert torch.equal(indices.cpu(), expected_indices)
+    integers = torch.randint(-5, 5, (4, 9), generator=torch.Generator().manual_seed(20))
+    assert torch.equal(torch.cummax(integers.to(device), dim).indices.cpu(), torch.cummax(integers, dim).indices)
+    y = random(5, 37, seed=21) * 20
+    y[2, 3] = float("-inf")
+    torch.testing.assert_close(torch.logcumsumexp(y.to(device), dim).cpu(), torch.logcumsumexp(y, dim))
+
+
+def test_prelu_and_its_gradients(device, no_fallback):
+    module = torch.nn.PReLU(4)
+    with torch.no_grad():
+        module.weight.copy_(torch.tensor([0.1, -0.2, 0.3, 2.0]))
+    x = random(2, 4, 5, seed=22)
+    on_cpu, on_device = x.clone().requires_grad_(), x.to(device).requires_grad_()
+    device_module = torch.nn.PReLU(4).to(device)
+    with torch.no_grad():
+        device_module.weight.copy_(module.weight)
+    device_module(on_device).sum().backward()
+    module(on_cpu).sum().backward()
+    torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad)
+    torch.testing.assert_close(device_module.weight.grad.cpu(), module.weight.grad)
+
+
+def test_selections(device, no_fallback):
+    x = random(2, 6, 3, seed=23)
+    assert torch.equal(F.channel_shuffle(x.to(device), 3).cpu(), F.channel_shuffle(x, 3))
+    mask = x[0, :, 0] > 0
+    column = mask.view(6, 1)
+    assert torch.equal(torch.masked_select(x.to(device), column.to(device)).cpu(), torch.masked_select(x, column))
+    repeats = torch.tensor([2, 0, 3, 1])
+    assert torch.equal(torch.repeat_interleave(repeats.to(device)).cpu(), torch.repeat_interleave(repeats))
+    assert torch.equal(
+        torch.repeat_interleave(x.to(device), repeats[:2].to(device), dim=2 - 2).cpu(),
+        torch.repeat_interleave(x, repeats[:2], dim=0),
+    )
+    index = torch.tensor([0, -1, 2])
+    expected = x.clone().index_fill_(1, index, -7.0)
+    assert torch.equal(x.to(device).index_fill_(1, index.to(device), -7.0).cpu(), expected)
+    assert torch.equal(x.to(device).index_fill(1, index.to(device), torch.tensor(-7.0)).cpu(), expected)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, float("inf")])
+def test_cdist_pdist_and_renorm(p, device, no_fallback):
+    a, b = random(3, 7, 4, seed=24), random(3, 5, 4, seed=25)
+    torch.testing.assert_close(torch.cdist(a.to(device), b.to(device), p).cpu(), torch.cdist(a, b, p))
+    many = random(30, 4, seed=26)  # over 25 rows: the CPU's product form for p = 2
+    torch.testing.assert_close(torch.cdist(many.to(device), b[0].to(device), p).cpu(), torch.cdist(many, b[0], p))
+    torch.testing.assert_close(F.pdist(a[0].to(device), p).cpu(), F.pdist(a[0], p))
+    if p > 0:
+        torch.testing.assert_close(torch.renorm(a.to(device), p, 1, 1.5).cpu(), torch.renorm(a, p, 1, 1.5))
