@@ -21,9 +21,9 @@ namespace {
 
 using emitter::ElementwiseOp;
 
-// The type a comparison runs in on the device: PyTorch's promoted type, int64 and int32 as they are and the float
-// types as float32 (operands are first rounded to the promoted type, as PyTorch compares them, then widened, which
-// is exact). Operands are tensors on the output's device or CPU scalars.
+// The type a comparison runs in on the device: PyTorch's promoted type, int64 and int32 as they are, bool and bytes
+// as int32, and the float types as float32 (operands are first rounded to the promoted type, as PyTorch compares them,
+// then widened, which is exact). Operands are tensors on the output's device or CPU scalars.
 std::optional<at::ScalarType> comparison_type(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
   const auto usable = [&](const at::Tensor& t) {
     return (t.device() == out.device() && element_type(t.scalar_type())) ||
@@ -32,6 +32,7 @@ std::optional<at::ScalarType> comparison_type(const at::Tensor& self, const at::
   if (!usable(self) || !usable(other)) return std::nullopt;
   const at::ScalarType promoted = at::result_type(self, other);
   if (promoted == at::kLong || promoted == at::kInt) return promoted;
+  if (promoted == at::kBool || promoted == at::kByte || promoted == at::kChar) return at::kInt;
   if (is_float_kind(promoted)) return at::kFloat;
   return std::nullopt;
 }

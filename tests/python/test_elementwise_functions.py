@@ -308,6 +308,10 @@ def test_integer_and_half_precision_comparisons_promote_as_the_cpu(name, device)
             other_device = other.to(device) if isinstance(other, torch.Tensor) else other
             assert torch.equal(compare(x.to(device), other_device).cpu(), compare(x, other)), (dtype, other)
     assert torch.equal(compare(half.to(device), 0.0998).cpu(), compare(half, 0.0998))
+    flags, other_flags = torch.tensor([True, False, True, False]), torch.tensor([True, True, False, False])
+    small, other_small = torch.tensor([-3, 0, 7], dtype=torch.int8), torch.tensor([4, 0, -9], dtype=torch.int8)
+    for x, y in ((flags, other_flags), (small, other_small), (small.to(torch.uint8), other_small.to(torch.uint8))):
+        assert torch.equal(compare(x.to(device), y.to(device)).cpu(), compare(x, y)), x.dtype  # compared as int32
     causal = torch.arange(6, device=device)
     assert torch.equal((causal[None] <= causal[:, None]).cpu(), torch.ones(6, 6, dtype=torch.bool).tril())
     assert npusim._C.fallback_counts() == {}
