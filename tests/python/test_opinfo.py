@@ -33,6 +33,15 @@ NATIVE_OPS = """
     nn.functional.pad.replicate_negative sort argsort msort nn.functional.interpolate.nearest-exact
     nn.functional.interpolate.bilinear nn.functional.interpolate.linear nn.functional.interpolate.trilinear
     cumprod prod
+    erfc exp2 log2 log10 fmax fmin heaviside nn.functional.hardshrink nn.functional.softshrink
+    nn.functional.hardsigmoid nn.functional.threshold isposinf isneginf signbit sinc logit copysign logaddexp2
+    special.xlog1py special.entr atan atan2 asin acos asinh acosh atanh lgamma digamma mvlgamma.mvlgamma_p_1
+    nn.functional.conv_transpose1d nn.functional.conv_transpose2d trace count_nonzero aminmax take nn.functional.glu
+    cross linalg.cross isin bucketize searchsorted nn.functional.huber_loss nn.functional.smooth_l1_loss
+    nn.functional.binary_cross_entropy cummax cummin logcumsumexp nn.functional.prelu nn.functional.channel_shuffle
+    nn.functional.pdist cdist renorm repeat_interleave index_fill nn.functional.adaptive_max_pool1d
+    nn.functional.adaptive_max_pool2d nn.functional.avg_pool1d nn.functional.max_pool1d dist
+    nn.functional.pairwise_distance cov corrcoef addbmm
 """.split()
 
 
@@ -45,7 +54,16 @@ SELECTED = [op for op in op_db if full_name(op) in NATIVE_OPS]
 # The matrix engine sums each product in k order with fused multiply-adds, and the CPU's BLAS in blocks: results
 # that cancel differ by a few units in the last place of the terms, not of the result.
 SUMMING_PRODUCTS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "nn.functional.linear", "nn.functional.conv1d",
-                    "nn.functional.conv2d", "dot", "vdot", "mv", "addmv"}  # fmt: skip
+                    "nn.functional.conv2d", "dot", "vdot", "mv", "addmv", "addbmm", "cov", "corrcoef",
+                    "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d"}  # fmt: skip
+
+# PyTorch's float32 polygamma (so digamma's gradient) sums its zeta function with float32 powers and is off by up to
+# ~2e-5 relative near the poles, where npusim's agrees with the float64 result (test_formula_ops.py checks that).
+CPU_LESS_EXACT = {"digamma", "polygamma", "mvlgamma"}
+
+# logcumsumexp's gradient exponentiates differences of inputs of magnitude 1e4 (an OpInfo sample), whose units in the
+# last place (1e-3) are then relative errors of the result: any two summation orders differ there.
+EXPONENTIATED_ROUNDING = {"logcumsumexp"}
 
 
 # Normalising a one-element row: x - mean is exactly 0 here but carries the CPU's rounding there, which
@@ -60,7 +78,12 @@ INTERMEDIATE_ROUNDING_BF16 = {"log_softmax"}
 # The CPU's bfloat16 batch norm rounds intermediates (its output differs from the float32 result rounded once by up to
 # 2 units of bfloat16); npusim computes it in float32 and rounds once. So does its linear interpolation (where the
 # terms cancel, the CPU's result is off by several units of bfloat16); npusim interpolates in float32, as CUDA does.
-ROUNDED_ONCE_BF16 = {"nn.functional.batch_norm", "nn.functional.interpolate"}
+ROUNDED_ONCE_BF16 = {"nn.functional.batch_norm", "nn.functional.interpolate", "cross", "linalg.cross"}
+
+# The CPU's bfloat16 addbmm adds each batch entry's product into a bfloat16 result, rounding after every one, and its
+# transposed convolution adds each kernel offset's contribution into a bfloat16 output; npusim sums in float32 and
+# rounds once.
+ACCUMULATED_IN_BF16 = {"addbmm", "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d"}
 
 # group_norm's forward on npusim is PyTorch's own composition of native ops, each rounding to bfloat16 (a few units
 # of bfloat16 at the end), where the CPU normalises in float32 and rounds once. A fused kernel is still to come.
@@ -68,8 +91,12 @@ COMPOSED_IN_BF16 = {"nn.functional.group_norm"}
 
 
 def tolerance(op, dtype):
-    if op.name in SUMMING_PRODUCTS | AMPLIFYING_ROUNDING and dtype == torch.float32:
+    if op.name in SUMMING_PRODUCTS | AMPLIFYING_ROUNDING | CPU_LESS_EXACT and dtype == torch.float32:
         return {"atol": 1e-4, "rtol": 1e-5}
+    if op.name in EXPONENTIATED_ROUNDING and dtype == torch.float32:
+        return {"atol": 1e-2, "rtol": 5e-3}
+    if op.name in ACCUMULATED_IN_BF16 and dtype == torch.bfloat16:
+        return {"atol": 0.25, "rtol": 5e-2}
     if op.name in INTERMEDIATE_ROUNDING_BF16 and dtype == torch.bfloat16:
         return {"atol": 4e-3, "rtol": 1.6e-2}
     if op.name in ROUNDED_ONCE_BF16 and dtype == torch.bfloat16:
