@@ -116,6 +116,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_batch_norm_legit_no_stats(
 // Training: with x̂ = (x - mean) invstd and M elements per channel,
 //   d bias = Σ dy,  d weight = Σ dy x̂,  dx = weight invstd / M (M dy - d bias - x̂ d weight).
 // Eval: the statistics are constants, so dx = dy weight invstd.
+// The newer training and evaluation entry points (torch.compile's functional graphs, nn.BatchNorm under export):
+// native_batch_norm with training on or off, and an empty reserve, as the CPU gives it.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npusim_batch_norm_with_update(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    at::Tensor& running_mean, at::Tensor& running_var, double momentum, double eps) {
+  auto [output, mean, invstd] =
+      npusim_native_batch_norm(input, weight, bias, running_mean, running_var, /*training=*/true, momentum, eps);
+  return {output, mean, invstd, at::empty({0}, input.options().dtype(at::kByte))};
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npusim_batch_norm_no_update(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, double momentum,
+    double eps) {
+  const bool statistics = running_mean.has_value() && running_mean->defined();
+  auto [output, mean, invstd] =
+      npusim_native_batch_norm(input, weight, bias, running_mean, running_var, /*training=*/!statistics, momentum, eps);
+  return {output, mean, invstd, at::empty({0}, input.options().dtype(at::kByte))};
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const std::optional<at::Tensor>& weight_opt,
     const std::optional<at::Tensor>& running_mean_opt, const std::optional<at::Tensor>& running_var_opt,
@@ -178,6 +197,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm_backward
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", npusim_native_batch_norm);
   m.impl("native_batch_norm_backward", npusim_native_batch_norm_backward);
+  m.impl("_batch_norm_with_update", npusim_batch_norm_with_update);
+  m.impl("_batch_norm_no_update", npusim_batch_norm_no_update);
   m.impl("_native_batch_norm_legit", npusim_batch_norm_legit);
   m.impl("_native_batch_norm_legit.no_stats", npusim_batch_norm_legit_no_stats);
 }

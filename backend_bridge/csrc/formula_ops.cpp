@@ -1,9 +1,11 @@
 // Elementwise functions the CPU computes with a libm call or a branch per element, declared as formulas of the
 // vector engine's operations (pointwise_formula.h), each one fused kernel: erfc, exp2, log2, log10, fmax, fmin,
 // heaviside, hardshrink, softshrink, hardsigmoid, threshold, isposinf, isneginf, signbit, sinc, logit, copysign,
-// logaddexp2, lerp with a tensor weight, prelu (and its gradients), special.xlog1py and special.entr. Each follows the
+// logaddexp2, lerp with a tensor weight, prelu (and its gradients), angle (of real numbers), pow of a number base
+// (ldexp), special.xlog1py and special.entr. Each follows the
 // CPU kernel's own formula and branches (NaN and infinities included), so that results agree within float32 rounding.
 #include <ATen/ops/empty.h>
+#include <ATen/ops/result_type.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -36,6 +38,34 @@ Value exp2(Value x) {
     left = left - where(up, f.constant(step), where(down, f.constant(-step), f.constant(0)));
   }
   return result;
+}
+
+// base^x for a number base (torch.ldexp's 2^x): 2^(x log2 |base|) by the exact exp2 above (so powers of 2 are exact),
+// with C's cases: base 1 gives 1 even for NaN; base 0 gives 0, 1 or infinity by x's sign; a negative base gives NaN
+// unless x is whole, and its sign for odd x.
+Value scalar_power(Formula& f) {
+  const Value x = f.x(0);
+  const double base = f.parameter(0).value();
+  if (base == 1) return where(isnan(x), 1.0, f.constant(1));
+  if (base == 0) return where(x > 0.0, 0.0, where(x == 0.0, f.constant(1), where(x < 0.0, kInfinity, x)));
+  const Value magnitude = exp2(x * std::log2(std::abs(base)));
+  if (base > 0) return magnitude;
+  const Value odd = abs(fmod(x, f.constant(2))) == 1.0;
+  return where(x == trunc(x), where(odd, -magnitude, magnitude), f.constant(std::nan("")));
+}
+
+at::Tensor& pow_scalar_out(const at::Scalar& base, const at::Tensor& exponent, at::Tensor& out) {
+  if (!base.isComplex() && out.scalar_type() == at::kFloat &&
+      launch_formula("pow", {exponent}, {base.toDouble()}, out, scalar_power))
+    return out;
+  torch::jit::Stack stack{base, exponent, out};
+  call_cpu_fallback("aten::pow", "Scalar_out", stack);
+  return out;
+}
+// The result's type counts the base (pow(2.0, integers) is float), as PyTorch promotes it.
+at::Tensor pow_scalar(const at::Scalar& base, const at::Tensor& exponent) {
+  at::Tensor out = at::empty({0}, exponent.options().dtype(at::result_type(exponent, base)));
+  return pow_scalar_out(base, exponent, out);
 }
 
 // prelu's gradients, elementwise (prelu sums the weight's over the broadcast dimensions): the input's g where x > 0,
@@ -132,6 +162,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                      const Value near_self = abs(weight) < 0.5;
                      return mul_add(where(near_self, weight, weight - 1.0), end - self, where(near_self, self, end));
                    });
+  // 0 for x >= 0, pi below, NaN for NaN: the angle of a real number (complex numbers take the fallback).
+  register_formula(m, {"angle", "angle.out"}, "angle", FormulaResult::Float, [](Formula& f) {
+    const Value x = f.x(0);
+    return where(isnan(x), x, where(x < 0.0, std::numbers::pi, f.constant(0)));
+  });
+  m.impl("pow.Scalar", pow_scalar);
+  m.impl("pow.Scalar_out", pow_scalar_out);
   // x where it is above 0, else weight x (the weight broadcast by prelu before it gets here).
   register_formula(m, {"_prelu_kernel"}, "prelu", FormulaResult::Promoted, [](Formula& f) {
     const Value x = f.x(0);

@@ -1,7 +1,8 @@
 // Native random ops: uniform_, normal_, bernoulli_ and native_dropout draw on the NPU from the device generator's
 // Philox stream (device_generator.h), in float32, float16 or bfloat16 (computing in float32), each one fused kernel;
-// random_ draws int64 and int32 integers (torch.randint, Inductor's seeds). Other dtypes take the CPU fallback, which
-// draws from the CPU generator (the npusim generator cannot drive a CPU kernel).
+// random_ draws int64 and int32 integers (torch.randint, Inductor's seeds), and whole numbers into float32 tensors.
+// Other dtypes take the CPU fallback, which draws from the CPU generator (the npusim generator cannot drive a CPU
+// kernel).
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/lt.h>
@@ -16,6 +17,7 @@
 #include "bridge.h"
 #include "device_generator.h"
 #include "kernel_launcher.h"
+#include "pointwise_formula.h"
 #include "tensor_kernel.h"
 
 namespace npusim::bridge {
@@ -93,6 +95,20 @@ at::Tensor& npusim_random_from_(at::Tensor& self, int64_t from, std::optional<in
     const bool in_type = dtype == at::kLong || (from >= INT32_MIN && *to <= int64_t{INT32_MAX} + 1);
     if (in_type)
       return fill_in_place(self, [&](const at::Tensor& target) { draw_integers(target, from, *to, generator); });
+  }
+  // Whole numbers in [from, to) as floats (torch.randint_like of a float tensor): from + floor(u span), u uniform in
+  // [0, 1), kept below `to` where u span rounds up to span. Spans beyond 2^24 would leave holes in float32: fallback.
+  const double span = to.has_value() ? static_cast<double>(*to - from) : 0;
+  if (self.scalar_type() == at::kFloat && to.has_value() && from < *to && span <= 0x1p24 &&
+      self.device().is_privateuseone()) {
+    return fill_in_place(self, [&](const at::Tensor& target) {
+      at::Tensor draw = target;
+      fill_random(draw, RandomOp::Uniform, 0, 1, generator);
+      TORCH_CHECK(
+          launch_formula("random", {draw}, {}, draw,
+                         [&](Formula& f) { return minimum(floor(f.x(0) * span), f.constant(span - 1)) + from; }),
+          "npusim: the random_ transform cannot run");
+    });
   }
   torch::jit::Stack stack{self, from, to, c10::IValue()};
   call_cpu_fallback("aten::random_", "from", stack);

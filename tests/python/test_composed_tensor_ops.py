@@ -211,3 +211,84 @@ def test_cdist_pdist_and_renorm(p, device, no_fallback):
     torch.testing.assert_close(F.pdist(a[0].to(device), p).cpu(), F.pdist(a[0], p))
     if p > 0:
         torch.testing.assert_close(torch.renorm(a.to(device), p, 1, 1.5).cpu(), torch.renorm(a, p, 1, 1.5))
+
+
+def test_order_statistics_with_nan_and_ties(device, no_fallback):
+    x = torch.randint(-4, 5, (6, 9), generator=torch.Generator().manual_seed(27)).float()
+    with_nan = x.clone()
+    with_nan[2, 4] = with_nan[2, 7] = with_nan[5, 0] = float("nan")
+    for data in (x, with_nan):
+        for function in (torch.median, torch.nanmedian):
+            torch.testing.assert_close(function(data.to(device)).cpu(), function(data), equal_nan=True)
+            for dim, keepdim in ((1, False), (0, True)):
+                values, indices = function(data.to(device), dim, keepdim)
+                expected_values, expected_indices = function(data, dim, keepdim)
+                torch.testing.assert_close(values.cpu(), expected_values, equal_nan=True)
+                # ties: any index holding the value is the CPU's answer too
+                picked = torch.gather(data, dim, indices.cpu() if keepdim else indices.cpu().unsqueeze(dim))
+                torch.testing.assert_close(
+                    picked.squeeze(dim) if not keepdim else picked, expected_values, equal_nan=True
+                )
+    distinct = random(5, 8, seed=28)
+    values, indices = torch.kthvalue(distinct.to(device), 3, 1)
+    expected_values, expected_indices = torch.kthvalue(distinct, 3, 1)
+    assert torch.equal(values.cpu(), expected_values) and torch.equal(indices.cpu(), expected_indices)
+
+
+def test_scatters_unpooling_and_unfold(device, no_fallback):
+    x = random(2, 3, 4, 5, seed=29)
+    mask = random(3, 1, 5, seed=30) > 0
+    source = random(200, seed=31)
+    expected = x.clone().masked_scatter_(mask, source)
+    assert torch.equal(x.to(device).masked_scatter_(mask.to(device), source.to(device)).cpu(), expected)
+    pooled, indices = F.max_pool2d(x, 2, return_indices=True)
+    assert torch.equal(
+        F.max_unpool2d(pooled.to(device), indices.to(device), 2, output_size=(4, 5)).cpu(),
+        F.max_unpool2d(pooled, indices, 2, output_size=(4, 5)),
+    )
+    for options in ({"kernel_size": 2}, {"kernel_size": (2, 3), "dilation": (1, 2), "padding": 1, "stride": (2, 1)}):
+        assert torch.equal(F.unfold(x.to(device), **options).cpu(), F.unfold(x, **options))
+
+
+def test_angle_ldexp_and_a_number_to_a_tensor_power(device, no_fallback):
+    x = torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan"), float("-inf")])
+    torch.testing.assert_close(torch.angle(x.to(device)).cpu(), torch.angle(x), equal_nan=True)
+    mantissas, exponents = random(12, seed=32), torch.arange(-6, 6)
+    assert torch.equal(torch.ldexp(mantissas.to(device), exponents.to(device)).cpu(), torch.ldexp(mantissas, exponents))
+    powers = torch.tensor([-3.0, -2.0, -0.5, 0.0, 0.5, 2.0, 3.0, 31.5, float("nan"), float("inf")])
+    for base in (2.0, 10.0, 0.5, 1.0, 0.0, -2.0):
+        # other bases than powers of 2 round x log2(base) first: |x log2(base)| ulps, 105 at 10^31.5
+        tolerance = {"rtol": 5e-6, "atol": 0} if base == 10.0 else {}
+        result = torch.pow(base, powers.to(device)).cpu()
+        torch.testing.assert_close(result, torch.pow(base, powers), equal_nan=True, **tolerance)
+
+
+def test_batch_norm_with_update_matches_native_batch_norm(device, no_fallback):
+    x = random(4, 3, 5, seed=33)
+    stats = [torch.zeros(3), torch.ones(3)]
+    device_stats = [s.to(device) for s in stats]
+    out, mean, invstd, reserve = torch.ops.aten._batch_norm_with_update(
+        x.to(device), None, None, *device_stats, 0.1, 1e-5
+    )
+    expected = torch.ops.aten._batch_norm_with_update(x, None, None, *stats, 0.1, 1e-5)
+    for got, want in zip((out, mean, invstd, *device_stats), (*expected[:3], *stats), strict=True):
+        torch.testing.assert_close(got.cpu(), want)
+    assert reserve.numel() == 0
+
+
+def test_random_draws_of_integers_categories_and_slopes(device, no_fallback):
+    torch.manual_seed(4)
+    whole = torch.empty(20_000, device=device).random_(-3, 5).cpu()
+    assert whole.min() == -3 and whole.max() == 4 and torch.equal(whole, whole.round())
+    probabilities = torch.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 1.0, 1.0]])
+    drawn = torch.multinomial(probabilities.to(device), 20_000, replacement=True).cpu()
+    counts = torch.stack([torch.bincount(row, minlength=4) for row in drawn]).float() / 20_000
+    torch.testing.assert_close(counts, probabilities / probabilities.sum(1, keepdim=True), atol=0.02, rtol=0)
+    without = torch.multinomial(probabilities.to(device), 3).cpu()
+    assert all(len(set(row.tolist())) == 3 and 1 not in row.tolist() for row in without[:1])
+    x = random(1000, seed=34)
+    noise = torch.empty(1000, device=device)
+    out = torch.ops.aten.rrelu_with_noise(x.to(device), noise, 0.1, 0.3, True).cpu()
+    slopes = (out / x)[x < 0]
+    assert slopes.min() >= 0.1 and slopes.max() <= 0.3 and torch.equal(out[x >= 0], x[x >= 0])
+    torch.testing.assert_close(F.rrelu(x.to(device), 0.1, 0.3).cpu(), F.rrelu(x, 0.1, 0.3))
