@@ -51,3 +51,8 @@ def test_optuna_search_records_its_seed_and_resumes(tmp_path):
         assert trial.values[0] == row["instructions"] and trial.values[1] == row["bandwidth"]
         assert row["core.systolic_rows"] == trial.params["core.systolic_rows"]
     assert sqlite3.connect(out / "study.db").execute("select count(*) from trials").fetchone()[0] == 4
+    # The same study under another seed would mix two searches: refused, naming both seeds.
+    reseeded = sweep_file.read_text().replace("seed: 11", "seed: 12")
+    sweep_file.write_text(reseeded)
+    refused = sweep_in_process(sweep_file, "--out", out, "--search", "optuna", "--trials", 4, "--jobs", 2)
+    assert refused.returncode == 2 and "seed 11, the sweep file says 12" in refused.stderr

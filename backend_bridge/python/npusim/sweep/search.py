@@ -12,7 +12,7 @@ from . import results
 from .executors import make_executor
 from .points import make_point
 from .progress import SweepProgress
-from .runner import RunScheduler, describe, sweep_metadata, validate_with_loader
+from .runner import RunScheduler, SweepError, describe, sweep_metadata, validate_with_loader
 from .spec import Sweep
 
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
@@ -41,6 +41,13 @@ def open_study(sweep, out_dir):
         directions=[o.goal for o in sweep.objectives],
         load_if_exists=True,
     )
+    recorded = study.user_attrs.get("seed", sweep.seed)
+    if recorded != sweep.seed:
+        # Resuming under another seed would mix two searches' samples in one study without saying so.
+        raise SweepError(
+            f"{out_dir / 'study.db'} holds a search with seed {recorded}, the sweep file says {sweep.seed}: "
+            "resume with the same seed, or search into another --out"
+        )
     study.set_user_attr("seed", sweep.seed)
     study.set_user_attr("objectives", [o.name for o in sweep.objectives])
     return study
