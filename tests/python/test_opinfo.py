@@ -41,7 +41,8 @@ NATIVE_OPS = """
     nn.functional.binary_cross_entropy cummax cummin logcumsumexp nn.functional.prelu nn.functional.channel_shuffle
     nn.functional.pdist cdist renorm repeat_interleave index_fill nn.functional.adaptive_max_pool1d
     nn.functional.adaptive_max_pool2d nn.functional.avg_pool1d nn.functional.max_pool1d dist
-    nn.functional.pairwise_distance cov corrcoef addbmm
+    nn.functional.pairwise_distance cov corrcoef addbmm angle ldexp masked_scatter nn.functional.max_unpool1d
+    nn.functional.max_unpool2d nn.functional.unfold median nanmedian kthvalue polygamma.polygamma_n_0
 """.split()
 
 
@@ -58,7 +59,7 @@ SUMMING_PRODUCTS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "nn.functional.li
                     "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d"}  # fmt: skip
 
 # PyTorch's float32 polygamma (so digamma's gradient) sums its zeta function with float32 powers and is off by up to
-# ~2e-5 relative near the poles, where npusim's agrees with the float64 result (test_formula_ops.py checks that).
+# ~3e-5 relative near the poles, where npusim's agrees with the float64 result (test_formula_ops.py checks that).
 CPU_LESS_EXACT = {"digamma", "polygamma", "mvlgamma"}
 
 # logcumsumexp's gradient exponentiates differences of inputs of magnitude 1e4 (an OpInfo sample), whose units in the
@@ -91,8 +92,10 @@ COMPOSED_IN_BF16 = {"nn.functional.group_norm"}
 
 
 def tolerance(op, dtype):
-    if op.name in SUMMING_PRODUCTS | AMPLIFYING_ROUNDING | CPU_LESS_EXACT and dtype == torch.float32:
+    if op.name in SUMMING_PRODUCTS | AMPLIFYING_ROUNDING and dtype == torch.float32:
         return {"atol": 1e-4, "rtol": 1e-5}
+    if op.name in CPU_LESS_EXACT and dtype == torch.float32:
+        return {"atol": 1e-4, "rtol": 5e-5}
     if op.name in EXPONENTIATED_ROUNDING and dtype == torch.float32:
         return {"atol": 1e-2, "rtol": 5e-3}
     if op.name in ACCUMULATED_IN_BF16 and dtype == torch.bfloat16:
