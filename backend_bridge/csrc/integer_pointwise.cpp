@@ -1,16 +1,13 @@
 // Integer pointwise operations as one-operation fused kernels (integer_pointwise.h).
 #include "integer_pointwise.h"
 
-#include <ATen/ExpandUtils.h>
-#include <ATen/MemoryOverlap.h>
-#include <ATen/native/Resize.h>
-
 #include <functional>
 #include <limits>
 #include <vector>
 
 #include "bridge.h"
 #include "kernel_launcher.h"
+#include "pointwise_output.h"
 
 namespace npusim::bridge {
 namespace {
@@ -41,16 +38,8 @@ bool launch(const char* name, const std::vector<at::Tensor>& operands, at::Tenso
     if (operand.scalar_type() != out.scalar_type() || operand.device() != out.device()) return false;
   const auto type = element_type(out.scalar_type());
   if (!type) return false;
-  std::vector<int64_t> shape = operands.front().sizes().vec();
-  for (const at::Tensor& operand : operands) shape = at::infer_size(shape, operand.sizes());
-  bool in_place = false;
-  for (const at::Tensor& operand : operands) in_place |= out.is_same(operand);
-  if (in_place)
-    TORCH_CHECK(out.sizes() == shape, "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
-  at::native::resize_output(out, shape);
+  const std::vector<int64_t> shape = resize_to_broadcast(out, operands);
   if (out.numel() == 0) return true;
-  at::assert_no_internal_overlap(out);
-  for (const at::Tensor& operand : operands) at::assert_no_partial_overlap(out, operand);
 
   emitter::FusedSpec spec;
   spec.name = c10::str(name, "_", isa::type_name(*type));

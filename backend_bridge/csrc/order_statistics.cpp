@@ -40,6 +40,20 @@ at::Tensor nan_of(const at::Tensor& self) {
   return at::full({}, std::numeric_limits<double>::quiet_NaN(), self.options());
 }
 
+// The selected value and index of each row (kept as a dimension of size 1, dropped when `squeeze`) into the outputs.
+std::tuple<at::Tensor&, at::Tensor&> write_selected(at::Tensor value, at::Tensor index, int64_t dim, bool squeeze,
+                                                    at::Tensor& values, at::Tensor& indices) {
+  if (squeeze) {
+    value = value.squeeze(dim);
+    index = index.squeeze(dim);
+  }
+  at::native::resize_output(values, value.sizes());
+  at::native::resize_output(indices, index.sizes());
+  values.copy_(value);
+  indices.copy_(index);
+  return {values, indices};
+}
+
 // Per row of the sorted values along `dim` (keeping it): the lower middle of the values that are not NaN, 0 when all
 // are NaN (which reads a NaN).
 at::Tensor middle_of_numbers(const at::Tensor& sorted, int64_t dim) {
@@ -63,16 +77,8 @@ std::tuple<at::Tensor&, at::Tensor&> median_along(const at::Tensor& self, int64_
       const at::Tensor numbers = at::sum(at::logical_not(at::isnan(sorted)), wrapped, /*keepdim=*/true);
       position = at::where(at::lt(numbers, n), numbers, at::full_like(numbers, (n - 1) / 2));
     }
-    at::Tensor value = at::gather(sorted, wrapped, position), index = at::gather(order, wrapped, position);
-    if (!keepdim || self.dim() == 0) {
-      value = value.squeeze(wrapped);
-      index = index.squeeze(wrapped);
-    }
-    at::native::resize_output(values, value.sizes());
-    at::native::resize_output(indices, index.sizes());
-    values.copy_(value);
-    indices.copy_(index);
-    return {values, indices};
+    return write_selected(at::gather(sorted, wrapped, position), at::gather(order, wrapped, position), wrapped,
+                          !keepdim || self.dim() == 0, values, indices);
   }
   torch::jit::Stack stack{self, dim, keepdim, values, indices};
   call_cpu_fallback(name, "dim_values", stack);
@@ -126,16 +132,8 @@ std::tuple<at::Tensor&, at::Tensor&> npusim_kthvalue_out(const at::Tensor& self,
       indices.scalar_type() == at::kLong) {
     const at::Tensor source = self.dim() == 0 ? self.reshape({1}) : self;
     auto [sorted, order] = at::sort(source, /*stable=*/true, wrapped, /*descending=*/false);
-    at::Tensor value = sorted.narrow(wrapped, k - 1, 1), index = order.narrow(wrapped, k - 1, 1);
-    if (!keepdim || self.dim() == 0) {
-      value = value.squeeze(wrapped);
-      index = index.squeeze(wrapped);
-    }
-    at::native::resize_output(values, value.sizes());
-    at::native::resize_output(indices, index.sizes());
-    values.copy_(value);
-    indices.copy_(index);
-    return {values, indices};
+    return write_selected(sorted.narrow(wrapped, k - 1, 1), order.narrow(wrapped, k - 1, 1), wrapped,
+                          !keepdim || self.dim() == 0, values, indices);
   }
   torch::jit::Stack stack{self, k, dim, keepdim, values, indices};
   call_cpu_fallback("aten::kthvalue", "values", stack);

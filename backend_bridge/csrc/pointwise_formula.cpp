@@ -2,9 +2,6 @@
 // kernel that gives one declaration its functional, in-place and out= variants.
 #include "pointwise_formula.h"
 
-#include <ATen/ExpandUtils.h>
-#include <ATen/MemoryOverlap.h>
-#include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
 
@@ -12,6 +9,7 @@
 
 #include "bridge.h"
 #include "kernel_launcher.h"
+#include "pointwise_output.h"
 
 namespace npusim::bridge {
 
@@ -143,16 +141,8 @@ bool launch_formula(const std::string& name, const std::vector<at::Tensor>& oper
       return false;  // half precision reaches the kernel widened by the fallback (float32_compute.cpp)
     }
   }
-  std::vector<int64_t> shape;
-  for (const at::Tensor& operand : on_device) shape = at::infer_size(shape, operand.sizes());
-  bool in_place = false;
-  for (const at::Tensor& operand : operands) in_place |= out.is_same(operand);
-  if (in_place)
-    TORCH_CHECK(out.sizes() == shape, "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
-  at::native::resize_output(out, shape);
+  const std::vector<int64_t> shape = resize_to_broadcast(out, on_device);
   if (out.numel() == 0) return true;
-  at::assert_no_internal_overlap(out);
-  for (const at::Tensor& operand : on_device) at::assert_no_partial_overlap(out, operand);
 
   emitter::FusedSpec spec;
   spec.name = name + "_f32";

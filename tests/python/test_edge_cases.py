@@ -10,11 +10,11 @@ import npusim
 def test_in_place_fallback_on_a_view_writes_back_into_the_view(device):
     base = torch.arange(12.0).reshape(3, 4)
     x = base.to(device)
-    x[:, 1].lgamma_()  # lgamma has no native kernel: CPU fallback, then written back through the strided view
-    x.t()[0].atan_()
+    x[:, 1].i0_()  # i0 has no native kernel: CPU fallback, then written back through the strided view
+    x.t()[0].i0_()
     expected = base.clone()
-    expected[:, 1].lgamma_()
-    expected.t()[0].atan_()
+    expected[:, 1].i0_()
+    expected.t()[0].i0_()
     torch.testing.assert_close(x.cpu(), expected)
 
 
