@@ -13,6 +13,7 @@
 #include <ATen/ops/bucketize.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/ge.h>
 #include <ATen/ops/index_put.h>
 #include <ATen/ops/masked_fill.h>
 #include <ATen/ops/ones.h>

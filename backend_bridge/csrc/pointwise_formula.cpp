@@ -5,6 +5,7 @@
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "bridge.h"
@@ -197,7 +198,11 @@ class FormulaKernel final : public c10::OperatorKernel {
     }
     const bool in_place = !out.defined() && schema.front().alias_info() && schema.front().alias_info()->isWrite();
     if (in_place) out = operands.front();
-    if (!out.defined()) out = at::empty({0}, operands.front().options().dtype(result_type(operands)));
+    if (!out.defined()) {  // on the operands' npusim device (a host scalar operand may come first)
+      const at::Tensor& on_npusim = *std::find_if(operands.begin(), operands.end(),
+                                                  [](const at::Tensor& t) { return t.device().is_privateuseone(); });
+      out = at::empty({0}, on_npusim.options().dtype(result_type(operands)));
+    }
     // An integer result computes in integers, which the float32 formula does not.
     const bool integral_result = at::isIntegralType(out.scalar_type(), /*includeBool=*/false);
     if (integral_result || !launch_formula(name_, operands, parameters, out, body_)) {

@@ -107,7 +107,8 @@ using FormulaBody = std::function<Value(Formula&)>;
 
 // Runs the formula over `operands` (float32 tensors on out's device, or 0-dim scalars) into `out` (float32, or bool
 // for a predicate), resized to the broadcast shape unless it is an operand (in place). The kernel is named
-// "<name>_f32". False, having changed nothing, when the tensors are not what it takes.
+// "<name>_f32". False when the tensors are not what it takes or the kernel cannot be built (out may have been
+// resized by then).
 bool launch_formula(const std::string& name, const std::vector<at::Tensor>& operands,
                     const std::vector<std::optional<double>>& parameters, at::Tensor& out, const FormulaBody& body);
 

@@ -120,6 +120,9 @@ def test_every_variant_and_dtype_takes_the_formula(device, no_fallback):
     assert torch.signbit(integers.to(device)).cpu().tolist() == torch.signbit(integers).tolist()
     scalar = torch.tensor(0.5)
     torch.testing.assert_close(torch.heaviside(x.to(device), scalar).cpu(), torch.heaviside(x, scalar))
+    first = torch.atan2(scalar, x.to(device))  # a host scalar first: the result still on npusim
+    assert first.device.type == "npusim"
+    torch.testing.assert_close(first.cpu(), torch.atan2(scalar, x), rtol=4e-7, atol=1e-7)
 
 
 @pytest.mark.parametrize("n", range(1, 11))
