@@ -167,22 +167,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     const Value x = f.x(0);
     return where(isnan(x), x, where(x < 0.0, std::numbers::pi, f.constant(0)));
   });
-  // a^b = exp(b log |a|) (about |b log a| + 2 ulps off: within float32 tolerance for the exponents models use), with
-  // C's cases: b = 0, a = 1, and a = -1 to an infinite power give 1 (even for NaN), a finite negative a gives NaN
-  // unless b is whole, and its sign (or -0's) for odd b.
-  register_formula(m, {"pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out"}, "pow", FormulaResult::Promoted,
-                   [](Formula& f) {
-                     const Value a = f.x(0), b = f.x(1);
-                     const Value magnitude = exp(b * log(abs(a)));
-                     const Value odd = abs(fmod(b, f.constant(2))) == 1.0;
-                     const Value negative = f.sign_bit(0) & odd;
-                     const Value signed_power = where(negative, -magnitude, magnitude);
-                     // A finite negative base to a fractional power has no real value; -inf's is +inf or +0.
-                     const Value fractional = (a < 0.0) & !isinf(a) & (b != trunc(b));
-                     const Value real = where(fractional, f.constant(std::nan("")), signed_power);
-                     const Value one = (b == 0.0) | (a == 1.0) | ((abs(a) == 1.0) & isinf(b));
-                     return where(one, f.constant(1), real);
-                   });
   m.impl("pow.Scalar", pow_scalar);
   m.impl("pow.Scalar_out", pow_scalar_out);
   // x where it is above 0, else weight x (the weight broadcast by prelu before it gets here).
