@@ -68,6 +68,43 @@ at::Tensor pow_scalar(const at::Scalar& base, const at::Tensor& exponent) {
   return pow_scalar_out(base, exponent, out);
 }
 
+// log |a| as hi + lo, about 2^-30 relative, for a normal float a: a = m 2^e with m in [sqrt(1/2), sqrt(2)) from the
+// float's bits (exact), log m by the vector engine (|log m| < 0.35, so its rounding is small), and e ln 2 with ln 2
+// split into 0.693359375 (a few bits: e times it is exact) and the rest (Cephes' constants).
+std::pair<Value, Value> extended_log(Formula& f, size_t k) {
+  const Value magnitude_bits = f.bits(k) & f.integer(0x7fffffff);
+  const Value biased = magnitude_bits / f.integer(1 << 23);
+  const Value fraction = f.to_float(magnitude_bits - biased * f.integer(1 << 23)) * 0x1p-23 + 1.0;
+  const Value large = fraction > std::numbers::sqrt2;
+  const Value m = where(large, fraction * 0.5, fraction);
+  const Value e = f.to_float(biased) - 127.0 + where(large, 1.0, f.constant(0));
+  return {e * 0.693359375, e * -2.12194440e-4 + log(m)};
+}
+
+// a^b = exp(b log |a|) with log |a| = hi + lo (above) and b hi's rounding recovered by a fused multiply-add, so that
+// the exponent is known to about 2^-24 |b| and the result to a few ulps; subnormal bases take exp(b log |a|) as it
+// is. C's cases: b = 0, a = 1, and a = -1 to an infinite power give 1 (even for NaN); a finite negative a gives NaN
+// unless b is whole, and its sign (or -0's) for odd b; zeros and infinities through log's 0 and infinity.
+Value tensor_power(Formula& f) {
+  const Value a = f.x(0), b = f.x(1);
+  const auto [hi, lo] = extended_log(f, 0);
+  const Value product = b * hi;
+  const Value rest = mul_add(b, hi, -product) + b * lo;  // b hi's rounding error, exactly, plus b lo
+  const Value exponent = product + rest;
+  const Value tail = rest - (exponent - product);  // what exponent's rounding lost
+  const Value power = exp(exponent);
+  const Value normal = abs(a) >= 0x1p-126 & !isinf(a) & !isinf(b);
+  const Value corrected = where(isinf(power), power, mul_add(power, tail, power));  // inf + inf tail would be NaN
+  const Value magnitude = where(normal, corrected, exp(b * log(abs(a))));
+  const Value odd = abs(fmod(b, f.constant(2))) == 1.0;
+  const Value signed_power = where(f.sign_bit(0) & odd, -magnitude, magnitude);
+  // A finite negative base to a fractional power has no real value; -inf's is +inf or +0.
+  const Value fractional = (a < 0.0) & !isinf(a) & (b != trunc(b));
+  const Value real = where(fractional, f.constant(std::nan("")), signed_power);
+  const Value one = (b == 0.0) | (a == 1.0) | ((abs(a) == 1.0) & isinf(b));
+  return where(one, f.constant(1), real);
+}
+
 // prelu's gradients, elementwise (prelu sums the weight's over the broadcast dimensions): the input's g where x > 0,
 // else weight g; the weight's 0 where x > 0, else x g.
 std::tuple<at::Tensor, at::Tensor> prelu_backward(const at::Tensor& grad_output, const at::Tensor& self,
@@ -167,6 +204,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     const Value x = f.x(0);
     return where(isnan(x), x, where(x < 0.0, std::numbers::pi, f.constant(0)));
   });
+  register_formula(m, {"pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out"}, "pow", FormulaResult::Promoted,
+                   tensor_power);
   m.impl("pow.Scalar", pow_scalar);
   m.impl("pow.Scalar_out", pow_scalar_out);
   // x where it is above 0, else weight x (the weight broadcast by prelu before it gets here).

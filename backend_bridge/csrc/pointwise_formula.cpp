@@ -42,16 +42,25 @@ Value Formula::constant(double value) {
   return {this, static_cast<int>(spec_.nodes.size()) - 1};
 }
 
-Value Formula::sign_bit(size_t k) {
-  const FusedNode& load = spec_.nodes[x(k).node];
-  emitter::FusedAccess bits = spec_.loads[load.access];
-  bits.type = ElementType::I32;
-  spec_.loads.push_back(bits);
+Value Formula::bits(size_t k) {
+  emitter::FusedAccess access = spec_.loads[spec_.nodes[x(k).node].access];
+  access.type = ElementType::I32;
+  spec_.loads.push_back(access);
   spec_.nodes.push_back(
       FusedNode{.op = FusedOpcode::Load, .type = ElementType::I32, .access = static_cast<int>(spec_.loads.size()) - 1});
-  const int loaded = static_cast<int>(spec_.nodes.size()) - 1;
-  spec_.nodes.push_back(FusedNode{.op = FusedOpcode::Constant, .type = ElementType::I32, .constant = 0});
-  return apply(FusedOpcode::Lt, {this, loaded}, Value{this, static_cast<int>(spec_.nodes.size()) - 1});
+  return {this, static_cast<int>(spec_.nodes.size()) - 1};
+}
+
+Value Formula::sign_bit(size_t k) { return apply(FusedOpcode::Lt, bits(k), integer(0)); }
+
+Value Formula::integer(int32_t value) {
+  spec_.nodes.push_back(FusedNode{.op = FusedOpcode::Constant, .type = ElementType::I32, .constant = double(value)});
+  return {this, static_cast<int>(spec_.nodes.size()) - 1};
+}
+
+Value Formula::to_float(Value a) {
+  spec_.nodes.push_back(FusedNode{.op = FusedOpcode::Convert, .type = ElementType::F32, .a = a.node});
+  return {this, static_cast<int>(spec_.nodes.size()) - 1};
 }
 
 Value Formula::apply(FusedOpcode op, Value a, std::optional<Value> b, std::optional<Value> c) {

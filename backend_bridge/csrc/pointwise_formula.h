@@ -37,8 +37,12 @@ class Formula {
   // The k-th non-tensor argument, or nullopt for None.
   std::optional<double> parameter(size_t k) const;
   Value constant(double value);
+  // Operand k's float32 bits, as an int32 value.
+  Value bits(size_t k);
   // Whether operand k's sign bit is set (true for -0 and for a NaN with its sign bit), read from its float32 bits.
   Value sign_bit(size_t k);
+  Value integer(int32_t value);  // an int32 constant
+  Value to_float(Value a);       // a (an integer) converted to float32
 
   Value apply(emitter::FusedOpcode op, Value a, std::optional<Value> b = {}, std::optional<Value> c = {});
   isa::ElementType type(Value value) const { return spec_.nodes[value.node].type; }

@@ -169,3 +169,27 @@ def test_in_place_that_would_broadcast_raises_as_on_the_cpu(device):
         x.to(device).atan2_(wide.to(device))
     with pytest.raises(RuntimeError):
         x.atan2_(wide)
+
+
+def test_pow_of_two_tensors(device, no_fallback):
+    """exp(b log |a|) with C's cases: zeros of both signs, negative bases with whole and fractional exponents,
+    infinities and NaN (pow(1, NaN) and pow(NaN, 0) are 1). About |b log a| ulps off, so moderate exponents."""
+    special = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, INF, -INF, NAN]
+    generator = torch.Generator().manual_seed(9)
+    a = torch.cat([torch.rand(2000, generator=generator) * 20 - 10, torch.tensor(special).repeat_interleave(10)])
+    b = torch.cat([torch.rand(2000, generator=generator) * 30 - 15, torch.tensor(special).repeat(10)])
+    b[:500] = b[:500].round()  # negative bases need whole exponents
+    tolerance = {}  # the extended-precision log keeps it within a few ulps
+    torch.testing.assert_close(
+        torch.pow(a.to(device), b.to(device)).cpu(), torch.pow(a, b), equal_nan=True, **tolerance
+    )
+    in_place = a.to(device)
+    in_place.pow_(b.to(device))
+    torch.testing.assert_close(in_place.cpu(), torch.pow(a, b), equal_nan=True, **tolerance)
+
+
+def test_pow_of_integer_tensors_stays_in_integers(device):
+    """An integer result is computed in integers (by the fallback), not through the float32 formula."""
+    integers = torch.arange(-3, 4)
+    result = torch.pow(integers.to(device), integers.abs().to(device))
+    assert result.dtype == torch.int64 and torch.equal(result.cpu(), torch.pow(integers, integers.abs()))
