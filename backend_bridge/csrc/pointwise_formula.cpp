@@ -43,15 +43,22 @@ Value Formula::constant(double value) {
 }
 
 Value Formula::bits(size_t k) {
+  if (const auto known = bits_.find(k); known != bits_.end()) return {this, known->second};
   emitter::FusedAccess access = spec_.loads[spec_.nodes[x(k).node].access];
   access.type = ElementType::I32;
   spec_.loads.push_back(access);
   spec_.nodes.push_back(
       FusedNode{.op = FusedOpcode::Load, .type = ElementType::I32, .access = static_cast<int>(spec_.loads.size()) - 1});
-  return {this, static_cast<int>(spec_.nodes.size()) - 1};
+  bits_[k] = static_cast<int>(spec_.nodes.size()) - 1;
+  return {this, bits_[k]};
 }
 
-Value Formula::sign_bit(size_t k) { return apply(FusedOpcode::Lt, bits(k), integer(0)); }
+Value Formula::sign_bit(size_t k) {
+  if (const auto known = sign_bits_.find(k); known != sign_bits_.end()) return {this, known->second};
+  const Value negative = apply(FusedOpcode::Lt, bits(k), integer(0));
+  sign_bits_[k] = negative.node;
+  return negative;
+}
 
 Value Formula::integer(int32_t value) {
   spec_.nodes.push_back(FusedNode{.op = FusedOpcode::Constant, .type = ElementType::I32, .constant = double(value)});

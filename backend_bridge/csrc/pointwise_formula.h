@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,9 +38,10 @@ class Formula {
   // The k-th non-tensor argument, or nullopt for None.
   std::optional<double> parameter(size_t k) const;
   Value constant(double value);
-  // Operand k's float32 bits, as an int32 value.
+  // Operand k's float32 bits, as an int32 value (loaded once however often a formula asks).
   Value bits(size_t k);
-  // Whether operand k's sign bit is set (true for -0 and for a NaN with its sign bit), read from its float32 bits.
+  // Whether operand k's sign bit is set (true for -0 and for a NaN with its sign bit), read from its float32 bits
+  // (computed once).
   Value sign_bit(size_t k);
   Value integer(int32_t value);  // an int32 constant
   Value to_float(Value a);       // a (an integer) converted to float32
@@ -51,6 +53,7 @@ class Formula {
   emitter::FusedSpec& spec_;
   std::vector<int> operands_;
   std::vector<std::optional<double>> parameters_;
+  std::map<size_t, int> bits_, sign_bits_;  // operand -> node, so that each is a load (a comparison) of its own once
 };
 
 // Arithmetic on float values (a number on either side is a constant).
