@@ -14,6 +14,7 @@
 
 #include "bridge.h"
 #include "kernel_launcher.h"
+#include "pointwise_output.h"
 
 namespace npusim::bridge {
 namespace {
@@ -62,7 +63,7 @@ at::Tensor& npusim_logical_out(const at::Tensor& self, const at::Tensor& other, 
   const auto usable = [&](const at::Tensor& t) { return t.device() == out.device() || (t.dim() == 0 && t.is_cpu()); };
   if (self.device() == out.device() && usable(other)) {
     const at::Tensor result = logic<Op>(as_bool(self), as_bool(other));
-    if (!out.is_same(self)) at::native::resize_output(out, result.sizes());
+    resize_to_broadcast(out, {self, other});
     return out.copy_(result);
   }
   torch::jit::Stack stack{self, other, out};
@@ -84,7 +85,7 @@ at::Tensor& npusim_logical_(at::Tensor& self, const at::Tensor& other) {
 
 at::Tensor& not_out(const at::Tensor& self, at::Tensor& out) {
   if (self.scalar_type() == at::kBool && out.scalar_type() == at::kBool && self.device() == out.device()) {
-    if (!out.is_same(self)) at::native::resize_output(out, self.sizes());
+    resize_to_broadcast(out, {self});
     if (out.numel() == 0) return out;
     const emitter::ElementwiseSpec spec{
         ElementwiseOp::NotBool, 1, out.sizes().vec(), {out.strides().vec(), self.strides().vec()}};
@@ -107,7 +108,7 @@ at::Tensor& bitwise_not_(at::Tensor& self) { return not_out(self, self); }
 at::Tensor& npusim_logical_not_out(const at::Tensor& self, at::Tensor& out) {
   if (self.device() == out.device()) {
     const at::Tensor result = self.scalar_type() == at::kBool ? at::bitwise_not(self) : at::eq(self, 0);
-    if (!out.is_same(self)) at::native::resize_output(out, result.sizes());
+    resize_to_broadcast(out, {self});
     return out.copy_(result);
   }
   torch::jit::Stack stack{self, out};

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "bridge.h"
+#include "pointwise_output.h"
 
 namespace npusim::bridge {
 namespace {
@@ -31,13 +32,25 @@ std::optional<std::vector<at::Tensor>> native_inputs(const at::ITensorListRef& t
   return inputs;
 }
 
+// PyTorch's rule for a result cat resizes: channels-last (2-D or 3-D) when every input is, else contiguous.
+c10::MemoryFormat output_memory_format(const at::ITensorListRef& tensors) {
+  std::optional<c10::MemoryFormat> format;
+  for (const at::Tensor& t : tensors) {
+    const c10::MemoryFormat suggested = t.suggest_memory_format();
+    if (suggested == c10::MemoryFormat::Contiguous || (format && *format != suggested))
+      return c10::MemoryFormat::Contiguous;
+    format = suggested;
+  }
+  return format.value_or(c10::MemoryFormat::Contiguous);
+}
+
 at::Tensor& npusim_cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
   if (const auto inputs = native_inputs(tensors, dim, out)) {
     const int64_t axis = at::maybe_wrap_dim(dim, inputs->front().dim());
     std::vector<int64_t> shape = inputs->front().sizes().vec();
     shape[axis] = 0;
     for (const at::Tensor& t : *inputs) shape[axis] += t.size(axis);
-    at::native::resize_output(out, shape);
+    resize_output_in_format(out, shape, output_memory_format(tensors));
     int64_t offset = 0;
     for (const at::Tensor& t : *inputs) {
       if (t.numel() > 0) out.narrow(axis, offset, t.size(axis)).copy_(t);

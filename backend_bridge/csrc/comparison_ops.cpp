@@ -15,6 +15,7 @@
 #include "bridge.h"
 #include "integer_pointwise.h"
 #include "kernel_launcher.h"
+#include "pointwise_output.h"
 
 namespace npusim::bridge {
 namespace {
@@ -56,10 +57,8 @@ at::Tensor& compare_out(const at::Tensor& self, const at::Tensor& other, at::Ten
                         const char* overload, const c10::IValue& other_argument) {
   const auto type = comparison_type(self, other, out);
   if (out.scalar_type() == at::kBool && type && (self.device() == out.device() || other.device() == out.device())) {
-    const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
-    at::native::resize_output(out, shape);
+    const std::vector<int64_t> shape = resize_to_broadcast(out, {self, other});
     if (out.numel() == 0) return out;
-    at::assert_no_internal_overlap(out);
     const at::ScalarType promoted = at::result_type(self, other);
     const at::Tensor a = self.to(out.device(), promoted).to(*type).expand(shape);
     const at::Tensor b = other.to(out.device(), promoted).to(*type).expand(shape);
@@ -113,7 +112,7 @@ at::Tensor& npusim_clamp_out(const at::Tensor& self, const std::optional<at::Sca
     at::Tensor result = self;
     if (min) result = at::maximum(result, bound(*min));
     if (max) result = at::minimum(result, bound(*max));
-    at::native::resize_output(out, self.sizes());
+    resize_to_broadcast(out, {self});
     return out.copy_(result);
   }
   if (launch_integer_clamp(self, min, max, out)) return out;

@@ -24,6 +24,7 @@
 #include <initializer_list>
 
 #include "bridge.h"
+#include "pointwise_output.h"
 
 namespace npusim::bridge {
 namespace {
@@ -75,7 +76,7 @@ at::Tensor& npusim_logaddexp_out(const at::Tensor& self, const at::Tensor& other
   }
   const at::Tensor sum = at::maximum(self, other) + at::log1p(at::exp(-at::abs(self - other)));
   const at::Tensor result = at::where(at::logical_and(at::isinf(self), at::eq(self, other)), self, sum);
-  at::native::resize_output(out, result.sizes());
+  resize_to_broadcast(out, {self, other});
   return out.copy_(result);
 }
 at::Tensor npusim_logaddexp(const at::Tensor& self, const at::Tensor& other) {
@@ -117,7 +118,7 @@ at::Tensor& npusim_clamp_tensor_out(const at::Tensor& self, const std::optional<
   }
   at::Tensor result = min ? at::maximum(self, *min) : self;
   if (max) result = at::minimum(result, *max);
-  at::native::resize_output(out, result.sizes());
+  resize_to_broadcast(out, {self, min.value_or(at::Tensor()), max.value_or(at::Tensor())});
   return out.copy_(result);
 }
 at::Tensor npusim_clamp_tensor(const at::Tensor& self, const std::optional<at::Tensor>& min,

@@ -273,7 +273,7 @@ at::Tensor npusim_searchsorted(const at::Tensor& sorted_sequence, const at::Tens
   if (sides_agree && self.dim() > 0 && searches_natively(sorted_sequence, self) &&
       (!sorter || on_one_npusim(sorted_sequence, *sorter))) {
     const at::Tensor sorted = sorter ? at::gather(sorted_sequence, -1, *sorter) : sorted_sequence;
-    return insertion_points(sorted, self, right_side, out_int32);
+    return insertion_points(sorted, self, right_side, out_int32).contiguous();  // as PyTorch allocates it
   }
   return fallback(
       "aten::searchsorted", "Tensor",

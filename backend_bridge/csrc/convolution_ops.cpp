@@ -381,7 +381,8 @@ at::Tensor npusim_convolution(const at::Tensor& input_, const at::Tensor& weight
     output = convolution(padded(input, g), weight, g);
   }
   if (bias.defined()) output.add_(bias.view({1, -1, 1, 1}));
-  return as_given(output, input_);
+  const at::Tensor result = as_given(output, input_);
+  return result.storage_offset() == 0 ? result : result.clone();  // a tensor of its own, as PyTorch's, not a slice
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(

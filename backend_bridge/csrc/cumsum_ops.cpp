@@ -108,7 +108,8 @@ at::Tensor npusim_prod(const at::Tensor& self, std::optional<at::ScalarType> dty
     if (rows > 1 && padding > 0) values = at::cat({values, at::ones({padding}, values.options())});
     values = npusim_prod_dim(values.view({rows, -1}), 1, false, std::nullopt);
   }
-  return values.reshape({});
+  const at::Tensor product = values.reshape({});
+  return product.is_alias_of(self) ? product.clone() : product;  // one element: a new tensor, never a view of self
 }
 
 }  // namespace

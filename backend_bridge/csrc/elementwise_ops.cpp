@@ -23,6 +23,7 @@
 #include "kernel_launcher.h"
 #include "outermost_dimension.h"
 #include "pointwise_formula.h"
+#include "pointwise_output.h"
 
 namespace npusim::bridge {
 
@@ -52,41 +53,6 @@ bool is_native_operand(const at::Tensor& operand, const at::Tensor& out) {
   return scalar || (operand.device() == out.device() && convertible);
 }
 
-// Dense strides ordering the dimensions as `input`'s strides do (the smallest stride innermost; on a tie, the later
-// dimension).
-std::vector<int64_t> dense_strides_ordered_like(const at::Tensor& input) {
-  std::vector<int64_t> order(input.dim());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
-    return input.stride(x) != input.stride(y) ? input.stride(x) < input.stride(y) : x > y;
-  });
-  std::vector<int64_t> strides(input.dim());
-  int64_t running = 1;
-  for (int64_t dim : order) {
-    strides[dim] = running;
-    running *= std::max<int64_t>(input.size(dim), 1);
-  }
-  return strides;
-}
-
-// A result being resized takes its dimension order from the first input of its shape that broadcasts along none
-// (a transposed or channels-last input gives a transposed or channels-last result), as PyTorch's TensorIterator
-// does, so that the kernel walks every operand in the same order instead of transposing.
-void resize_output_like(at::Tensor& out, at::IntArrayRef shape, std::initializer_list<at::Tensor> inputs) {
-  const bool resized = out.sizes() != shape;
-  at::native::resize_output(out, shape);
-  if (!resized) return;
-  for (const at::Tensor& input : inputs) {
-    if (!input.defined() || input.sizes() != shape) continue;
-    bool broadcasts = false;
-    for (int64_t dim = 0; dim < input.dim(); ++dim) broadcasts |= input.size(dim) > 1 && input.stride(dim) == 0;
-    if (broadcasts) continue;
-    const std::vector<int64_t> strides = dense_strides_ordered_like(input);
-    if (strides != out.strides()) out.as_strided_(shape, strides, out.storage_offset());
-    return;
-  }
-}
-
 bool runs_natively(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
   return is_float_kind(out.scalar_type()) && is_native_operand(self, out) && is_native_operand(other, out);
 }
@@ -106,11 +72,8 @@ bool launch_binary(ElementwiseOp op, const at::Tensor& self, const at::Tensor& o
   const bool value_a = in_arguments(self), value_b = in_arguments(other);
   const at::Tensor a = value_a ? at::Tensor() : as_device_operand(self, out, shape);
   const at::Tensor b = value_b ? at::Tensor() : as_device_operand(other, out, shape);
-  resize_output_like(out, shape, {a, b});
+  resize_to_broadcast(out, {a, b});  // laid out as the operands are, so the kernel walks them all in one order
   if (out.numel() == 0) return true;
-  at::assert_no_internal_overlap(out);
-  for (const at::Tensor& operand : {a, b})
-    if (operand.defined()) at::assert_no_partial_overlap(out, operand);
   const std::vector<int64_t> broadcast(shape.size(), 0);
   emitter::ElementwiseSpec spec{
       op,
@@ -367,10 +330,8 @@ at::Tensor& npusim_div_mode_(at::Tensor& self, const at::Tensor& other, std::opt
 bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out, const std::array<float, 3>& parameters) {
   if (!is_float_kind(self.scalar_type()) || !is_float_kind(out.scalar_type()) || self.device() != out.device())
     return false;
-  if (!out.is_same(self)) resize_output_like(out, self.sizes(), {self});
+  resize_to_broadcast(out, {self});
   if (out.numel() == 0) return true;
-  at::assert_no_internal_overlap(out);
-  at::assert_no_partial_overlap(out, self);
   emitter::ElementwiseSpec spec{
       op, static_cast<int>(out.element_size()), out.sizes().vec(), {out.strides().vec(), self.strides().vec()}};
   spec.parameters = parameters;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bridge.h"
+#include "pointwise_output.h"
 
 namespace npusim::bridge {
 namespace {
@@ -69,9 +70,7 @@ std::optional<std::vector<c10::IValue>> results_on_meta(const c10::OperatorHandl
     if (result.alias_info() && !result.alias_info()->isWrite()) return std::nullopt;
   torch::jit::Stack stack;
   for (const c10::IValue& argument : arguments)
-    stack.push_back(map_tensors(argument, [](const at::Tensor& t) {
-      return t.defined() ? at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)) : t;
-    }));
+    stack.push_back(map_tensors(argument, [](const at::Tensor& t) { return t.defined() ? meta_like(t) : t; }));
   try {
     op.callBoxed(stack);
   } catch (const std::exception&) {  // c10::Error, or a Python meta function's error

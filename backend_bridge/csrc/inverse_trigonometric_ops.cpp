@@ -15,6 +15,7 @@
 #include <limits>
 #include <numbers>
 
+#include "inverse_trigonometric.h"
 #include "pointwise_formula.h"
 
 namespace npusim::bridge {
@@ -22,6 +23,11 @@ namespace {
 
 constexpr double kPi = std::numbers::pi;
 constexpr double kLarge = 0x1p60;  // beyond this, x^2 + 1 is x^2 and squaring it again would overflow
+
+// c with the sign of operand k.
+Value with_sign_of(Formula& f, size_t k, double c) { return where(f.sign_bit(k), -c, f.constant(c)); }
+
+}  // namespace
 
 Value atan(Value x) {
   Formula& f = *x.formula;
@@ -36,10 +42,7 @@ Value atan(Value x) {
   return where(x < 0.0, -magnitude, magnitude);
 }
 
-// c with the sign of operand k.
-Value with_sign_of(Formula& f, size_t k, double c) { return where(f.sign_bit(k), -c, f.constant(c)); }
-
-}  // namespace
+Value acos(Value x) { return 2.0 * atan(sqrt((1.0 - x) / (1.0 + x))); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   register_formula(m, {"atan", "atan_", "atan.out"}, "atan", FormulaResult::Float,
@@ -61,10 +64,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     const Value x = f.x(0);
     return atan(x / sqrt((1.0 - x) * (1.0 + x)));
   });
-  register_formula(m, {"acos", "acos_", "acos.out"}, "acos", FormulaResult::Float, [](Formula& f) {
-    const Value x = f.x(0);
-    return 2.0 * atan(sqrt((1.0 - x) / (1.0 + x)));
-  });
+  register_formula(m, {"acos", "acos_", "acos.out"}, "acos", FormulaResult::Float,
+                   [](Formula& f) { return acos(f.x(0)); });
   register_formula(m, {"asinh", "asinh_", "asinh.out"}, "asinh", FormulaResult::Float, [](Formula& f) {
     const Value x = f.x(0), a = abs(x);
     const Value square = a * a;

@@ -32,6 +32,7 @@
 
 #include "bridge.h"
 #include "kernel_launcher.h"
+#include "pointwise_output.h"
 #include "tensor_kernel.h"
 
 namespace npusim::bridge {
@@ -48,10 +49,6 @@ struct PaddingOp {
   at::Tensor (*backward)(const at::Tensor&, const at::Tensor&, at::IntArrayRef);
   at::Tensor (*one_dimension)(const at::Tensor&, at::IntArrayRef);  // the same mode's 1-D op, for the maps
 };
-
-at::Tensor meta_like(const at::Tensor& tensor) {
-  return at::empty_strided(tensor.sizes(), tensor.strides(), tensor.options().device(at::kMeta));
-}
 
 // The input index each output index reads along padded dimension d (0 the first padded one), PyTorch's map.
 std::vector<int64_t> index_map(const PaddingOp& op, int64_t size, at::IntArrayRef padding, int d) {

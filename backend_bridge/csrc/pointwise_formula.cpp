@@ -138,6 +138,24 @@ Value where(Value condition, Value a, double b) { return where(condition, a, a.f
 Value isnan(Value a) { return a != a; }
 Value isinf(Value a) { return abs(a) == std::numeric_limits<double>::infinity(); }
 
+Value polynomial(Value z, std::span<const double> coefficients) {
+  Value p = z.formula->constant(coefficients[0]);
+  for (size_t k = 1; k < coefficients.size(); ++k) p = p * z + coefficients[k];
+  return p;
+}
+
+// b0 = y b1 - b2 + c over the coefficients, then (b0 - b2) / 2.
+Value chebyshev_series(Value y, std::span<const double> coefficients) {
+  Formula& f = *y.formula;
+  Value b0 = f.constant(coefficients[0]), b1 = f.constant(0), b2 = f.constant(0);
+  for (size_t k = 1; k < coefficients.size(); ++k) {
+    b2 = b1;
+    b1 = b0;
+    b0 = y * b1 - b2 + coefficients[k];
+  }
+  return 0.5 * (b0 - b2);
+}
+
 bool launch_formula(const std::string& name, const std::vector<at::Tensor>& operands,
                     const std::vector<std::optional<double>>& parameters, at::Tensor& out, const FormulaBody& body) {
   const bool predicate = out.scalar_type() == at::kBool;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,11 @@ Value where(Value condition, double a, Value b);
 Value where(Value condition, Value a, double b);
 Value isnan(Value a);
 Value isinf(Value a);
+
+// Series evaluated as the Cephes Math Library (and so PyTorch's CPU kernels) evaluate them, coefficients highest
+// order first: a polynomial by Horner's rule (polevl), a Chebyshev series at y by Clenshaw's recurrence (chbevl).
+Value polynomial(Value z, std::span<const double> coefficients);
+Value chebyshev_series(Value y, std::span<const double> coefficients);
 
 using FormulaBody = std::function<Value(Formula&)>;
 

@@ -32,15 +32,13 @@ bool loss_into(const char* name, const at::Tensor& input, const at::Tensor& targ
                const FormulaBody& element_loss, at::Tensor& out, const at::Tensor& weight = {}) {
   if (!float32_on_one_device(input, target) || out.scalar_type() != at::kFloat) return false;
   if (weight.defined() && !float32_on_one_device(input, weight)) return false;
-  at::Tensor losses = at::empty({0}, input.options());
   const std::vector<at::Tensor> operands =
       weight.defined() ? std::vector<at::Tensor>{input, target, weight} : std::vector<at::Tensor>{input, target};
+  if (reduction == at::Reduction::None) return launch_formula(name, operands, {}, out, element_loss);
+  at::Tensor losses = at::empty({0}, input.options());
   if (!launch_formula(name, operands, {}, losses, element_loss)) return false;
-  const at::Tensor reduced = reduction == at::Reduction::Mean  ? at::mean(losses)
-                             : reduction == at::Reduction::Sum ? at::sum(losses)
-                                                               : losses;
-  at::native::resize_output(out, reduced.sizes());
-  out.copy_(reduced);
+  at::native::resize_output(out, {});
+  out.copy_(reduction == at::Reduction::Mean ? at::mean(losses) : at::sum(losses));
   return true;
 }
 

@@ -27,6 +27,7 @@
 
 #include "bridge.h"
 #include "kernel_launcher.h"
+#include "pointwise_output.h"
 
 namespace npusim::bridge {
 namespace {
@@ -272,8 +273,9 @@ std::tuple<at::Tensor&, at::Tensor&> npusim_max_pool2d_with_indices_out(const at
       std::vector<int64_t> shape = input.sizes().vec();
       shape[shape.size() - 2] = layout.out_h;
       shape[shape.size() - 1] = layout.out_w;
-      at::native::resize_output(out, shape);
-      at::native::resize_output(indices, shape);
+      // Laid out as the input suggests (channels-last stays channels-last), as PyTorch's max pool's results are.
+      resize_output_in_format(out, shape, input.suggest_memory_format());
+      resize_output_in_format(indices, shape, input.suggest_memory_format());
       out.copy_(best.view(shape));
       indices.copy_(best_index.view(shape));
       return {out, indices};
@@ -334,7 +336,7 @@ at::Tensor& npusim_max_pool2d_backward_out(const at::Tensor& grad_output, const 
 at::Tensor npusim_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& input, at::IntArrayRef kernel,
                                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                       bool ceil_mode, const at::Tensor& indices) {
-  at::Tensor grad_input = at::empty({0}, input.options());
+  at::Tensor grad_input = at::empty(input.sizes(), input.options().memory_format(input.suggest_memory_format()));
   return npusim_max_pool2d_backward_out(grad_output, input, kernel, stride, padding, dilation, ceil_mode, indices,
                                         grad_input);
 }

@@ -114,6 +114,7 @@ bool normal_into(const at::Tensor& mean, const at::Tensor& std, const std::optio
   at::Tensor z = at::empty(shape, out.options().dtype(at::kFloat));
   z.normal_(0, 1, generator);
   at::Tensor result = out.scalar_type() == at::kFloat ? out : at::empty({0}, z.options());
+  if (result.sizes() != at::IntArrayRef(shape)) at::native::resize_output(result, shape);  // contiguous, as PyTorch's
   TORCH_CHECK(launch_formula("normal", {mean, std, z}, {}, result, [](Formula& f) { return f.x(0) + f.x(1) * f.x(2); }),
               "npusim: the normal transform cannot run");
   if (!result.is_same(out)) {

@@ -29,8 +29,9 @@ bool drawable(const at::Tensor& tensor) { return is_float_kind(tensor.scalar_typ
 
 uint64_t f32_bits(double value) { return std::bit_cast<uint32_t>(static_cast<float>(value)); }
 
-// Runs the random kernel into `out`, a contiguous drawable tensor on the device (dropout: reading the contiguous
-// `input` of the same shape and type and writing the bool `mask`), with the op's two parameters.
+// Runs the random kernel into `out`, a drawable tensor on the device whose elements fill its memory densely, in memory
+// order (dropout: reading `input` of the same shape, type and strides and writing the bool `mask`, laid out alike),
+// with the op's two parameters.
 void draw(const at::Tensor& out, RandomOp op, double first, double second,
           const std::optional<at::Generator>& generator, const at::Tensor& input = {}, const at::Tensor& mask = {}) {
   const auto [key, position] = generator_for(generator, out.device().index()).reserve(out.numel());
@@ -156,7 +157,7 @@ at::Tensor& npusim_bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, std:
 }
 
 at::Tensor npusim_bernoulli(const at::Tensor& self, std::optional<at::Generator> generator) {
-  at::Tensor out = at::empty_like(self);
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);  // as PyTorch's bernoulli
   return npusim_bernoulli_tensor_(out, self, generator);
 }
 
@@ -167,9 +168,11 @@ std::tuple<at::Tensor, at::Tensor> npusim_native_dropout(const at::Tensor& input
   if (train.has_value() && !*train) return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
   TORCH_CHECK(0 <= p && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
   if (drawable(input)) {  // input * scale where kept, in float32, rounded once to the input's type
-    const at::Tensor source = input.contiguous();
-    at::Tensor output = at::empty(input.sizes(), input.options());
-    at::Tensor mask = at::empty(input.sizes(), input.options().dtype(at::kBool));
+    // The kernel walks memory in order: a dense input as it lies (its results laid out like it, as PyTorch's meta
+    // function promises), any other made contiguous first.
+    const at::Tensor source = input.is_non_overlapping_and_dense() ? input : input.contiguous();
+    at::Tensor output = at::empty_like(source);
+    at::Tensor mask = at::empty_like(source, source.options().dtype(at::kBool));
     const double keep = 1.0 - p;
     draw(output, RandomOp::Dropout, keep, keep == 0 ? 0.0 : 1.0 / keep, std::nullopt, source, mask);
     return {output, mask};

@@ -14,6 +14,7 @@
 
 #include "bridge.h"
 #include "kernel_launcher.h"
+#include "pointwise_output.h"
 
 namespace npusim::bridge {
 namespace {
@@ -427,6 +428,20 @@ at::Tensor& npusim_index_put_impl_(at::Tensor& self, const c10::List<std::option
   return self;
 }
 
+// self[indices] laid out as PyTorch's meta function says (its TensorIterator follows the operands' memory order):
+// the kernels' result is contiguous, which it is too when self and every index are.
+at::Tensor npusim_index_laid_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  const at::Tensor result = npusim_index(self, indices);
+  bool contiguous_operands = self.is_contiguous();
+  for (const std::optional<at::Tensor>& index : indices)
+    contiguous_operands &= !index || !index->defined() || index->is_contiguous();
+  if (contiguous_operands || !result.is_privateuseone()) return result;
+  c10::List<std::optional<at::Tensor>> meta_indices;
+  for (const std::optional<at::Tensor>& index : indices)
+    meta_indices.push_back(index && index->defined() ? std::optional<at::Tensor>(meta_like(*index)) : std::nullopt);
+  return laid_out_as(result, at::index(meta_like(self), meta_indices));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -444,7 +459,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_add", npusim_index_add);
   m.impl("index_add.out", npusim_index_add_out);
   m.impl("index_add_", npusim_index_add_);
-  m.impl("index.Tensor", npusim_index);
+  m.impl("index.Tensor", npusim_index_laid_out);
   m.impl("_index_put_impl_", npusim_index_put_impl_);
 }
 

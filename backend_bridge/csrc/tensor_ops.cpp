@@ -9,6 +9,7 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
@@ -175,6 +176,26 @@ bool narrow_integers_on_device(const at::Tensor& source, const at::Tensor& desti
   return true;
 }
 
+// Conversions into or out of a complex dtype as copies of parts: a real source fills the real parts and zeros the
+// imaginary ones; a complex source gives its parts to a complex destination, and its real parts to a real one
+// (copy_from has warned that the imaginary parts are discarded). Each part's conversion is a copy of its own, native
+// where that dtype pair is. Neither operand has a conjugate or negative bit here.
+bool convert_complex_parts_on_device(const at::Tensor& source, const at::Tensor& destination) {
+  if ((!source.is_complex() && !destination.is_complex()) || may_share_memory(source, destination)) return false;
+  if (!destination.is_complex()) {
+    destination.copy_(at::view_as_real(source).select(-1, 0));
+    return true;
+  }
+  const at::Tensor parts = at::view_as_real(destination);
+  if (source.is_complex()) {
+    parts.copy_(at::view_as_real(source));
+  } else {
+    parts.select(-1, 1).zero_();
+    parts.select(-1, 0).copy_(source);
+  }
+  return true;
+}
+
 // The values a tensor stores, without its lazy conjugate or negative bit (the same storage, sizes and strides).
 at::Tensor stored_values(const at::Tensor& tensor) {
   return at::empty({0}, tensor.options())
@@ -185,6 +206,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "npusim: cannot copy a tensor of shape ", self.sizes(),
               " into one of shape ", dst.sizes());
   if (dst.numel() == 0) return dst;
+  if (self.is_complex() && !dst.is_complex())  // PyTorch's own copy kernels warn so; its copy_ leaves it to devices
+    TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
   if (self.is_conj() || dst.is_conj() || self.is_neg() || dst.is_neg()) {
     // Conjugate and negative views (x.conj(), its imaginary part): copy the stored values, then apply to the
     // destination's what its bits and the source's differ by, as the CPU's copy_ does.
@@ -203,15 +226,23 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     copy_host_to_device(self.cpu(), dst);
   } else if (self.scalar_type() == dst.scalar_type()) {
     copy_on_device(self.expand_as(dst), dst);
-  } else if (!convert_on_device(self.expand_as(dst), dst) && !narrow_integers_on_device(self.expand_as(dst), dst)) {
+  } else if (!convert_on_device(self.expand_as(dst), dst) && !narrow_integers_on_device(self.expand_as(dst), dst) &&
+             !convert_complex_parts_on_device(self.expand_as(dst), dst)) {
     note_cpu_fallback("aten::_to_copy (dtype conversion)");
     copy_host_to_device(self.cpu(), dst);
   }
   return dst;
 }
 
+// The CPU fallback's way back for an out= argument. A result the CPU kernel resized (laid out by PyTorch's rules for
+// that op, a transposed or channels-last input giving a transposed or channels-last result) keeps that layout on the
+// device; an out= tensor that already had the right shape keeps its own.
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
-  resize_tensor(dst, self.sizes(), std::nullopt);
+  if (dst.sizes() != self.sizes()) {
+    resize_tensor(dst, self.sizes(), std::nullopt);
+    if (self.is_non_overlapping_and_dense() && dst.strides() != self.strides())
+      dst.unsafeGetTensorImpl()->set_sizes_and_strides(self.sizes(), self.strides());
+  }
   return copy_from(self, dst, false);
 }
 
@@ -286,7 +317,7 @@ namespace {
 // flip: a copy kernel that reads the flipped dimensions backwards (negative DMA strides from their last element),
 // for 1-, 2-, 4- and 8-byte elements; others take the CPU fallback.
 at::Tensor npusim_flip(const at::Tensor& self, at::IntArrayRef dims) {
-  at::Tensor out = at::empty(self.sizes(), self.options());
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);  // laid out as self, as PyTorch's flip
   const int64_t bytes = self.element_size();
   if (out.numel() == 0) return out;
   if (bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8) {

@@ -10,6 +10,7 @@
 
 #include "bridge.h"
 #include "kernel_launcher.h"
+#include "pointwise_output.h"
 
 namespace npusim::bridge {
 namespace {
@@ -27,10 +28,8 @@ at::Tensor& npusim_where_out(const at::Tensor& condition, const at::Tensor& self
   const bool sizes_ok = out.element_size() == 1 || out.element_size() == 4 || out.element_size() == 8;
   if (sizes_ok && condition.scalar_type() == at::kBool && condition.device() == out.device() &&
       value_operand(self, out) && value_operand(other, out)) {
-    const std::vector<int64_t> shape = at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
-    at::native::resize_output(out, shape);
+    const std::vector<int64_t> shape = resize_to_broadcast(out, {condition, self, other});
     if (out.numel() == 0) return out;
-    at::assert_no_internal_overlap(out);
     const at::Tensor mask = condition.expand(shape);
     const at::Tensor chosen = self.to(out.device(), out.scalar_type()).expand(shape);
     const at::Tensor otherwise = other.to(out.device(), out.scalar_type()).expand(shape);

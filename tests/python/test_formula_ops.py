@@ -54,6 +54,26 @@ UNARY = [
     ("asinh near 0", torch.asinh, -2, 2, [], {"rtol": 4e-7, "atol": 0}),
     ("acosh", torch.acosh, 1, 1e4, [*EDGES, 1.0, 1.0000001, 0.5, 3e38], {"rtol": 4e-7, "atol": 1e-7}),
     ("atanh", torch.atanh, -1, 1, [*EDGES, 1.0, -1.0, 1.5, -2.0, 1e-30], {"rtol": 4e-7, "atol": 1e-7}),
+    (
+        "erfinv",
+        torch.erfinv,
+        -0.9999,
+        0.9999,
+        [*EDGES, 1.0, -1.0, 1.5, 0.7, 0.7000001, 1e-30],
+        {"rtol": 1e-6, "atol": 1e-6},
+    ),
+    # Within 1e-4 of +-1 erf's slope is so small that one float32 step of y moves erfinv by up to 0.06: the CPU's
+    # result is the correctly rounded one, npusim's float32 Newton steps stop anywhere within that step (a few 1e-5
+    # off).
+    ("erfinv near 1", torch.erfinv, 0.9999, 1, [0.9999999, -0.9999999, 0.99999994], {"rtol": 1e-5, "atol": 0}),
+    (
+        "ndtri",
+        torch.special.ndtri,
+        0,
+        1,
+        [*EDGES, 1.0, 0.5, 1.5, -0.5, 0.1353353, 0.8646647, 1e-20, 1e-38, 0.99999994],
+        {"rtol": 1e-6, "atol": 1e-6},
+    ),
     ("lgamma", torch.lgamma, -20, 40, [*EDGES, 1.0, 2.0, -1.0, -2.5, 1e30, -1e10, 1e-30], {"rtol": 1e-6, "atol": 5e-6}),
     (
         "digamma",

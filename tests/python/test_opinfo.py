@@ -43,6 +43,14 @@ NATIVE_OPS = """
     nn.functional.adaptive_max_pool2d nn.functional.avg_pool1d nn.functional.max_pool1d dist
     nn.functional.pairwise_distance cov corrcoef addbmm angle ldexp masked_scatter nn.functional.max_unpool1d
     nn.functional.max_unpool2d nn.functional.unfold median nanmedian kthvalue polygamma.polygamma_n_0
+    i0 special.i0e special.i1 special.i1e special.modified_bessel_i0 special.modified_bessel_i1
+    special.modified_bessel_k0 special.modified_bessel_k1 special.scaled_modified_bessel_k0
+    special.scaled_modified_bessel_k1 special.bessel_j0 special.bessel_j1 special.bessel_y0 special.bessel_y1
+    special.spherical_bessel_j0 erfinv special.ndtri complex polar cfloat chalf special.chebyshev_polynomial_t
+    special.chebyshev_polynomial_u special.chebyshev_polynomial_v special.chebyshev_polynomial_w
+    special.shifted_chebyshev_polynomial_t special.shifted_chebyshev_polynomial_u special.shifted_chebyshev_polynomial_v
+    special.shifted_chebyshev_polynomial_w special.hermite_polynomial_h special.hermite_polynomial_he
+    special.laguerre_polynomial_l special.legendre_polynomial_p
 """.split()
 
 
@@ -144,7 +152,10 @@ class TestNpusimOpInfo(TestCase):
             outputs = [t for t in (outputs if isinstance(outputs, (tuple, list)) else [outputs]) if t.requires_grad]
             if not inputs or not outputs:
                 continue
-            weights = [torch.randn(t.shape, generator=torch.Generator().manual_seed(k)) for k, t in enumerate(outputs)]
+            weights = [
+                torch.randn(t.shape, generator=torch.Generator().manual_seed(k)).to(t.dtype)  # complex outputs too
+                for k, t in enumerate(outputs)
+            ]
             expected = torch.autograd.grad(outputs, inputs, weights, allow_unused=True)
             moved = to_device(sample, device)
             device_outputs = op(moved.input, *moved.args, **moved.kwargs)
