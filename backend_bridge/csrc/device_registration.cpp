@@ -2,6 +2,8 @@
 // streams, events), and the runtime hooks.
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/DeviceCapability.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -39,7 +41,11 @@ void free_device_pointer(void* pointer) {
   if (device >= 0) runtime_device(static_cast<c10::DeviceIndex>(device)).free(pointer_to_device_address(pointer));
 }
 
-class DeviceMemoryAllocator final : public c10::Allocator {
+// PyTorch's device allocator interface (torch.accelerator's memory functions use it): the runtime's first-fit heap,
+// whose figures (runtime::MemoryStats) fill PyTorch's statistics. It caches nothing, and a block freed while another
+// stream may still use it returns to the heap only when that work is done (docs/runtime.md, Memory), so emptyCache
+// and recordStream have nothing to do.
+class DeviceMemoryAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t bytes) override {
     const c10::DeviceIndex index = current_device;
@@ -55,6 +61,39 @@ class DeviceMemoryAllocator final : public c10::Allocator {
     return {pointer, pointer, &free_device_pointer, device};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_device_pointer; }
+  bool initialized() override { return runtime::Session::instance().devices_open(); }
+  void emptyCache(c10::MempoolId_t) override {}
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    const runtime::MemoryStats figures = runtime_device(device).memory_stats();
+    c10::CachingDeviceAllocator::DeviceStats stats;
+    const auto fill = [](c10::CachingAllocator::StatArray& stat, uint64_t current, uint64_t peak, uint64_t allocated,
+                         uint64_t freed) {
+      c10::CachingAllocator::Stat& all = stat[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+      all.current = static_cast<int64_t>(current);
+      all.peak = static_cast<int64_t>(peak);
+      all.allocated = static_cast<int64_t>(allocated);
+      all.freed = static_cast<int64_t>(freed);
+    };
+    fill(stats.allocation, figures.allocations, figures.peak_allocations, figures.total_allocations,
+         figures.total_frees);
+    fill(stats.active, figures.allocations, figures.peak_allocations, figures.total_allocations, figures.total_frees);
+    fill(stats.allocated_bytes, figures.allocated_bytes, figures.peak_allocated_bytes, figures.total_allocated_bytes,
+         figures.total_freed_bytes);
+    fill(stats.active_bytes, figures.allocated_bytes, figures.peak_allocated_bytes, figures.total_allocated_bytes,
+         figures.total_freed_bytes);
+    fill(stats.requested_bytes, figures.allocated_bytes, figures.peak_allocated_bytes, figures.total_allocated_bytes,
+         figures.total_freed_bytes);
+    fill(stats.segment, 1, 1, 1, 0);  // the heap, reserved whole when the device opens
+    fill(stats.reserved_bytes, figures.reserved_bytes, figures.reserved_bytes, figures.reserved_bytes, 0);
+    return stats;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { runtime_device(device).reset_accumulated_memory(); }
+  void resetPeakStats(c10::DeviceIndex device) override { runtime_device(device).reset_peak_memory(); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    const runtime::MemoryStats figures = runtime_device(device).memory_stats();
+    return {figures.reserved_bytes - figures.allocated_bytes, figures.reserved_bytes};  // free, total
+  }
   void copy_data(void* destination, const void* source, size_t bytes) const override {
     const int device = device_of_pointer(destination);
     runtime_device(static_cast<c10::DeviceIndex>(device))
@@ -116,6 +155,8 @@ class DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
   }
   c10::Stream getDefaultStream(c10::Device device) const override { return c10::Stream(c10::Stream::DEFAULT, device); }
   c10::Stream getNewStream(c10::Device device, int) const override {
+    // torch.Stream(device="npusim") names no index: the stream is the current device's, as CUDA's would be
+    if (!device.has_index()) device = getDevice();
     return c10::Stream(c10::Stream::UNSAFE, device, next_stream_id++);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool) const override { return getNewStream(device, 0); }
@@ -148,9 +189,12 @@ class DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
   void block(void* event, const c10::Stream& stream) const override {
     if (event == nullptr) return;  // never recorded: nothing to wait for
     const auto* waited = static_cast<DeviceEvent*>(event);
-    TORCH_CHECK(waited->device == stream.device_index(), "npusim: a stream of device ",
-                static_cast<int>(stream.device_index()), " cannot wait for an event of device ",
-                static_cast<int>(waited->device));
+    if (waited->device != stream.device_index()) {
+      // Another device's event: the devices share no command ring, so the host waits for it before anything more
+      // is queued on the stream (CUDA's devices wait for each other without the host; the order is the same).
+      reporting_device_errors([&] { runtime_device(waited->device).synchronize_event(waited->id); });
+      return;
+    }
     runtime_device(waited->device).wait_event(waited->id, stream.id());
   }
   bool queryEvent(void* event) const override {
@@ -177,6 +221,14 @@ class DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
       return static_cast<double>(device.event_cycle(to->id)) - static_cast<double>(device.event_cycle(from->id));
     });
     return cycles / (device.config().chip_clock_ghz * 1e6);  // milliseconds
+  }
+  // Every dtype but the quantized ones: any is stored and copied on the device (computation in a dtype without native
+  // kernels takes the counted CPU fallback); quantized tensors have no npusim backend.
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override {
+    c10::DeviceCapability capability;
+    auto& types = capability.capability_data.supported_scalar_types;
+    types.has_QInt8 = types.has_QUInt8 = types.has_QInt32 = types.has_QUInt4x2 = types.has_QUInt2x4 = 0;
+    return capability;
   }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
   bool queryStream(const c10::Stream& stream) const override {

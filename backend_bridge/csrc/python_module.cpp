@@ -162,6 +162,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("device_count", [] { return runtime::Session::instance().device_count(); });
   m.def("is_in_bad_fork", &runtime::Session::in_bad_fork);
+  m.def("devices_open", [] { return runtime::Session::instance().devices_open(); });
+  m.def("open_devices", [] { runtime::Session::instance().device(0); });
   m.def("current_device", [] {
     return static_cast<int>(c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index());
   });

@@ -85,12 +85,24 @@ const at::Tensor& resize_tensor(const at::Tensor& self, c10::IntArrayRef size,
   return self;
 }
 
+// Tensor.set_(storage, offset, size, stride), as the CPU's: PyTorch's argument checks, no stride meaning contiguous,
+// and a storage too small for the view grown to fit it.
 at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t storage_offset, c10::IntArrayRef size,
                         c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, std::move(source), storage_offset, size, stride);
   at::TensorImpl* impl = self.unsafeGetTensorImpl();
-  impl->set_storage_keep_dtype(std::move(source));
   impl->set_storage_offset(storage_offset);
-  impl->set_sizes_and_strides(size, stride);
+  if (stride.data()) {
+    impl->set_sizes_and_strides(size, stride);
+  } else {
+    impl->set_sizes_contiguous(size);
+  }
+  const size_t bytes =
+      at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.dtype().itemsize(), storage_offset);
+  if (self.numel() > 0 && bytes > self.storage().nbytes()) {
+    const c10::DeviceGuard guard(self.device());
+    resize_storage_bytes(self.storage(), bytes);
+  }
   return self;
 }
 

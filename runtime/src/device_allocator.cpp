@@ -27,7 +27,9 @@ uint64_t DeviceAllocator::allocate(uint64_t bytes) {
     stats_.allocated_bytes += size;
     stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
     ++stats_.allocations;
+    stats_.peak_allocations = std::max(stats_.peak_allocations, stats_.allocations);
     ++stats_.total_allocations;
+    stats_.total_allocated_bytes += size;
     return address;
   }
   throw OutOfMemory(fmt::format(
@@ -57,6 +59,8 @@ void DeviceAllocator::free(uint64_t address) {
   live_.erase(live);
   stats_.allocated_bytes -= size;
   --stats_.allocations;
+  ++stats_.total_frees;
+  stats_.total_freed_bytes += size;
   auto next = free_ranges_.lower_bound(start);
   if (next != free_ranges_.end() && start + size == next->first) {
     size += next->second;
@@ -88,6 +92,15 @@ MemoryStats DeviceAllocator::stats_locked() const {
 void DeviceAllocator::reset_peak() {
   std::lock_guard lock(mutex_);
   stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  stats_.peak_allocations = stats_.allocations;
+}
+
+void DeviceAllocator::reset_accumulated() {
+  std::lock_guard lock(mutex_);
+  stats_.total_allocations = 0;
+  stats_.total_frees = 0;
+  stats_.total_allocated_bytes = 0;
+  stats_.total_freed_bytes = 0;
 }
 
 }  // namespace npusim::runtime

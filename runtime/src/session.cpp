@@ -84,6 +84,11 @@ int Session::device_count() {
   return static_cast<int>(config::load_config(chosen.config, chosen.config_dirs).system_devices);
 }
 
+bool Session::devices_open() {
+  std::lock_guard lock(mutex_);
+  return !devices_.empty();
+}
+
 Device& Session::device(int index) {
   if (in_bad_fork())
     throw std::runtime_error(

@@ -161,6 +161,29 @@ TEST(DeviceAllocator, ReusesFreedMemoryAndTracksPeak) {
   EXPECT_THROW(device.free(12345), std::invalid_argument);
 }
 
+// The totals PyTorch's allocator statistics report (torch.accelerator.memory_stats): counts and bytes of every
+// allocation and free (sizes rounded to the 256-byte alignment), the peak of live allocations, and their reset.
+TEST(DeviceAllocator, CountsAllocationsAndFreesUntilReset) {
+  runtime::Device device(small_config(), runtime::Mode::Functional);
+  const uint64_t a = device.allocate(1000), b = device.allocate(100);
+  device.free(a);
+  auto stats = device.memory_stats();
+  EXPECT_EQ(stats.total_allocations, 2u);
+  EXPECT_EQ(stats.total_frees, 1u);
+  EXPECT_EQ(stats.total_allocated_bytes, 1024u + 256u);
+  EXPECT_EQ(stats.total_freed_bytes, 1024u);
+  EXPECT_EQ(stats.peak_allocations, 2u);
+  device.reset_accumulated_memory();
+  device.reset_peak_memory();
+  device.free(b);
+  stats = device.memory_stats();
+  EXPECT_EQ(stats.total_allocations, 0u);
+  EXPECT_EQ(stats.total_frees, 1u);
+  EXPECT_EQ(stats.total_freed_bytes, 256u);
+  EXPECT_EQ(stats.peak_allocations, 1u);
+  EXPECT_EQ(stats.allocations, 0u);
+}
+
 TEST(DeviceAllocator, ReportsFragmentation) {
   runtime::DeviceAllocator allocator(0, 4096);  // sixteen 256-byte blocks
   std::vector<uint64_t> blocks;

@@ -13,6 +13,17 @@ def device_count():
     return _C.device_count()
 
 
+def is_initialized():
+    """Whether the devices have been created (on first use, or by init()). torch.cuda's name: PyTorch asks it, e.g.
+    to give an index-less ``device="npusim"`` the current device's index."""
+    return _C.devices_open()
+
+
+def init():
+    """Creates the devices now (with the chip npusim.init or NPUSIM_CONFIG chose) rather than on first use."""
+    _C.open_devices()
+
+
 def current_device():
     return _C.current_device()
 

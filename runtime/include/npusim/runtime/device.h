@@ -91,6 +91,7 @@ class Device {
   void free(uint64_t address);
   MemoryStats memory_stats() const { return allocator_.stats(); }
   void reset_peak_memory() { allocator_.reset_peak(); }
+  void reset_accumulated_memory() { allocator_.reset_accumulated(); }
 
   // Copies with host memory return once done, so the host buffer may be reused (and read) at once; they synchronise
   // their stream. Device-to-device copies and launches return at once and run in stream order.

@@ -15,7 +15,11 @@ struct MemoryStats {
   uint64_t peak_allocated_bytes = 0;
   uint64_t reserved_bytes = 0;  // the heap's size: the simulated device owns all of it
   uint64_t allocations = 0;     // live allocations
-  uint64_t total_allocations = 0;
+  uint64_t peak_allocations = 0;
+  uint64_t total_allocations = 0;  // since the device opened, or since reset_accumulated
+  uint64_t total_frees = 0;
+  uint64_t total_allocated_bytes = 0;
+  uint64_t total_freed_bytes = 0;
   uint64_t free_blocks = 0;               // separate free ranges of the heap
   uint64_t largest_free_block_bytes = 0;  // the largest allocation that can succeed
 
@@ -45,6 +49,7 @@ class DeviceAllocator {
   void check_freeable(uint64_t address) const;
   MemoryStats stats() const;
   void reset_peak();
+  void reset_accumulated();  // the totals of allocations and frees back to 0
 
  private:
   uint64_t largest_free_block() const;  // caller holds mutex_

@@ -38,7 +38,8 @@ class Session {
   // Whether this process was forked from one whose devices were open: it can use none of them, and must not wait for
   // or free anything on them.
   static bool in_bad_fork();
-  int device_count();  // the configuration's system.devices; opens no device
+  int device_count();   // the configuration's system.devices; opens no device
+  bool devices_open();  // whether the devices have been created (torch.npusim.is_initialized)
 
  private:
   Session() = default;
