@@ -3,6 +3,7 @@
     OMP_NUM_THREADS=1 python bench/compile_zoo.py                 # every model
     OMP_NUM_THREADS=1 python bench/compile_zoo.py llama swin -v   # some models, with the interpreted kernels' reasons
     OMP_NUM_THREADS=1 python bench/compile_zoo.py --one t5        # one model in this process, with its traceback
+    python bench/compile_zoo.py --eager                           # eager mode only, against the CPU
     python bench/compile_zoo.py --list
     python bench/compile_zoo.py --smoke                           # GPT-2 only: CI's check that it still works
 
@@ -129,6 +130,15 @@ def qwen2():
 
 # The default experts implementation, "grouped_mm", treats every device but the CPU and MPS as CUDA: it counts tokens
 # per expert with torch.histc on int32, which no CPU kernel (npusim's fallback) implements.
+
+
+def bloom():
+    """ALiBi: no position embeddings, a linear bias by key distance added to each head's attention scores."""
+    from transformers import BloomConfig, BloomForCausalLM
+
+    config = BloomConfig(vocab_size=VOCAB, hidden_size=HIDDEN, n_layer=2, n_head=4, pad_token_id=0)
+    ids = tokens()
+    return BloomForCausalLM(config), dict(input_ids=ids, attention_mask=padded_mask(), labels=ids)
 
 
 def mixtral():
@@ -262,6 +272,7 @@ ZOO = {
     "llama": ("decoder", llama),
     "mistral": ("decoder", mistral),
     "qwen2": ("decoder", qwen2),
+    "bloom": ("decoder (ALiBi)", bloom),
     "mixtral": ("decoder (MoE)", mixtral),
     "qwen2_moe": ("decoder (MoE)", qwen2_moe),
     "t5": ("encoder-decoder", t5),
@@ -323,8 +334,9 @@ def compare(eager, compiled, tolerance=TOLERANCE, what=""):
                 raise Mismatch(f"{what}{kind[:-1]} {name}: {details}") from None
 
 
-def run_one(name):
-    """Runs one model in this process; returns its result as a dict (verdict, reason, routes, graph breaks)."""
+def run_one(name, eager_only=False):
+    """Runs one model in this process; returns its result as a dict (verdict, reason, routes, graph breaks). With
+    `eager_only`, the eager runs and their comparison with the CPU only."""
     from torch._dynamo.utils import counters
 
     import npusim
@@ -345,6 +357,10 @@ def run_one(name):
             problems.append(f"eager CPU fallback {fallbacks}")
         stage = "CPU reference"
         compare(cpu_forward_backward(reference, cpu_inputs), eager, CPU_TOLERANCE, "eager against the CPU: ")
+        if eager_only:
+            if kernels == 0:
+                problems.append("no work: no kernels ran")
+            raise StopIteration
         stage = "compiled"
         outputs, gradients, fallbacks, compiled_kernels = forward_backward(model, torch.compile(model), inputs)
         if fallbacks:
@@ -352,6 +368,8 @@ def run_one(name):
         if kernels == 0 or compiled_kernels == 0:
             problems.append(f"no work: {kernels} kernels eager, {compiled_kernels} compiled")
         compare(eager, {"outputs": outputs, "gradients": gradients})
+    except StopIteration:  # eager only: done
+        pass
     except Mismatch as error:
         problems.append(f"mismatch: {error}")
     except Exception as error:
@@ -364,13 +382,13 @@ def run_one(name):
     return result
 
 
-def run_in_subprocess(name, timeout_s):
+def run_in_subprocess(name, timeout_s, eager_only=False):
     """Runs one model in a fresh interpreter: a crash or a hang is that model's failure only."""
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TRANSFORMERS_VERBOSITY": "error"}
     started = time.perf_counter()
     try:
         done = subprocess.run(
-            [sys.executable, __file__, "--one", name],
+            [sys.executable, __file__, "--one", name, *(["--eager"] if eager_only else [])],
             capture_output=True, text=True, env=environment, timeout=timeout_s,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -404,9 +422,10 @@ def main():
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     parser.add_argument("--one", metavar="MODEL", help="run one model in this process (tracebacks on stderr)")
     parser.add_argument("--smoke", action="store_true", help=f"only {', '.join(SMOKE_MODELS)} (seconds, not minutes)")
+    parser.add_argument("--eager", action="store_true", help="eager mode only (against the CPU), no torch.compile")
     arguments = parser.parse_args()
     if arguments.one:
-        print(RESULT_PREFIX + json.dumps(run_one(arguments.one)), flush=True)
+        print(RESULT_PREFIX + json.dumps(run_one(arguments.one, arguments.eager)), flush=True)
         return
     if arguments.list:
         print("\n".join(f"{name:<10} {family}" for name, (family, _) in ZOO.items()))
@@ -417,7 +436,7 @@ def main():
     passed = 0
     names = arguments.models or (SMOKE_MODELS if arguments.smoke else list(ZOO))
     for name in names:
-        result = run_in_subprocess(name, arguments.timeout)
+        result = run_in_subprocess(name, arguments.timeout, arguments.eager)
         passed += result["verdict"] == "PASS"
         print(report_line(result), flush=True)
         if arguments.verbose:

@@ -1,7 +1,8 @@
-// Native arange for float32 and int64 on the device, with no iota instruction: the first element is filled in, then
-// each step doubles the filled prefix, out[n .. 2n) = out[0 .. n) + n * step, one elementwise kernel each, so a
-// length-L range takes about log2(L) kernels. int64 is exact; float32 adds the offsets in float32, which for
-// whole-number steps and starts is exact up to 2^24. Other dtypes take the CPU fallback. linspace is built on it.
+// Native arange for float32, int64 and int32 on the device, with no iota instruction: the first element is filled in,
+// then each step doubles the filled prefix, out[n .. 2n) = out[0 .. n) + n * step, one elementwise kernel each, so a
+// length-L range takes about log2(L) kernels. The integers are exact (a whole-number start and step; others take the
+// fallback, as do other dtypes); float32 adds the offsets in float32, which for whole-number steps and starts is exact
+// up to 2^24. linspace is built on it.
 #include <ATen/native/RangeFactories.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
@@ -18,7 +19,9 @@ namespace npusim::bridge {
 namespace {
 
 at::Tensor& npusim_arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
-  const bool native_dtype = out.scalar_type() == at::kFloat || out.scalar_type() == at::kLong;
+  const bool integers = out.scalar_type() == at::kLong || out.scalar_type() == at::kInt;
+  const bool native_dtype =
+      out.scalar_type() == at::kFloat || (integers && start.isIntegral(false) && step.isIntegral(false));
   const double first = start.toDouble(), last = end.toDouble(), stride = step.toDouble();
   const bool valid = stride != 0 && std::isfinite(first) && std::isfinite(last) && (last - first) / stride >= 0;
   if (native_dtype && valid && out.is_contiguous()) {
@@ -28,8 +31,8 @@ at::Tensor& npusim_arange_out(const at::Scalar& start, const at::Scalar& end, co
     out.narrow(0, 0, 1).fill_(start);
     for (int64_t filled = 1; filled < length;) {
       const int64_t count = std::min(filled, length - filled);
-      const at::Scalar offset = out.scalar_type() == at::kLong ? at::Scalar(filled * step.toLong())
-                                                               : at::Scalar(static_cast<double>(filled) * stride);
+      const at::Scalar offset =
+          integers ? at::Scalar(filled * step.toLong()) : at::Scalar(static_cast<double>(filled) * stride);
       at::Tensor destination = out.narrow(0, filled, count);
       at::add_out(destination, out.narrow(0, 0, count), at::scalar_tensor(offset, out.options().device(c10::kCPU)));
       filled += count;

@@ -20,6 +20,10 @@ TIMEOUT_S = 300  # each takes seconds; a hang fails instead of stalling CI
 PYTHON_BENCHMARKS = {
     "compile_speedup.py": (["--smoke"], r"commands per step: \d+ eager, \d+ compiled"),
     "compile_zoo.py": (["--smoke"], r"gpt2 .* PASS .*\n\npass rate: 1/1"),
+    "native_coverage.py": (
+        ["--smoke"],
+        r"native and equal to the CPU: [1-9]\d* of \d+ \(\d+\.\d %\)\n.*: 1 of 1 \(100 %\)",
+    ),
     "conv_roofline.py": (["--smoke"], r"forward +backward.*\n.*-> 8, 3x3 +\d+\.\d+x +\d+\.\d+x"),
     "emulator_speed.py": (["--smoke"], r"workload +emulator s.*\n64x64x64 fp32 GEMM +\d+\.\d+ +\d+\.\d+ +\d+\.\d+"),
     "model_breakdown.py": (["--smoke"], r"ms of device time per training step on default \([1-9]\d* cycles\)"),

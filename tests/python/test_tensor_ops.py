@@ -271,6 +271,7 @@ def test_cat_arange_and_tanh_backward_run_natively(device):
             torch.arange(37, device=device),
             torch.arange(-3.0, 9.5, 0.5, device=device),
             torch.arange(5, 1, -2, device=device),
+            torch.arange(1, 17, dtype=torch.int32, device=device),  # ALiBi's head slopes (BLOOM) count in int32
         ]
         y = torch.tanh(a.to(device).requires_grad_())
         y.backward(torch.ones_like(y))
@@ -278,7 +279,14 @@ def test_cat_arange_and_tanh_backward_run_natively(device):
     torch.testing.assert_close(joined.cpu(), torch.cat([a, b]))
     assert torch.equal(columns.cpu(), torch.cat([c, c[:, :1]], dim=1))
     for result, expected in zip(
-        ranges, [torch.arange(37), torch.arange(-3.0, 9.5, 0.5), torch.arange(5, 1, -2)], strict=True
+        ranges,
+        [
+            torch.arange(37),
+            torch.arange(-3.0, 9.5, 0.5),
+            torch.arange(5, 1, -2),
+            torch.arange(1, 17, dtype=torch.int32),
+        ],
+        strict=True,
     ):
         assert result.dtype == expected.dtype and torch.equal(result.cpu(), expected)
     with pytest.raises(RuntimeError):  # PyTorch's own shape error, through the fallback
