@@ -41,7 +41,7 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::O
   const double p = ord.toDouble();
   const at::ScalarType result_type = dtype ? *dtype : self.scalar_type();
   if (is_float_kind(self.scalar_type()) && is_float_kind(result_type) && out.scalar_type() == result_type &&
-      out.device() == self.device() && self.numel() > 0 && self.dim() > 0) {
+      out.device() == self.device() && (self.numel() > 0 || !std::isinf(p)) && self.dim() > 0) {
     const at::Tensor x = self.to(at::kFloat);
     const std::vector<int64_t> dims = dim.has_value() ? dim->vec() : std::vector<int64_t>{};
     at::Tensor norm;

@@ -70,6 +70,13 @@ at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
     at::native::resize_output(out, {});
     return out.copy_(row.reshape({}));
   }
+  const at::ScalarType result_type = half_to_float ? at::kFloat : self.scalar_type();
+  if (self.numel() == 0 && self.device() == out.device() && out.scalar_type() == result_type &&
+      (self.scalar_type() == at::kFloat || is_half(self))) {  // no rows: an empty result of the same shape
+    at::maybe_wrap_dim(dim, self.dim());
+    at::native::resize_output(out, self.sizes());
+    return out;
+  }
   if (self.scalar_type() == at::kFloat && !half_to_float && is_last_dim(self, dim)) {
     at::native::resize_output(out, self.sizes());
     if (out.scalar_type() == at::kFloat && launch_row_op(Op, self, out)) return out;
@@ -180,6 +187,15 @@ at::Tensor& npusim_sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims,
   if (self.dim() == 0 && out.device() == self.device() && distinct) {  // one element: itself, in out's dtype
     at::native::resize_output(out, {});
     return out.copy_(self);
+  }
+  if (self.numel() == 0 && sums_natively(self, dtype, out) && distinct) {  // sums of nothing: zeros
+    std::vector<int64_t> shape;
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      const bool summed = std::find(reduced.begin(), reduced.end(), d) != reduced.end();
+      if (!summed || keepdim) shape.push_back(summed ? 1 : self.size(d));
+    }
+    at::native::resize_output(out, shape);
+    return out.zero_();
   }
   // float16 and bfloat16: summed in float32 and rounded once, as the CPU does (widening is exact).
   const bool half = is_half(self);

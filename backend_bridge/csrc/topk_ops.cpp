@@ -32,6 +32,14 @@ at::Tensor out_of_the_running(const at::Tensor& self, bool largest, double taken
 std::tuple<at::Tensor&, at::Tensor&> npusim_topk_out(const at::Tensor& self, int64_t k, int64_t dim_, bool largest,
                                                      bool sorted, at::Tensor& values, at::Tensor& indices) {
   const int64_t dim = at::maybe_wrap_dim(dim_, self.dim());
+  if (self.dim() == 0 && k == 1 && values.device() == self.device() && indices.device() == self.device() &&
+      values.scalar_type() == self.scalar_type() && indices.scalar_type() == at::kLong) {  // one element: itself
+    at::native::resize_output(values, {});
+    at::native::resize_output(indices, {});
+    values.copy_(self);
+    indices.zero_();
+    return {values, indices};
+  }
   const double taken = largest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
   const bool native = is_float_kind(self.scalar_type()) && self.dim() > 0 && k >= 1 && k <= kMostRounds &&
                       k <= self.size(dim) && values.scalar_type() == self.scalar_type() &&

@@ -386,3 +386,23 @@ def test_spread_of_an_empty_tensor_is_nan(device):
     spread, mean = torch.var_mean(empty.to(device), dim=0, keepdim=True)
     assert spread.shape == mean.shape == (1, 3) and mean.cpu().isnan().all()
     assert npusim._C.fallback_counts() == {}
+
+
+def test_reductions_of_empty_tensors_run_natively(no_fallback):
+    """Sums, norms and softmax over nothing, and the top element of one (found beyond OpInfo's first samples)."""
+    empty = torch.zeros(0, 3)
+    cases = [
+        lambda x: x.sum(0),
+        lambda x: x.sum((0, 1), keepdim=True),
+        lambda x: torch.linalg.vector_norm(x, dim=0),
+        lambda x: torch.linalg.vector_norm(x, 1.5),
+        lambda x: torch.softmax(x, 1),
+        lambda x: torch.log_softmax(x.view(3, 0), 0),
+    ]
+    for case in cases:
+        expected = case(empty)
+        actual = case(empty.to("npusim"))
+        assert actual.shape == expected.shape
+        torch.testing.assert_close(actual.cpu(), expected)
+    values, indices = torch.topk(torch.tensor(2.5).to("npusim"), 1)
+    assert values.dim() == 0 and values.item() == 2.5 and indices.item() == 0
