@@ -10,10 +10,14 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/sub.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -188,6 +192,31 @@ bool narrow_integers_on_device(const at::Tensor& source, const at::Tensor& desti
   return true;
 }
 
+// int16, which the ISA has no element type for, converted through int32: a value becomes int32 first (a float
+// truncated, as C's casts do) and then keeps its two low bytes (narrow_integers_on_device); an int16 becomes an int32
+// by copying its bytes into the low half of each (zeroed) int32 and extending the sign bit, then converts as int32.
+bool convert_through_int32_on_device(const at::Tensor& source, const at::Tensor& destination) {
+  const bool to_short =
+      destination.scalar_type() == at::kShort && element_type(source.scalar_type()) && !source.is_complex();
+  const bool from_short =
+      source.scalar_type() == at::kShort && element_type(destination.scalar_type()) && !destination.is_complex();
+  if ((!to_short && !from_short) || may_share_memory(source, destination)) return false;
+  const at::TensorOptions int32 = source.options().dtype(at::kInt);
+  if (to_short) {
+    at::Tensor wide = at::empty(source.sizes(), int32);
+    wide.copy_(source);
+    return narrow_integers_on_device(wide, destination);
+  }
+  at::Tensor wide = at::zeros(source.sizes(), int32);
+  std::vector<int64_t> strides = wide.strides().vec();
+  for (int64_t& stride : strides) stride *= 2;
+  at::Tensor low_halves = at::empty({0}, source.options()).set_(wide.storage(), 0, wide.sizes(), strides);
+  copy_on_device(source, low_halves);
+  wide = at::where(at::ge(wide, 32768), at::sub(wide, 65536), wide);  // the sign bit, extended
+  destination.copy_(wide);
+  return true;
+}
+
 // Conversions into or out of a complex dtype as copies of parts: a real source fills the real parts and zeros the
 // imaginary ones; a complex source gives its parts to a complex destination, and its real parts to a real one
 // (copy_from has warned that the imaginary parts are discarded). Each part's conversion is a copy of its own, native
@@ -239,7 +268,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   } else if (self.scalar_type() == dst.scalar_type()) {
     copy_on_device(self.expand_as(dst), dst);
   } else if (!convert_on_device(self.expand_as(dst), dst) && !narrow_integers_on_device(self.expand_as(dst), dst) &&
-             !convert_complex_parts_on_device(self.expand_as(dst), dst)) {
+             !convert_complex_parts_on_device(self.expand_as(dst), dst) &&
+             !convert_through_int32_on_device(self.expand_as(dst), dst)) {
     note_cpu_fallback("aten::_to_copy (dtype conversion)");
     copy_host_to_device(self.cpu(), dst);
   }

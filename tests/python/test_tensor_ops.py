@@ -339,6 +339,24 @@ def test_integer_narrowing_wraps_like_the_cpu_natively(device):
     assert torch.equal(grid.to(device).to(torch.int8).cpu(), grid.to(torch.int8))
 
 
+def test_int16_converts_to_and_from_other_dtypes_natively(device):
+    # int16 has no ISA element type: conversions go through int32 (narrowed to the low bytes, or sign-extended).
+    values = torch.tensor([[-32768, -300, -1, 0], [1, 127, 255, 32767]], dtype=torch.int16)
+    floats = torch.tensor([-32768.0, -300.7, -1.5, -0.2, 0.9, 127.2, 255.5, 32767.0])
+    with npusim.profile() as report:
+        widened = {target: values.to(device).to(target) for target in (torch.float32, torch.int32, torch.int64)}
+        narrowed = values.to(device).to(torch.int8)
+        transposed = values.t().to(device).to(torch.float32)
+        from_float = floats.to(device).to(torch.int16)
+        from_long = values.to(torch.int64).to(device).to(torch.int16)
+    assert report.fallbacks == {}
+    for target, result in widened.items():
+        assert result.dtype == target and torch.equal(result.cpu(), values.to(target)), target
+    assert torch.equal(narrowed.cpu(), values.to(torch.int8))
+    assert torch.equal(transposed.cpu(), values.t().to(torch.float32))
+    assert torch.equal(from_float.cpu(), floats.to(torch.int16)) and torch.equal(from_long.cpu(), values)
+
+
 def test_float_to_integer_conversion_saturates_as_the_isa_documents(device):
     x = torch.tensor([1e10, -1e10, 300.0, -300.0, float("nan"), float("inf")])
     assert x.to(device).to(torch.int32).cpu().tolist() == [2**31 - 1, -(2**31), 300, -300, 0, 2**31 - 1]
