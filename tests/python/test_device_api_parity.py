@@ -114,6 +114,7 @@ def test_a_stream_waits_for_another_devices_work():
         consumer.wait_stream(producer)  # another device's stream: ordered by the host
         with consumer:
             moved = product.to("npusim:1") + 1
+        consumer.synchronize()  # the add ran on the consumer stream; the copy to the host below runs on the default one
         torch.testing.assert_close(moved.cpu(), x @ x + 1, rtol=1e-4, atol=1e-4)
         """,
         NPUSIM_CONFIG="datacenter",
