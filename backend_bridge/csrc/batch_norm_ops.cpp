@@ -1,9 +1,8 @@
 // Native batch normalisation (nn.BatchNorm1d/2d/3d) forward and backward, training and eval, float32. Training runs
-// as one fused kernel each way when a channel's elements fit the scratchpad (batch_norm_fused.h); otherwise, and in
-// eval, it is composed from native kernels: per-channel statistics are row sums over the batch and spatial dimensions,
-// the normalisation and the running-statistics updates are broadcast elementwise kernels, the output's scale and shift
-// one pass (mul_add), the backward's x̂ one pass (sub_mul). Other dtypes take the CPU fallback (half precision widened
-// to float32 first).
+// as one fused kernel each way (batch_norm_fused.h); a channels-last input, and eval, are composed from native kernels:
+// per-channel statistics are row sums over the batch and spatial dimensions, the normalisation and the
+// running-statistics updates are broadcast elementwise kernels, the output's scale and shift one pass (mul_add), the
+// backward's x̂ one pass (sub_mul). Other dtypes take the CPU fallback (half precision widened to float32 first).
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
@@ -163,7 +162,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm_backward
   if (training && output_mask[0]) {
     const at::Tensor grad_input = at::empty(input.sizes(), input.options());
     const at::Tensor grad_weight = at::empty({input.size(1)}, input.options()), grad_bias = at::empty_like(grad_weight);
-    if (batch_norm_backward_in_one_kernel(grad_output, input, weight, save_mean, save_invstd, grad_input, grad_weight,
+    // An expanded gradient (of a loss's sum) is copied once rather than taking the composed path's many passes.
+    const at::Tensor dy = input.is_contiguous() ? grad_output.contiguous() : grad_output;
+    if (batch_norm_backward_in_one_kernel(dy, input, weight, save_mean, save_invstd, grad_input, grad_weight,
                                           grad_bias))
       return {grad_input, output_mask[1] ? grad_weight : at::Tensor(), output_mask[2] ? grad_bias : at::Tensor()};
   }

@@ -107,8 +107,12 @@ bool launch_binary(emitter::ElementwiseOp op, const at::Tensor& self, const at::
 
 // Runs a row kernel over `self` (and, for the backward ops, `forward`, of the same shape; both made contiguous on the
 // device first) into `out`, already of the result's shape. Returns false, having changed nothing, when the emitter
-// cannot express it (a row too long for the scratchpad).
+// cannot express it (the index of an extremum of a row too long for the scratchpad, for one).
 bool launch_row_op(emitter::RowOp op, const at::Tensor& self, at::Tensor& out, const at::Tensor& forward = {});
+// Whether a reduction of `rows_last`'s rows is better split into two launches, rows of `chunk` elements first (spread
+// over the cores) and then their results: a row kernel walks each row on one core, so a few long rows (a whole
+// tensor's sum) would leave the other cores idle.
+bool split_long_rows_across_cores(const at::Tensor& rows_last, int64_t chunk);
 
 // Counts and warns once per operator that runs on the CPU instead of the NPU (see cpu_fallback.cpp).
 void note_cpu_fallback(const std::string& operator_name);

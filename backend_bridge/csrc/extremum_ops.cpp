@@ -70,8 +70,12 @@ bool reduce_along(RowOp op, const at::Tensor& self, int64_t dim, bool keepdim, a
   const at::Tensor rows_last = self.movedim(dim, -1);
   at::Tensor result = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
   at::Tensor per_row = result.view(rows_last.sizes().slice(0, rows_last.dim() - 1));
+  // Values of long rows split across the cores, or of rows the row kernel cannot walk in chunks (types other than
+  // f32 and i32), are reduced in chunks by two launches.
   const bool values = op == RowOp::MaxF32 || op == RowOp::MinF32;
-  if (!launch_row_op(op, rows_last, per_row)) {
+  if (values && split_long_rows_across_cores(rows_last, kChunk)) {
+    per_row.copy_(extremum_in_chunks(op == RowOp::MaxF32, rows_last));
+  } else if (!launch_row_op(op, rows_last, per_row)) {
     if (!values || rows_last.size(-1) <= kChunk) return false;
     per_row.copy_(extremum_in_chunks(op == RowOp::MaxF32, rows_last));
   }

@@ -1,9 +1,8 @@
 // Native row kernels on float32 tensors: softmax and log_softmax over the last dimension, and their backward; sum and
 // mean over any dimensions (each moved last by a device copy when needed and summed as rows, one dimension at a
-// time, a row too long for the scratchpad in chunks; float16 and bfloat16 summed in float32; mean is the sum, then a
-// native division);
-// layer_norm's forward; mse_loss and its backward, composed from native kernels. Other dims, dtypes and cases take the
-// CPU fallback.
+// time, a long row walked in chunks by its kernel or, when there are fewer rows than cores, split across them; float16
+// and bfloat16 summed in float32; mean is the sum, then a native division); layer_norm's forward; mse_loss and its
+// backward, composed from native kernels. Other dims, dtypes and cases take the CPU fallback.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/native/Resize.h>
@@ -46,6 +45,11 @@ bool launch_row_op(RowOp op, const at::Tensor& self, at::Tensor& out, const at::
     return false;
   if (!result.is_same(out)) out.copy_(result);
   return true;
+}
+
+bool split_long_rows_across_cores(const at::Tensor& rows_last, int64_t chunk) {
+  const int64_t length = rows_last.dim() == 0 ? 1 : rows_last.size(-1);
+  return length > 2 * chunk && rows_last.numel() / length < runtime_device(rows_last).config().chip_cores;
 }
 
 namespace {
@@ -164,8 +168,8 @@ bool sums_natively(const at::Tensor& self, std::optional<at::ScalarType> dtype, 
          self.dim() > 0;
 }
 
-// A row too long for the scratchpad: the sums of its chunks of kSumChunk elements, summed in turn, plus the sum of
-// the shorter tail.
+// Rows split across the cores (split_long_rows_across_cores): the sums of their chunks of kSumChunk elements, summed
+// in turn, plus the sum of the shorter tail.
 constexpr int64_t kSumChunk = 4096;
 at::Tensor sum_in_chunks(const at::Tensor& rows_last) {
   const int64_t length = rows_last.size(-1), chunks = length / kSumChunk;
@@ -224,11 +228,12 @@ at::Tensor& npusim_sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims,
       at::native::resize_output(out, shape);
       at::Tensor rows_last = self.movedim(dim, -1);
       at::Tensor sums = out.view(rows_last.sizes().slice(0, rows_last.dim() - 1));
-      if (out.numel() == 0 || launch_row_op(RowOp::SumF32, rows_last, sums)) return out;
-      if (rows_last.size(-1) > kSumChunk) {
+      if (out.numel() == 0) return out;
+      if (split_long_rows_across_cores(rows_last, kSumChunk)) {
         sums.copy_(sum_in_chunks(rows_last));
         return out;
       }
+      if (launch_row_op(RowOp::SumF32, rows_last, sums)) return out;
     }
   }
   if ((!dtype || *dtype == at::kLong) && distinct && launch_integer_sum(self, reduced, keepdim, out)) return out;
@@ -286,16 +291,17 @@ at::Tensor npusim_mean(const at::Tensor& self, at::OptionalIntArrayRef dims, boo
 // A 0-dim CPU tensor, the form in which native kernels take a scalar operand.
 at::Tensor cpu_scalar(double value) { return at::scalar_tensor(value, at::TensorOptions().dtype(at::kFloat)); }
 
-// The sum of every element into a 0-dim tensor: one row, or its chunks when it does not fit the scratchpad.
+// The sum of every element into a 0-dim tensor: one row, or its chunks spread over the cores.
 bool sum_all(const at::Tensor& self, at::Tensor& out) {
   if (self.scalar_type() != at::kFloat || self.numel() == 0) return false;
   at::native::resize_output(out, {});
   at::Tensor one_row = self.contiguous().view({1, self.numel()});
   at::Tensor sums = out.view({1});
-  if (launch_row_op(RowOp::SumF32, one_row, sums)) return true;
-  if (self.numel() <= kSumChunk) return false;
-  sums.copy_(sum_in_chunks(one_row));
-  return true;
+  if (split_long_rows_across_cores(one_row, kSumChunk)) {
+    sums.copy_(sum_in_chunks(one_row));
+    return true;
+  }
+  return launch_row_op(RowOp::SumF32, one_row, sums);
 }
 
 // mse_loss from native pieces: the difference, its square, and (for sum and mean) the one-row sum.

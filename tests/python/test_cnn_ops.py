@@ -130,14 +130,13 @@ def test_transposed_convolution_in_half_precision_rounds_once(device):
         torch.testing.assert_close(out.cpu(), expected)
 
 
-# Channels of up to 100 elements train in one fused kernel each way; one of 2 x 300 x 300 floats (703 KiB) does not
-# fit the default chip's 256 KiB scratchpad, nor does a channels-last input walk as [C, N, S]: both are composed from
-# passes (the output's scale and shift one, mul_add, and the backward's x̂ one, sub_mul).
-@pytest.mark.parametrize(
-    "shape, one_kernel", [((4, 6, 5, 5), True), ((8, 3), True), ((2, 4, 7), True), ((2, 2, 300, 300), False)]
-)
+# Training is one fused kernel each way, whether a channel's elements fit the default chip's 256 KiB scratchpad or,
+# as 2 x 300 x 300 floats (703 KiB) do not, are walked in chunks (test_long_rows.py). A channels-last input does not
+# walk as [C, N, S]: it is composed from passes (the output's scale and shift one, mul_add, and the backward's x̂
+# one, sub_mul).
+@pytest.mark.parametrize("shape", [(4, 6, 5, 5), (8, 3), (2, 4, 7), (2, 2, 300, 300)])
 @pytest.mark.parametrize("affine", [True, False])
-def test_batch_norm_training_and_eval_run_natively_and_match_cpu(shape, one_kernel, affine, device):
+def test_batch_norm_training_and_eval_run_natively_and_match_cpu(shape, affine, device):
     module = (torch.nn.BatchNorm2d if len(shape) == 4 else torch.nn.BatchNorm1d)(shape[1], affine=affine)
     reference = (torch.nn.BatchNorm2d if len(shape) == 4 else torch.nn.BatchNorm1d)(shape[1], affine=affine)
     if affine:
@@ -154,16 +153,15 @@ def test_batch_norm_training_and_eval_run_natively_and_match_cpu(shape, one_kern
     reference(x_cpu).backward(grad)
     assert report.fallbacks == {}  # num_batches_tracked += 1 included: an int64 add kernel
     kernels = [r.name for r in report.kernels]
-    if one_kernel:
-        assert sorted(kernels) == ["add_i64", "batch_norm_backward_f32", "batch_norm_f32"], kernels
-    else:
-        assert ("mul_add_f32" in kernels) == affine and "sub_mul_f32" in kernels, kernels
+    assert sorted(kernels) == ["add_i64", "batch_norm_backward_f32", "batch_norm_f32"], kernels
     torch.testing.assert_close(x_device.grad.cpu(), x_cpu.grad, **TOLERANCE)
     for name, value in reference.state_dict().items():
         torch.testing.assert_close(module.state_dict()[name].cpu(), value, **TOLERANCE)
     if affine:
-        torch.testing.assert_close(module.weight.grad.cpu(), reference.weight.grad, **TOLERANCE)
-        torch.testing.assert_close(module.bias.grad.cpu(), reference.bias.grad, **TOLERANCE)
+        # A channel's gradient sums 180000 products on the large shape, in another order than the CPU's: within 1e-4.
+        sums = TOLERANCE if x.numel() // shape[1] < 10000 else {"rtol": 1e-4, "atol": 1e-4}
+        torch.testing.assert_close(module.weight.grad.cpu(), reference.weight.grad, **sums)
+        torch.testing.assert_close(module.bias.grad.cpu(), reference.bias.grad, **sums)
     module.eval()
     reference.eval()
     with npusim.profile() as report:

@@ -9,8 +9,8 @@
 // Layout (fused_layout.h): the outer dimensions are ordered by the first store's strides and, like the reduced ones,
 // collapsed over every access. A tile is a chunk of one outer dimension, times whole blocks of the small outer
 // dimensions inside it, times the whole reduced space, so every access of a tile is one DMA of at most four
-// dimensions. A choice the header leaves open: a per-row value stored to a view that varies along the row is broadcast
-// over it.
+// dimensions; when not one row fits the scratchpad, the rows are walked in chunks instead (fused_looped.h). A choice
+// the header leaves open: a per-row value stored to a view that varies along the row is broadcast over it.
 //
 // Segments (a multi-tensor kernel): each segment is cut into tiles of at most the tile's rows, and a table in the
 // kernel's .data lists every tile of every segment (its first element, its count and where its arguments start); core
@@ -30,6 +30,7 @@
 
 #include "fused_gemm.h"
 #include "fused_layout.h"
+#include "fused_looped.h"
 #include "fused_plan.h"
 #include "fused_spec.h"
 
@@ -169,7 +170,7 @@ class FusedEmitter {
     sets_ = rows >= 1 && !prefetched_.empty() && computes ? 2 : 1;
     if (sets_ == 1) rows = most_rows(usable - arguments);
     if (rows < 1)
-      throw Unsupported(
+      throw fused::RowTooLong(
           fmt::format("fused kernel {}: a row of {} elements does not fit the {}-byte scratchpad with "
                       "its {} tiles",
                       spec_.name, layout_.row_length, config_.scratchpad_bytes(), slots_.size()));
@@ -746,7 +747,11 @@ Kernel emit_fused(const FusedSpec& spec, const config::ChipConfig& config) {
       throw Unsupported(fmt::format("fused kernel {}: an Argument in a GEMM template's epilogue", name));
     return emit_fused_gemm(spec, config, name);
   }
-  return FusedEmitter(spec, config, name).build();
+  try {
+    return FusedEmitter(spec, config, name).build();
+  } catch (const fused::RowTooLong&) {
+    return fused::emit_looped_rows(spec, config, name);
+  }
 }
 
 }  // namespace npusim::emitter

@@ -107,9 +107,11 @@ int64_t additive_identity(ElementType type) {
 
 }  // namespace
 
-Plan::Plan(const FusedSpec& spec, int64_t row_length, const std::vector<char>& store_varies_along_rows)
+Plan::Plan(const FusedSpec& spec, int64_t row_length, const std::vector<char>& store_varies_along_rows,
+           bool looped_rows)
     : spec_(spec),
       row_length_(row_length),
+      looped_rows_(looped_rows),
       per_row_(per_row_flags(spec)),
       same_every_row_(same_in_every_row()),
       uniform_(uniform_values()),
@@ -231,11 +233,13 @@ void Plan::dma(int access, Ref slot, Shape shape, Ref index) {
   steps_.push_back(s);
 }
 
-Ref Plan::allocate(Shape shape, ElementType type) {
+Ref Plan::allocate(Shape shape, ElementType type, bool kept) {
   size_t k = 0;
-  while (k < slots_.size() && (slots_[k].busy || slots_[k].shape != shape)) ++k;
+  while (!kept && k < slots_.size() && (slots_[k].busy || slots_[k].shape != shape)) ++k;
+  if (kept) k = slots_.size();  // a slot no earlier value used either: a looped pass may still compute those
   if (k == slots_.size()) slots_.push_back({shape});
   slots_[k].busy = true;
+  slots_[k].kept = kept;
   slots_[k].element_bytes = std::max<int64_t>(slots_[k].element_bytes, isa::element_bytes(type));
   return {Ref::Kind::Slot, static_cast<int>(k)};
 }
@@ -244,7 +248,7 @@ Ref Plan::temporary(Shape shape, ElementType type) {
   return temporaries_.back();
 }
 void Plan::release(Ref ref) {
-  if (ref.kind == Ref::Kind::Slot) slots_[ref.index].busy = false;
+  if (ref.kind == Ref::Kind::Slot && !slots_[ref.index].kept) slots_[ref.index].busy = false;
 }
 
 // Fills `destination` with a constant node's value.
@@ -335,7 +339,9 @@ void Plan::plan() {
     }
   for (node_ = 0; node_ < count; ++node_) {
     if (!live[node_]) continue;
+    const size_t first_step = steps_.size();
     plan_node(node_);
+    for (size_t k = first_step; k < steps_.size(); ++k) steps_[k].node = node_;
     for (Ref ref : temporaries_) release(ref);
     temporaries_.clear();
     const FusedNode& node = spec_.nodes[node_];
@@ -444,6 +450,10 @@ void Plan::plan_node(int i) {
     plan_multiply_add(i);
   } else if (is_reduction(node.op)) {
     const Ref input = tile(node.a, row_length_ > 1 ? Shape::Full : Shape::Row);
+    if (looped_rows_) {
+      plan_looped_reduction(i, input);
+      return;
+    }
     values_[i] = allocate(Shape::Row, type);
     // An index's instruction has the type of the row it searches.
     vector(vector_opcode(node.op), instruction_type(node.op, type_of(node.a)), values_[i], input, {}, Shape::Row);
@@ -517,6 +527,34 @@ void Plan::plan_binary(int i) {
 }  // namespace npusim::emitter::fused
 
 namespace npusim::emitter::fused {
+
+// A reduction over a chunk of a looped row, into a temporary that the row's carry then combines: a sum adds, an
+// extremum keeps the larger or smaller (NaN-propagating, as the reductions are). The carry starts each row as the
+// identity: -0 for float sums (so that a row of -0 sums to -0), 0 for integer ones, the infinities for float extrema,
+// the extreme i32 values for i32 ones; other types' extrema, and the indices of extrema, are refused.
+void Plan::plan_looped_reduction(int i, Ref input) {
+  const FusedNode& node = spec_.nodes[i];
+  const ElementType type = node.type;
+  const Ref partial = temporary(Shape::Row, type);
+  vector(vector_opcode(node.op), instruction_type(node.op, type_of(node.a)), partial, input, {}, Shape::Row);
+  Carry carry{.node = i, .slot = allocate(Shape::Row, type, /*kept=*/true), .type = type};
+  const bool sum = node.op == Op::ReduceSum, maximum = node.op == Op::ReduceMax;
+  if (sum && type != ElementType::Bool) {
+    carry.identity = additive_identity(type);
+  } else if ((maximum || node.op == Op::ReduceMin) && type == ElementType::F32) {
+    carry.combine = maximum ? Opcode::Vmax : Opcode::Vmin;
+    carry.identity = static_cast<int32_t>(std::bit_cast<uint32_t>(maximum ? -INFINITY : INFINITY));
+  } else if ((maximum || node.op == Op::ReduceMin) && type == ElementType::I32) {
+    carry.combine = maximum ? Opcode::Vmax : Opcode::Vmin;
+    carry.identity = maximum ? INT32_MIN : INT32_MAX;
+  } else {
+    unsupported(fmt::format("a row too long for the scratchpad is reduced in chunks, which {} of {} cannot be",
+                            op_name(node.op), isa::type_name(type)));
+  }
+  values_[i] = carry.slot;
+  vector(carry.combine, type, carry.slot, carry.slot, partial, Shape::Row);
+  carries_.push_back(carry);
+}
 
 // a * b + c: c goes into the result's slot first (filled or broadcast when it is a scalar or per-row), and vfma
 // accumulates a * b into it. a and b commute: a scalar or per-row one becomes the second source.

@@ -45,12 +45,24 @@ struct Step {
   Ref index;              // an indexed DMA's (dma.ldx, dma.stxadd) i64 element indices
   int argument = -1;      // the entry of the argument block
   int random = -1;        // a Random node
+  int node = -1;          // the node whose value the step computes (-1: the arguments' loads, once per tile)
 };
 
 struct Slot {
   Shape shape = Shape::Row;
   int64_t element_bytes = 1;
   bool busy = false;
+  bool kept = false;  // a looped row's reduction result: never reused
+};
+
+// A reduction over looped rows (see Plan's `looped_rows`): its result's slot, which starts each row as the
+// combination's identity and takes each chunk's partial result by `combine` (vadd, vmax, vmin).
+struct Carry {
+  int node = -1;
+  Ref slot;
+  isa::ElementType type = isa::ElementType::F32;
+  isa::Opcode combine = isa::Opcode::Vadd;
+  int64_t identity = 0;  // vfill's immediate
 };
 
 inline constexpr int64_t kScalarBytes = 8;  // a slot of the scalar tile holds any element type
@@ -61,10 +73,17 @@ class Plan {
   // store_varies_along_rows[k] says whether store k writes different elements along a row. A Product node's value is
   // Ref::Kind::Product (rounded by vcvt into a slot when of f16/bf16). Throws Unsupported naming the node for an
   // operation the vector engine lacks.
-  Plan(const FusedSpec& spec, int64_t row_length, const std::vector<char>& store_varies_along_rows);
+  //
+  // With `looped_rows`, a tile is one row walked in chunks of at most `row_length` elements (fused_looped.h): each
+  // reduction's value is a Carry (a slot of its own, never reused), its step reduces the chunk into a temporary that
+  // the carry then combines, and no value is a Pattern (a chunk is one row). Every step names its node, so that the
+  // walker can run each pass over the row with the steps its values need.
+  Plan(const FusedSpec& spec, int64_t row_length, const std::vector<char>& store_varies_along_rows,
+       bool looped_rows = false);
 
   const std::vector<Step>& steps() const { return steps_; }
   const std::vector<Slot>& slots() const { return slots_; }
+  const std::vector<Carry>& carries() const { return carries_; }
   bool has_scalars() const { return !scalars_.empty(); }
   // The argument tile: one kScalarBytes slot per Argument node, loaded by the plan's first steps on every tile.
   bool has_arguments() const { return arguments_ > 0; }
@@ -84,7 +103,7 @@ class Plan {
   Shape shape_of(int node) const {
     if (uniform_[node] && !scalar_node(node)) return Shape::One;
     if (row_length_ == 1 || per_row_[node]) return Shape::Row;
-    return same_every_row_[node] ? Shape::Pattern : Shape::Full;
+    return same_every_row_[node] && !looped_rows_ ? Shape::Pattern : Shape::Full;
   }
   isa::ElementType type_of(int node) const { return spec_.nodes[node].type; }
   int64_t per_row_broadcast() const { return 3 + (row_length_ << 2); }
@@ -107,7 +126,7 @@ class Plan {
               int64_t immediate = 0);
   void convert(isa::ElementType to, isa::ElementType from, Ref destination, Ref source, Shape shape);
   void dma(int access, Ref slot, Shape shape, Ref index = {});
-  Ref allocate(Shape shape, isa::ElementType type);
+  Ref allocate(Shape shape, isa::ElementType type, bool kept = false);
   Ref temporary(Shape shape, isa::ElementType type);
   void release(Ref ref);
   void fill(Ref destination, Shape shape, int node);
@@ -119,9 +138,11 @@ class Plan {
   void plan_node(int i);
   void plan_binary(int i);
   void plan_multiply_add(int i);
+  void plan_looped_reduction(int i, Ref input);
 
   const FusedSpec& spec_;
   int64_t row_length_;
+  bool looped_rows_;
   std::vector<char> per_row_, same_every_row_, uniform_, store_varies_along_rows_;
   int node_ = 0;  // the node being planned, for errors
   std::vector<Step> steps_;
@@ -132,6 +153,7 @@ class Plan {
   int64_t arguments_ = 0;
   std::vector<std::pair<isa::ElementType, double>> scalars_;  // the scalar tile's constants
   std::optional<int> not_one_;                                // the u8 1 that Not xors with
+  std::vector<Carry> carries_;
 };
 
 // Emits a vector step (not a DMA) over `count` elements (a reduction: rows x cols); point(reg, ref) loads the address

@@ -147,14 +147,13 @@ void layer_norm(RowGraph& g, const RowSpec& spec) {
   g.store_per_row(rstd, 5);
 }
 
-// Arguments: 0 dx, 1 dy, 2 x, 3 the weight, 4 the means, 5 the 1/stds, 6 x̂. In the order of the composition this
+// Arguments: 0 dx, 1 dy, 2 x, 3 the weight, 4 the means, 5 the 1/stds. In the order of the composition this
 // kernel replaced, so that every rounding is the same: 1/cols as a double rounded to float, as its scalar multiply
 // took it.
 void layer_norm_backward(RowGraph& g, const RowSpec& spec) {
   const auto inverse = static_cast<float>(1.0 / static_cast<double>(spec.cols));
   const int dy = g.full(1), x = g.full(2), mean = g.per_row(4), rstd = g.per_row(5);
   const int normalized = g.op(Op::Mul, g.op(Op::Sub, x, mean), rstd);
-  if (spec.store_normalized) g.store_full(normalized, 6);
   const int scaled = spec.weight ? g.op(Op::Mul, dy, g.shared_row(3)) : dy;
   const int a = g.row_mean(scaled, inverse);
   const int b = g.row_mean(g.op(Op::Mul, scaled, normalized), inverse);
@@ -165,7 +164,7 @@ void layer_norm_backward(RowGraph& g, const RowSpec& spec) {
 int argument_count(RowOp op) {
   switch (op) {
     case RowOp::LayerNormF32: return 6;
-    case RowOp::LayerNormBackwardF32: return 7;
+    case RowOp::LayerNormBackwardF32: return 6;
     case RowOp::SoftmaxBackwardF32:
     case RowOp::LogSoftmaxBackwardF32: return 3;
     default: return 2;

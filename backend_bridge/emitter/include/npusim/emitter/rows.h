@@ -27,7 +27,7 @@ enum class RowOp {
   ArgMinF32,
   // layer_norm's input gradient in one pass, from dy, x and the forward's per-row mean and 1/std (and the weight):
   // x̂ = (x - mean) rstd, g = dy weight; dx = ((g - rowsum(g) / cols) - x̂ rowsum(g x̂) / cols) rstd, in the order the
-  // composition it replaces computed it. With `weight`, x̂ is stored too, for the weight's gradient.
+  // composition it replaces computed it.
   LayerNormBackwardF32,
 };
 
@@ -37,7 +37,6 @@ struct RowSpec {
   // Layer normalisation only: y = (x - mean) / sqrt(var + eps) [* weight] [+ bias], var biased.
   bool weight = false, bias = false;
   float eps = 0.0f;
-  bool store_normalized = false;  // layer_norm's backward: x̂ to the argument block's seventh address
   // The rows' type: max, min and their indices take any numeric type (u8 for bools), every other op f32. The
   // results are of the rows' type, the indices int64.
   isa::ElementType type = isa::ElementType::F32;
@@ -45,8 +44,8 @@ struct RowSpec {
 
 // The argument block is the output's and the input's addresses (for the backward ops: the gradient's, then the
 // forward output's); layer normalisation adds the weight's, the bias's (each 0 when absent), the means' and the
-// 1/std's; layer_norm's backward is dx, dy, x, the weight (0 when absent), the means, the 1/stds and x̂. Throws
-// Unsupported when a row does not fit the scratchpad.
+// 1/std's; layer_norm's backward is dx, dy, x, the weight (0 when absent), the means, the 1/stds and x̂. A row too
+// long for the scratchpad is walked in chunks (fused_looped.h); the index of an extremum over one throws Unsupported.
 Kernel emit_rows(const RowSpec& spec, const config::ChipConfig& config);
 
 }  // namespace npusim::emitter

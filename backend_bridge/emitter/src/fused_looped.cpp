@@ -1,0 +1,418 @@
+// The looped-row kernel (fused_looped.h). The cores take rows c, c + n, ...; a row's reduced space is cut as the
+// tiled kernel cuts its outer space: the innermost reduced dimensions whole (a block) while they fit, then chunks of
+// the next one, the dimensions outside it walked by counters. Each access of a chunk is then one DMA of at most four
+// dimensions. One set of slots: the DMA engine and the vector engine take turns (the builder orders them).
+#include "fused_looped.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <optional>
+
+#include "fused_layout.h"
+#include "fused_plan.h"
+#include "fused_spec.h"
+
+namespace npusim::emitter::fused {
+namespace {
+
+using isa::Opcode;
+
+constexpr int kPointerRegisters = 4;  // arguments whose addresses stay in registers; the others are loaded per use
+
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+class LoopedRowEmitter {
+ public:
+  LoopedRowEmitter(const FusedSpec& spec, const config::ChipConfig& config, const std::string& name)
+      : spec_(spec), config_(config), layout_(collapse(spec)), b_(name, config) {
+    refuse_what_cannot_be_looped();
+    for (const FusedAccess& access : spec.loads) accesses_.push_back(&access);
+    for (const FusedAccess& access : spec.stores) accesses_.push_back(&access);
+    for (size_t k = 0; k < spec.stores.size(); ++k)
+      store_varies_.push_back(layout_.varies_along_rows(static_cast<int>(spec.loads.size() + k)));
+    choose_chunks();
+    assign_passes();
+  }
+
+  Kernel build() {
+    describe();
+    for (size_t k = 0; k < plan_->slots().size(); ++k)
+      slot_tiles_.push_back(
+          b_.tile(Space::Scratchpad, plan_->slot_bytes(plan_->slots()[k], 1), fmt::format("slot {}", k)));
+    if (plan_->has_scalars()) scalar_tile_ = b_.tile(Space::Scratchpad, plan_->scalar_tile_bytes(), "constants");
+    if (plan_->has_arguments()) argument_tile_ = b_.tile(Space::Scratchpad, plan_->argument_tile_bytes(), "arguments");
+    allocate_registers();
+    b_.li(one_, 1);
+    if (plan_->has_scalars()) plan_->fill_scalars(b_, *scalar_tile_, one_, first_, second_);
+
+    const Label next_row = b_.label(), done = b_.label();
+    b_.Csrr(row_, isa::Csr::CoreId);
+    b_.li(scratch_, rows_);
+    b_.Bgeu(row_, scratch_, done);
+    b_.bind(next_row);
+    emit_row_position();
+    emit_steps(prologue_);
+    for (size_t pass = 0; pass < passes_.size(); ++pass) {
+      for (const Carry& carry : plan_->carries())
+        if (depth_[carry.node] == static_cast<int>(pass)) {
+          b_.point(destination_, slot_tiles_[carry.slot.index]);
+          b_.Vfill(carry.type, destination_, one_, carry.identity);
+        }
+      emit_chunk_loop(passes_[pass]);
+    }
+    if (!full_stores_.empty()) emit_chunk_loop(full_stores_);
+    emit_steps(row_stores_);
+    b_.add_constant(row_, cores_);
+    b_.li(scratch_, rows_);
+    b_.Bltu(row_, scratch_, next_row);
+    b_.bind(done);
+    b_.Halt();
+    return b_.finish(cores_);
+  }
+
+ private:
+  void refuse_what_cannot_be_looped() const {
+    const auto refuse = [&](const std::string& what) {
+      throw Unsupported(
+          fmt::format("fused kernel {}: a row of {} elements does not fit the {}-byte scratchpad, and "
+                      "rows walked in chunks cannot have {}",
+                      spec_.name, layout_.row_length, config_.scratchpad_bytes(), what));
+    };
+    if (!spec_.segments.empty()) refuse("segments");
+    if (layout_.positions >= 0) refuse("random numbers");
+    for (const FusedNode& node : spec_.nodes)
+      if (node.op == FusedOpcode::Gather || node.op == FusedOpcode::ScatterAdd || node.op == FusedOpcode::CheckIndex)
+        refuse(fmt::format("indexed accesses ({})", op_name(node.op)));
+    if (layout_.outer.size() > static_cast<size_t>(kMaxLoopDims))
+      refuse(fmt::format("{} outer dimensions", layout_.outer.size()));
+  }
+
+  // A plan for the whole row tells which slots the program needs; a chunk is then as many elements as they leave
+  // room for. The block is the innermost reduced dimensions that fit whole, the chunk a run of the next one.
+  void choose_chunks() {
+    const Plan whole(spec_, layout_.row_length, store_varies_, /*looped_rows=*/true);
+    int64_t usable = static_cast<int64_t>(config_.scratchpad_bytes()) -
+                     (whole.has_scalars() ? round_up(whole.scalar_tile_bytes(), 64) : 0) -
+                     (whole.has_arguments() ? round_up(whole.argument_tile_bytes(), 64) : 0);
+    int64_t bytes_per_element = 0;
+    for (const Slot& slot : whole.slots()) {
+      usable -= 64;  // each slot's rounding to 64 bytes, at most
+      if (slot.shape == Shape::Full) {
+        bytes_per_element += slot.element_bytes;
+      } else {
+        usable -= whole.slot_bytes(slot, 1);
+      }
+    }
+    const int64_t capacity = bytes_per_element > 0 ? usable / bytes_per_element : 0;
+    if (capacity < 1)
+      throw Unsupported(fmt::format("fused kernel {}: its {} slots do not fit the {}-byte scratchpad", spec_.name,
+                                    whole.slots().size(), config_.scratchpad_bytes()));
+    const std::vector<int64_t>& reduced = layout_.reduced;
+    chunk_dim_ = static_cast<int>(reduced.size()) - 1;
+    block_ = 1;
+    while (chunk_dim_ > 0 && block_ * reduced[chunk_dim_] <= capacity) block_ *= reduced[chunk_dim_--];
+    chunk_ = std::min(reduced[chunk_dim_], capacity / block_);
+    if (chunk_ < 1)
+      throw Unsupported(
+          fmt::format("fused kernel {}: a block of {} elements does not fit the scratchpad", spec_.name, block_));
+    if (chunk_ < reduced[chunk_dim_] && chunk_ >= 128) chunk_ = chunk_ / 64 * 64;
+    plan_.emplace(spec_, chunk_ * block_, store_varies_, /*looped_rows=*/true);
+    rows_ = 1;
+    for (const int64_t size : layout_.outer) rows_ *= size;
+    cores_ = std::clamp<int64_t>(rows_, 1, config_.chip_cores);
+  }
+
+  // Each reduction's depth: how many reductions its operand waits for (a layer norm's mean 0, its variance 1). Pass
+  // p computes the reductions of depth p from what they read, the carried reductions excepted; then the stores.
+  void assign_passes() {
+    const auto count = static_cast<int>(spec_.nodes.size());
+    std::vector<int> level(count, 0);  // reductions below the value
+    depth_.assign(count, -1);
+    for (int i = 0; i < count; ++i) {
+      const FusedNode& node = spec_.nodes[i];
+      const int operands[] = {node.a, node.b, node.c};
+      for (int k = 0; k < operand_count(node.op); ++k) level[i] = std::max(level[i], level[operands[k]]);
+      if (is_reduction(node.op)) depth_[i] = level[i]++;
+    }
+    const int deepest = *std::max_element(depth_.begin(), depth_.end());
+    std::vector<std::vector<char>> in_pass(deepest + 1);
+    for (int pass = 0; pass <= deepest; ++pass) {
+      std::vector<int> roots;
+      for (int i = 0; i < count; ++i)
+        if (depth_[i] == pass) roots.push_back(i);
+      in_pass[pass] = what_computes(roots);
+    }
+    std::vector<int> full, per_row;
+    for (int i = 0; i < count; ++i)
+      if (spec_.nodes[i].op == FusedOpcode::Store) (store_varies_[spec_.nodes[i].access] ? full : per_row).push_back(i);
+    const std::vector<char> in_full = what_computes(full), in_per_row = what_computes(per_row);
+    passes_.resize(deepest + 1);
+    for (size_t k = 0; k < plan_->steps().size(); ++k) {
+      const int node = plan_->steps()[k].node;
+      if (node < 0) {
+        prologue_.push_back(k);
+        continue;
+      }
+      for (int pass = 0; pass <= deepest; ++pass)
+        if (in_pass[pass][node]) passes_[pass].push_back(k);
+      if (in_full[node]) full_stores_.push_back(k);
+      if (in_per_row[node]) row_stores_.push_back(k);
+    }
+  }
+
+  // The roots and what they read, down to (not into) the reductions they read, which are carried.
+  std::vector<char> what_computes(const std::vector<int>& roots) const {
+    std::vector<char> marked(spec_.nodes.size(), 0);
+    std::vector<int> pending;
+    for (const int root : roots) {
+      marked[root] = 1;
+      pending.push_back(root);
+    }
+    while (!pending.empty()) {
+      const FusedNode& node = spec_.nodes[pending.back()];
+      pending.pop_back();
+      const int operands[] = {node.a, node.b, node.c};
+      for (int k = 0; k < operand_count(node.op); ++k)
+        if (!marked[operands[k]] && !is_reduction(spec_.nodes[operands[k]].op)) {
+          marked[operands[k]] = 1;
+          pending.push_back(operands[k]);
+        }
+    }
+    return marked;
+  }
+
+  void describe() {
+    b_.describe(fmt::format("{}: sizes [{}], {} reduced; collapsed outer [{}], reduced [{}]", spec_.name,
+                            fmt::join(spec_.sizes, ", "), spec_.reduced_dims, fmt::join(layout_.outer, ", "),
+                            fmt::join(layout_.reduced, ", ")));
+    b_.describe(
+        fmt::format("looped rows: {} rows on {} cores; chunks of {} of reduced dimension {} x {}; {} "
+                    "reduction passes, {} slots",
+                    rows_, cores_, chunk_, chunk_dim_, block_, passes_.size(), plan_->slots().size()));
+  }
+
+  void allocate_registers() {
+    row_ = b_.reg("row");
+    one_ = b_.reg("one");
+    for (size_t d = 0; d < layout_.outer.size(); ++d) outer_index_.push_back(b_.reg(fmt::format("outer index {}", d)));
+    for (int d = 0; d < chunk_dim_; ++d) reduced_index_.push_back(b_.reg(fmt::format("reduced index {}", d)));
+    chunk_start_ = b_.reg("chunk start");
+    chunk_count_ = b_.reg("chunk count");
+    cols_ = b_.reg("chunk elements");
+    destination_ = b_.reg("destination");
+    first_ = b_.reg("first source");
+    second_ = b_.reg("second source");
+    address_ = b_.reg("DRAM address");
+    scratch_ = b_.reg("scratch");
+    count_ = b_.reg("DMA count");
+    stride_ = b_.reg("DMA stride");
+    for (const FusedAccess* access : accesses_)
+      if (!pointers_.contains(access->argument) && static_cast<int>(pointers_.size()) < kPointerRegisters) {
+        Reg pointer = b_.reg(fmt::format("argument {}", access->argument));
+        b_.Ld(pointer, kArgumentBlock, 8 * access->argument);
+        pointers_.emplace(access->argument, std::move(pointer));
+      }
+  }
+
+  // The row's index in each outer dimension.
+  void emit_row_position() {
+    b_.move(address_, row_);
+    for (int d = static_cast<int>(layout_.outer.size()) - 1; d >= 0; --d) {
+      if (d == 0) {
+        b_.move(outer_index_[0], address_);
+        break;
+      }
+      b_.li(scratch_, layout_.outer[d]);
+      b_.Remu(outer_index_[d], address_, scratch_);
+      b_.Divu(address_, address_, scratch_);
+    }
+  }
+
+  // The steps over every chunk of the row: the counters from zero, the chunk's count (the last one may be short),
+  // the steps, then the next chunk, the next index of the dimensions outside the chunk's, ...
+  void emit_chunk_loop(const std::vector<size_t>& steps) {
+    const int64_t size = layout_.reduced[chunk_dim_];
+    for (const Reg& index : reduced_index_) b_.move(index, kZero);
+    b_.move(chunk_start_, kZero);
+    const Label chunk = b_.label();
+    b_.bind(chunk);
+    if (size % chunk_ == 0) {
+      b_.li(chunk_count_, chunk_);
+    } else {  // min(chunk, size - chunk start)
+      const Label sized = b_.label();
+      b_.li(chunk_count_, size);
+      b_.Sub(chunk_count_, chunk_count_, chunk_start_);
+      b_.li(scratch_, chunk_);
+      b_.Bltu(chunk_count_, scratch_, sized);
+      b_.move(chunk_count_, scratch_);
+      b_.bind(sized);
+    }
+    b_.move(cols_, chunk_count_);
+    b_.mul_constant(cols_, block_);
+    emit_steps(steps);
+    b_.add_constant(chunk_start_, chunk_);
+    b_.li(scratch_, size);
+    b_.Bltu(chunk_start_, scratch_, chunk);
+    b_.move(chunk_start_, kZero);
+    for (int d = chunk_dim_ - 1; d >= 0; --d) {
+      b_.Addi(reduced_index_[d], reduced_index_[d], 1);
+      b_.li(scratch_, layout_.reduced[d]);
+      b_.Bltu(reduced_index_[d], scratch_, chunk);
+      b_.move(reduced_index_[d], kZero);
+    }
+  }
+
+  void emit_steps(const std::vector<size_t>& steps) {
+    for (const size_t k : steps) emit(plan_->steps()[k]);
+  }
+
+  R point(Reg& reg, Ref ref) {
+    if (ref.kind == Ref::Kind::Slot) b_.point(reg, slot_tiles_[ref.index]);
+    if (ref.kind == Ref::Kind::Scalar) b_.point(reg, *scalar_tile_, kScalarBytes * ref.index);
+    if (ref.kind == Ref::Kind::Argument) b_.point(reg, *argument_tile_, kScalarBytes * ref.index);
+    return reg;
+  }
+  R count_of(Shape shape) const { return shape == Shape::Full ? R(cols_) : R(one_); }
+
+  void emit(const Step& s) {
+    if (s.access >= 0) {
+      emit_dma(s);
+    } else if (s.argument >= 0) {
+      emit_argument_load(s);
+    } else {
+      emit_vector_step(b_, s, count_of(s.shape), one_, cols_, destination_, first_, second_,
+                       [&](Reg& reg, Ref ref) { return point(reg, ref); });
+    }
+  }
+
+  // An Argument's value: one element (or n whole entries) into the argument tile, or repeated (stride 0) over a slot.
+  void emit_argument_load(const Step& s) {
+    b_.move(address_, kArgumentBlock);
+    b_.add_constant(address_, 8 * int64_t{s.argument});
+    const R spad = point(first_, s.first);
+    const auto bytes = static_cast<int64_t>(isa::element_bytes(s.type));
+    static constexpr Opcode loads[] = {Opcode::DmaLoad8, Opcode::DmaLoad16, Opcode::DmaLoad32, Opcode::DmaLoad64};
+    const Opcode load = loads[std::countr_zero(static_cast<unsigned>(bytes))];
+    if (s.first.kind == Ref::Kind::Slot) {
+      b_.emit(load, {spad, address_, count_of(s.shape), 0});
+      return;
+    }
+    b_.li(count_, std::max<int64_t>(1, s.immediate));
+    b_.emit(load, {spad, address_, count_, bytes});
+  }
+
+  void add_index(R to, R index, int64_t stride) {
+    if (stride == 0) return;
+    b_.li(scratch_, stride);
+    b_.Mul(scratch_, scratch_, index);
+    b_.Add(to, to, scratch_);
+  }
+
+  struct Dim {
+    int64_t count, stride;  // count 0: the chunk's, in chunk_count_
+  };
+  // A full step's dimensions in access a, innermost first: the block's, then the chunk's; neighbours contiguous in
+  // the access merge.
+  std::vector<Dim> chunk_dims(int a) const {
+    std::vector<Dim> dims;
+    for (int d = static_cast<int>(layout_.reduced.size()) - 1; d > chunk_dim_; --d) {
+      const int64_t count = layout_.reduced[d], stride = layout_.reduced_strides[a][d];
+      if (!dims.empty() && stride == dims.back().count * dims.back().stride) {
+        dims.back().count *= count;
+      } else {
+        dims.push_back({count, stride});
+      }
+    }
+    const int64_t stride = layout_.reduced_strides[a][chunk_dim_];
+    if (dims.size() == 1 && stride == dims[0].count * dims[0].stride) return {{0, dims[0].stride}};  // one run
+    dims.push_back({0, stride});
+    return dims;
+  }
+
+  // One access of the chunk (a full step) or of the row's one element (a per-row step).
+  void emit_dma(const Step& s) {
+    const FusedAccess& access = *accesses_[s.access];
+    const bool load = s.access < static_cast<int>(spec_.loads.size());
+    const auto bytes = static_cast<int64_t>(isa::element_bytes(access.type));
+    if (const auto pointer = pointers_.find(access.argument); pointer != pointers_.end()) {
+      b_.move(address_, pointer->second);
+    } else {
+      b_.Ld(address_, kArgumentBlock, 8 * access.argument);
+    }
+    b_.add_constant(address_, access.offset * bytes);
+    for (size_t d = 0; d < layout_.outer.size(); ++d)
+      add_index(address_, outer_index_[d], layout_.outer_strides[s.access][d]);
+    const R spad = point(first_, s.first);
+    const int size = std::countr_zero(static_cast<unsigned>(bytes));
+    using enum Opcode;
+    static constexpr Opcode loads[] = {DmaLoad8, DmaLoad16, DmaLoad32, DmaLoad64};
+    static constexpr Opcode stores[] = {DmaStore8, DmaStore16, DmaStore32, DmaStore64};
+    if (s.shape != Shape::Full) {  // one element
+      if (load) {
+        b_.emit(loads[size], {spad, address_, one_, 0});
+      } else {
+        b_.emit(stores[size], {address_, spad, one_, 0});
+      }
+      return;
+    }
+    for (int d = 0; d < chunk_dim_; ++d) add_index(address_, reduced_index_[d], layout_.reduced_strides[s.access][d]);
+    add_index(address_, chunk_start_, layout_.reduced_strides[s.access][chunk_dim_]);
+    const std::vector<Dim> dims = chunk_dims(s.access);
+    if (dims.size() == 1) {
+      if (load) {
+        b_.emit(loads[size], {spad, address_, cols_, dims[0].stride});
+      } else {
+        b_.emit(stores[size], {address_, spad, cols_, dims[0].stride});
+      }
+      return;
+    }
+    if (dims.size() > kDmaDims) throw std::logic_error("a looped chunk of more than four DMA dimensions");
+    for (int d = 1; d < kDmaDims; ++d) {
+      const Dim dim = d < static_cast<int>(dims.size()) ? dims[d] : Dim{1, 0};
+      if (dim.count != 0) b_.li(count_, dim.count);
+      b_.li(stride_, dim.stride);
+      b_.DmaDim(d, dim.count == 0 ? R(chunk_count_) : R(count_), stride_);
+    }
+    b_.li(count_, dims[0].count);
+    static constexpr Opcode loads4[] = {DmaLoad4d8, DmaLoad4d16, DmaLoad4d32, DmaLoad4d64};
+    static constexpr Opcode stores4[] = {DmaStore4d8, DmaStore4d16, DmaStore4d32, DmaStore4d64};
+    if (load) {
+      b_.emit(loads4[size], {spad, address_, count_, dims[0].stride});
+    } else {
+      b_.emit(stores4[size], {address_, spad, count_, dims[0].stride});
+    }
+  }
+
+  const FusedSpec& spec_;
+  config::ChipConfig config_;
+  Layout layout_;
+  std::vector<const FusedAccess*> accesses_;  // loads, then stores
+  std::vector<char> store_varies_;            // per store: whether it writes different elements along a row
+  std::optional<Plan> plan_;
+
+  int chunk_dim_ = 0;  // the reduced dimension cut into chunks
+  int64_t block_ = 1, chunk_ = 1, rows_ = 1, cores_ = 1;
+  std::vector<int> depth_;                   // per node: a reduction's pass, else -1
+  std::vector<std::vector<size_t>> passes_;  // per pass: its steps
+  std::vector<size_t> prologue_, full_stores_, row_stores_;
+
+  KernelBuilder b_;  // before the registers, which it must outlive
+  std::vector<Tile> slot_tiles_;
+  std::optional<Tile> scalar_tile_, argument_tile_;
+  Reg row_, one_, chunk_start_, chunk_count_, cols_;
+  std::vector<Reg> outer_index_, reduced_index_;
+  Reg destination_, first_, second_, address_, scratch_, count_, stride_;
+  std::map<int, Reg> pointers_;
+};
+
+}  // namespace
+
+Kernel emit_looped_rows(const FusedSpec& spec, const config::ChipConfig& config, const std::string& name) {
+  return LoopedRowEmitter(spec, config, name).build();
+}
+
+}  // namespace npusim::emitter::fused

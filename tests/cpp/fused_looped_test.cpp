@@ -1,0 +1,109 @@
+// Fused kernels whose rows do not fit the scratchpad (fused_looped.h): each row walked in chunks, a pass per level of
+// reductions, in both modes, against the reference interpreter (whose sums run in row order, the kernel's chunk by
+// chunk: hence the relative tolerances).
+#include <gtest/gtest.h>
+
+#include "fused_kernels_support.h"
+
+namespace npusim::fused_test {
+namespace {
+
+constexpr ElementType F32 = ElementType::F32;
+
+// The 4 KiB scratchpad of small_chip() holds a few hundred elements per slot: these rows take several chunks, the
+// last one short.
+TEST(LoopedRows, SoftmaxOverRowsLongerThanTheScratchpadIsOneKernel) {
+  const int64_t rows = 5, cols = 3001;
+  SpecBuilder s("looped_softmax", {rows, cols}, 1, 2);
+  const int x = s.load(0, F32, {cols, 1});
+  const int e = s.op(Op::Exp, F32, s.op(Op::Sub, F32, x, s.op(Op::ReduceMax, F32, x)));
+  s.store(s.op(Op::Div, F32, e, s.op(Op::ReduceSum, F32, e)), 1, F32, {cols, 1});
+  const config::ChipConfig config = small_chip();
+  const emitter::Kernel kernel = emitter::emit_fused(s.spec, config);
+  EXPECT_EQ(kernel.cores, 3);
+  EXPECT_NE(kernel.assembly().find("looped rows"), std::string::npos);
+  run_and_compare(s.spec, config, {random_buffer(F32, rows * cols, 31), Bytes(rows * cols * 4)}, {F32, F32}, 1e-5);
+}
+
+TEST(LoopedRows, LayerNormTakesTwoReductionPassesThenStoresTheRowAndItsStatistics) {
+  // mean, then the variance of x - mean: two passes of reductions, a pass storing y, then the per-row mean and 1/std.
+  // The weight and bias are the same in every row (a pattern in the tiled kernel, chunks of a row here).
+  const int64_t rows = 4, cols = 1999;
+  const float inverse = 1.0f / cols, eps = 1e-5f;
+  SpecBuilder s("looped_layer_norm", {rows, cols}, 1, 6);
+  const int x = s.load(0, F32, {cols, 1}), w = s.load(1, F32, {0, 1}), bias = s.load(2, F32, {0, 1});
+  const int mean = s.op(Op::Mul, F32, s.op(Op::ReduceSum, F32, x), s.constant(F32, inverse));
+  const int d = s.op(Op::Sub, F32, x, mean);
+  const int var = s.op(Op::Mul, F32, s.op(Op::ReduceSum, F32, s.op(Op::Mul, F32, d, d)), s.constant(F32, inverse));
+  const int r = s.op(Op::Rsqrt, F32, s.op(Op::Add, F32, var, s.constant(F32, eps)));
+  s.store(s.op(Op::Add, F32, s.op(Op::Mul, F32, s.op(Op::Mul, F32, d, r), w), bias), 3, F32, {cols, 1});
+  s.store(mean, 4, F32, {1, 0});
+  s.store(r, 5, F32, {1, 0});
+  // Values around 2, so that the mean is far from zero and its relative error small.
+  const Bytes xs = random_buffer(F32, rows * cols, 32, 1, 3);
+  run_and_compare(s.spec, small_chip(),
+                  {xs, random_buffer(F32, cols, 33), random_buffer(F32, cols, 34), Bytes(rows * cols * 4),
+                   Bytes(rows * 4), Bytes(rows * 4)},
+                  {F32, F32, F32, F32, F32, F32}, 2e-5);
+}
+
+// Batch norm's statistics: [C, N, S] with N and S reduced, N strided by C S. A long S is cut into chunks inside the
+// loop over N; a short S is a block, and the chunks are runs of N.
+void channel_statistics(int64_t channels, int64_t batch, int64_t spatial, uint32_t seed) {
+  SpecBuilder s("looped_channel_statistics", {channels, batch, spatial}, 2, 4);
+  const int x = s.load(0, F32, {spatial, channels * spatial, 1});
+  const int count = s.constant(F32, static_cast<double>(batch * spatial));
+  const int mean = s.op(Op::Div, F32, s.op(Op::ReduceSum, F32, x), count);
+  const int centered = s.op(Op::Sub, F32, x, mean);
+  s.store(s.op(Op::Div, F32, s.op(Op::ReduceSum, F32, s.op(Op::Mul, F32, centered, centered)), count), 1, F32,
+          {1, 0, 0});
+  s.store(centered, 2, F32, {spatial, channels * spatial, 1});
+  s.store(s.op(Op::ReduceMax, F32, x), 3, F32, {1, 0, 0});
+  const int64_t elements = channels * batch * spatial;
+  run_and_compare(
+      s.spec, small_chip(),
+      {random_buffer(F32, elements, seed, 1, 3), Bytes(channels * 4), Bytes(elements * 4), Bytes(channels * 4)},
+      {F32, F32, F32, F32}, 2e-5);
+}
+TEST(LoopedRows, ChannelStatisticsWithChunksOfALongSpatialDimension) { channel_statistics(3, 5, 700, 35); }
+TEST(LoopedRows, ChannelStatisticsWithChunksOfTheBatchOverAShortSpatialDimension) { channel_statistics(2, 300, 7, 36); }
+
+TEST(LoopedRows, ExtremaCarryNaNAndInfinitiesAcrossChunks) {
+  const int64_t rows = 4, cols = 2500;
+  SpecBuilder s("looped_extrema", {rows, cols}, 1, 3);
+  const int x = s.load(0, F32, {cols, 1});
+  s.store(s.op(Op::ReduceMax, F32, x), 1, F32, {1, 0});
+  s.store(s.op(Op::ReduceMin, F32, x), 2, F32, {1, 0});
+  Bytes xs = random_buffer(F32, rows * cols, 37);
+  write_element(xs, F32, 0 * cols + 2400, NAN);        // row 0: a NaN in the last chunk
+  write_element(xs, F32, 1 * cols + 5, INFINITY);      // row 1: +inf in the first chunk
+  write_element(xs, F32, 2 * cols + 1700, -INFINITY);  // row 2: -inf in a middle chunk
+  const auto result = run_and_compare(s.spec, small_chip(), {xs, Bytes(rows * 4), Bytes(rows * 4)}, {F32, F32, F32});
+  EXPECT_TRUE(std::isnan(read_element(result[1], F32, 0)));
+  EXPECT_TRUE(std::isnan(read_element(result[2], F32, 0)));
+  EXPECT_EQ(read_element(result[1], F32, 1), INFINITY);
+  EXPECT_EQ(read_element(result[2], F32, 2), -INFINITY);
+}
+
+TEST(LoopedRows, AnIntegerSumOverALongRowIsExact) {
+  const int64_t rows = 3, cols = 5000;
+  SpecBuilder s("looped_integer_sum", {rows, cols}, 1, 2);
+  s.store(s.op(Op::ReduceSum, ElementType::I32, s.load(0, ElementType::I32, {cols, 1})), 1, ElementType::I32, {1, 0});
+  run_and_compare(s.spec, small_chip(), {random_buffer(ElementType::I32, rows * cols, 38), Bytes(rows * 4)},
+                  {ElementType::I32, ElementType::I32});
+}
+
+TEST(LoopedRows, TheIndexOfAnExtremumOverALongRowIsUnsupportedNamingTheNode) {
+  SpecBuilder s("looped_argmax", {4, 1 << 20}, 1, 2);
+  s.store(s.op(Op::ReduceArgMax, ElementType::I64, s.load(0, F32, {1 << 20, 1})), 1, ElementType::I64, {1, 0});
+  try {
+    emitter::emit_fused(s.spec, small_chip());
+    ADD_FAILURE() << "expected Unsupported";
+  } catch (const emitter::Unsupported& error) {
+    EXPECT_NE(std::string(error.what()).find("looped_argmax: node 1 (ReduceArgMax): a row too long"), std::string::npos)
+        << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace npusim::fused_test

@@ -1,0 +1,102 @@
+"""Rows longer than the scratchpad holds: a softmax over GPT-2's vocabulary, layer norm over wide features, batch norm
+over large images. Each is still one native kernel, walked over the row in chunks (docs/kernel_builder.md, "Rows
+longer than the scratchpad"), and matches the CPU."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import npusim
+
+VOCAB = 50257  # GPT-2's vocabulary: a float32 row of 201 KB, beside the default chip's 256 KiB scratchpad
+
+
+def random(shape, seed=0, scale=4.0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def kernel_names(report):
+    return [record.name for record in report.kernels]
+
+
+@pytest.mark.parametrize("function", [torch.softmax, torch.log_softmax], ids=["softmax", "log_softmax"])
+def test_softmax_over_a_vocabulary_is_one_kernel(function, device):
+    x = random((3, VOCAB), 1)
+    with npusim.profile() as report:
+        result = function(x.to(device), dim=-1)
+        torch.npusim.synchronize()
+    assert report.fallbacks == {}
+    assert kernel_names(report) == [f"{function.__name__}_f32"]
+    # The device sums in order (each chunk, then the chunks' sums), the CPU pairwise: over 50257 terms the ordered
+    # float32 sum drifts by up to about 5e-5 of itself (measured against float64), the CPU's by under 1e-5.
+    torch.testing.assert_close(result.cpu(), function(x, dim=-1), rtol=1e-4, atol=1e-5)
+
+
+def test_cross_entropy_over_a_vocabulary_trains_natively(device):
+    logits = random((4, VOCAB), 2).requires_grad_()
+    targets = torch.tensor([0, 17, 50256, 31337])
+    on_device = logits.detach().to(device).requires_grad_()
+    with npusim.profile() as report:
+        loss = F.cross_entropy(on_device, targets.to(device))
+        loss.backward()
+        torch.npusim.synchronize()
+    reference = F.cross_entropy(logits, targets)
+    reference.backward()
+    assert report.fallbacks == {}
+    torch.testing.assert_close(loss.cpu(), reference, rtol=1e-5, atol=1e-5)
+    # The softmax's ordered sum, as above.
+    torch.testing.assert_close(on_device.grad.cpu(), logits.grad, rtol=1e-4, atol=1e-8)
+
+
+def test_layer_norm_over_wide_features_matches_cpu_forward_and_backward(device):
+    width = 70000  # 280 KB a row
+    x = random((3, width), 3).requires_grad_()
+    norm = torch.nn.LayerNorm(width)
+    with torch.no_grad():
+        norm.weight.copy_(random(width, 4, 1.0))
+        norm.bias.copy_(random(width, 5, 1.0))
+    norm_on_device = torch.nn.LayerNorm(width).to(device)
+    norm_on_device.load_state_dict(norm.state_dict())
+    x_on_device = x.detach().to(device).requires_grad_()
+    gradient = random((3, width), 6)
+    with npusim.profile() as report:
+        y = norm_on_device(x_on_device)
+        torch.npusim.synchronize()
+    assert report.fallbacks == {}
+    assert len(report.kernels) == 1
+    with npusim.profile() as report:
+        y.backward(gradient.to(device))
+        torch.npusim.synchronize()
+    assert report.fallbacks == {}
+    expected = norm(x)
+    expected.backward(gradient)
+    # The statistics are ordered float32 sums of 70000 terms (see the softmax above).
+    torch.testing.assert_close(y.cpu(), expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(x_on_device.grad.cpu(), x.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(norm_on_device.weight.grad.cpu(), norm.weight.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(norm_on_device.bias.grad.cpu(), norm.bias.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_batch_norm_over_large_images_is_one_kernel_each_way(device):
+    # 4 x 160 x 160 elements a channel: 400 KB, a pass over the batch and the image per chunk.
+    x = random((4, 3, 160, 160), 7, 1.0) + 2
+    norm = torch.nn.BatchNorm2d(3)
+    norm_on_device = torch.nn.BatchNorm2d(3).to(device)
+    x_cpu = x.clone().requires_grad_()
+    x_on_device = x.to(device).requires_grad_()
+    with npusim.profile() as forward:
+        y = norm_on_device(x_on_device)
+        torch.npusim.synchronize()
+    loss = y.sum()
+    with npusim.profile() as backward:
+        loss.backward()  # an expanded gradient: copied once, then the fused backward
+        torch.npusim.synchronize()
+    expected = norm(x_cpu)
+    expected.sum().backward()
+    assert forward.fallbacks == {} and backward.fallbacks == {}
+    assert kernel_names(forward) == ["add_i64", "batch_norm_f32"]  # num_batches_tracked += 1, then batch norm
+    assert kernel_names(backward) == ["copy", "batch_norm_backward_f32"]
+    torch.testing.assert_close(y.cpu(), expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(x_on_device.grad.cpu(), x_cpu.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(norm_on_device.running_mean.cpu(), norm.running_mean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(norm_on_device.running_var.cpu(), norm.running_var, rtol=1e-5, atol=1e-6)
