@@ -77,7 +77,7 @@ class BothModes {
       : config_(config), functional_(config, runtime::Mode::Functional), timed_(config, runtime::Mode::Timed) {}
 
   emitter::Kernel run_and_compare(const FusedSpec& spec, const std::vector<Entry>& entries,
-                                  const std::vector<ElementType>& types) {
+                                  const std::vector<ElementType>& types, double relative = 0) {
     const emitter::Kernel kernel = emitter::emit_fused(spec, config_);
     const std::vector<Bytes> actual = launch(functional_, kernel, entries);
     EXPECT_EQ(actual, launch(timed_, kernel, entries)) << kernel.name;
@@ -97,7 +97,7 @@ class BothModes {
       const std::vector<Bytes> expected = reference(segment_spec(spec, segment, entries), inputs);
       for (int k = 0; k < spec.arguments; ++k)
         if (entries[segment.first_argument + k].buffer)
-          expect_matches(outputs, expected, k, types[k], 0,
+          expect_matches(outputs, expected, k, types[k], relative,
                          fmt::format("{} segment of {} elements", spec.name, segment.elements));
     }
     return kernel;
@@ -111,8 +111,9 @@ class BothModes {
 };
 
 emitter::Kernel run_and_compare_segments(const FusedSpec& spec, const config::ChipConfig& config,
-                                         const std::vector<Entry>& entries, const std::vector<ElementType>& types) {
-  return BothModes(config).run_and_compare(spec, entries, types);
+                                         const std::vector<Entry>& entries, const std::vector<ElementType>& types,
+                                         double relative = 0) {
+  return BothModes(config).run_and_compare(spec, entries, types, relative);
 }
 
 // An AdamW-like step per segment over p, g, m, v (f32) with the bias corrections as arguments:
@@ -156,6 +157,47 @@ std::vector<Entry> adam_entries(const FusedSpec& spec, uint32_t seed, float step
 }
 
 const std::vector<ElementType> kAdamTypes = {F32, F32, F32, F32, F32, F32, F32};
+
+// Segments reduced whole (reduced_dims 1): a foreach norm, sqrt(sum x^2) per tensor, with max |x| per tensor, one
+// kernel over segments of many sizes, the long ones walked in chunks (fused_looped.h). The reference sums each
+// segment in order, the kernel chunk by chunk: hence the tolerance.
+FusedSpec norms_over(const std::vector<int64_t>& sizes, bool with_maximum) {
+  SpecBuilder s(with_maximum ? "foreach_norms_and_maxima" : "foreach_norms", {}, 1, 3);
+  int first = 0;
+  for (const int64_t elements : sizes) {
+    s.spec.segments.push_back({elements, first});
+    first += 3;
+  }
+  const int x = s.load(0, F32, {1});
+  s.store(s.op(Op::Sqrt, F32, s.op(Op::ReduceSum, F32, s.op(Op::Mul, F32, x, x))), 1, F32, {0});
+  if (with_maximum) s.store(s.op(Op::ReduceMax, F32, s.op(Op::Abs, F32, x)), 2, F32, {0});
+  return s.spec;
+}
+std::vector<Entry> norm_entries(const std::vector<int64_t>& sizes) {
+  std::vector<Entry> entries;
+  uint32_t seed = 40;
+  for (const int64_t elements : sizes) {
+    entries.push_back({random_buffer(F32, elements, seed++)});
+    entries.push_back({Bytes(4)});
+    entries.push_back({Bytes(4)});
+  }
+  return entries;
+}
+
+TEST(FusedSegments, SegmentsReducedWholeGiveOneValueEach) {
+  const std::vector<int64_t> sizes = {2500, 1, 7, 1300, 64};
+  const emitter::Kernel kernel =
+      run_and_compare_segments(norms_over(sizes, true), small_chip(), norm_entries(sizes), {F32, F32, F32}, 1e-6);
+  EXPECT_EQ(kernel.cores, 3);
+  EXPECT_NE(kernel.assembly().find("looped rows: 5 rows"), std::string::npos);
+}
+
+// A segment of no elements has no chunks: its sum is 0, as vrsum's of no elements (its extrema would be the carry's
+// identity, the infinities).
+TEST(FusedSegments, ASegmentOfNoElementsSumsToZero) {
+  const std::vector<int64_t> sizes = {0, 5, 0};
+  run_and_compare_segments(norms_over(sizes, false), small_chip(), norm_entries(sizes), {F32, F32, F32}, 1e-6);
+}
 
 TEST(FusedSegments, AnOptimizerStepOverSegmentsOfManySizesIsOneKernel) {
   const config::ChipConfig config = small_chip();

@@ -287,3 +287,62 @@ def test_foreach_optimizer_steps_follow_the_cpu(name, device, monkeypatch, tmp_p
                 torch.testing.assert_close(
                     actual[key].cpu(), value, rtol=0 if exact else 2e-5, atol=0 if exact else 1e-6
                 )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("ord", [2, 1, float("inf")], ids=["l2", "l1", "inf"])
+def test_foreach_norm_is_one_kernel_per_call_and_matches_cpu(ord, dtype, device):
+    """clip_grad_norm_'s foreach path: every tensor's norm in one kernel, long tensors walked in chunks; an empty
+    tensor's norm is 0 (and its infinity norm an error, as on the CPU)."""
+    generator = torch.Generator().manual_seed(3)
+    shapes = [s for s in SHAPES if ord != float("inf") or s != (0,)] + [(300_000,)]
+    cpu, on_device = make_list(generator, shapes, device, dtype)
+    with npusim.profile() as report:
+        norms = torch._foreach_norm(on_device, ord)
+        torch.npusim.synchronize()
+    assert report.fallbacks == {}
+    suffix = {2: "", 1: "1", float("inf"): "_inf"}[ord]
+    type_name = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}[dtype]
+    assert [r.name for r in report.kernels] == [f"foreach_norm{suffix}_{type_name}"]
+    # Float32 sums in another order than the CPU's; half precision results rounded once from them.
+    tolerance = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {}
+    for got, want in zip(norms, torch._foreach_norm(cpu, ord), strict=True):
+        assert got.device.type == "npusim" and got.dtype == want.dtype and got.dim() == 0
+        torch.testing.assert_close(got.cpu(), want, **tolerance)
+    if ord == float("inf"):
+        with pytest.raises(RuntimeError, match="infinity norm on an empty tensor"):
+            torch._foreach_norm([torch.zeros(0, device=device)], ord)
+
+
+def test_foreach_norm_in_float32_of_half_tensors_and_of_other_orders(device):
+    generator = torch.Generator().manual_seed(4)
+    cpu, on_device = make_list(generator, SHAPES, device, torch.bfloat16)
+    wide = torch._foreach_norm(on_device, 2, dtype=torch.float32)
+    for got, want in zip(wide, torch._foreach_norm(cpu, 2, dtype=torch.float32), strict=True):
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
+    # An order the kernel does not take runs per tensor through the native vector norms.
+    with npusim.profile() as report:
+        cubic = torch._foreach_norm(on_device[:3], 3)
+    assert report.fallbacks == {}
+    for got, want in zip(cubic, torch._foreach_norm(cpu[:3], 3), strict=True):
+        torch.testing.assert_close(got.cpu(), want)
+
+
+def test_clip_grad_norm_with_foreach_matches_cpu(device):
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(torch.nn.Linear(50, 40), torch.nn.Tanh(), torch.nn.Linear(40, 3))
+    reference = torch.nn.Sequential(torch.nn.Linear(50, 40), torch.nn.Tanh(), torch.nn.Linear(40, 3))
+    reference.load_state_dict(model.state_dict())
+    model.to(device)
+    x = torch.randn(8, 50)
+    model(x.to(device)).square().sum().backward()
+    reference(x).square().sum().backward()
+    with npusim.profile() as report:
+        total = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5, foreach=True)
+    expected = torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5, foreach=True)
+    assert report.fallbacks == {}
+    assert [r.name for r in report.kernels].count("foreach_norm_f32") == 1
+    torch.testing.assert_close(total.cpu(), expected, rtol=1e-5, atol=1e-6)
+    for got, want in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(got.grad.cpu(), want.grad, rtol=1e-5, atol=1e-6)

@@ -727,10 +727,11 @@ class FusedEmitter {
 Kernel emit_fused(const FusedSpec& spec, const config::ChipConfig& config) {
   fused::validate(spec);
   const std::string name = spec.name.empty() ? "fused" : spec.name;
-  const bool empty =
-      std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end() ||
-      (!spec.segments.empty() && std::all_of(spec.segments.begin(), spec.segments.end(),
-                                             [](const FusedSegment& segment) { return segment.elements == 0; }));
+  // (Segments reduced whole still store a value each, a reduction of nothing.)
+  const bool empty = std::find(spec.sizes.begin(), spec.sizes.end(), 0) != spec.sizes.end() ||
+                     (!spec.segments.empty() && spec.reduced_dims == 0 &&
+                      std::all_of(spec.segments.begin(), spec.segments.end(),
+                                  [](const FusedSegment& segment) { return segment.elements == 0; }));
   const bool stores = std::any_of(spec.nodes.begin(), spec.nodes.end(), [](const FusedNode& node) {
     return node.op == FusedOpcode::Store || node.op == FusedOpcode::ScatterAdd;
   });
@@ -747,6 +748,7 @@ Kernel emit_fused(const FusedSpec& spec, const config::ChipConfig& config) {
       throw Unsupported(fmt::format("fused kernel {}: an Argument in a GEMM template's epilogue", name));
     return emit_fused_gemm(spec, config, name);
   }
+  if (!spec.segments.empty() && spec.reduced_dims == 1) return fused::emit_looped_rows(spec, config, name);
   try {
     return FusedEmitter(spec, config, name).build();
   } catch (const fused::RowTooLong&) {

@@ -28,21 +28,24 @@ Layout collapse(const FusedSpec& spec) {
     for (size_t d = spec.sizes.size(); d-- > 0; stride *= spec.sizes[d]) positions.strides[d] = stride;
     accesses.push_back(&positions);
   }
-  const size_t outer_dims = spec.sizes.size() - static_cast<size_t>(spec.reduced_dims);
-
   Layout layout;
   if (accesses.size() > spec.loads.size() + spec.stores.size())
     layout.positions = static_cast<int>(accesses.size()) - 1;
   if (!spec.segments.empty()) {  // one dimension, as long as the longest segment, with each access's one stride
     int64_t longest = 1;
     for (const FusedSegment& segment : spec.segments) longest = std::max(longest, segment.elements);
-    layout.outer = {longest};
+    const bool reduced = spec.reduced_dims == 1;  // a segment is a row, its dimension reduced
+    layout.outer = {reduced ? 1 : longest};
+    if (reduced) layout.reduced = {longest};
+    layout.row_length = reduced ? longest : 1;
     for (const FusedAccess* access : accesses) {
-      layout.outer_strides.push_back({access->strides[0] * static_cast<int64_t>(isa::element_bytes(access->type))});
-      layout.reduced_strides.emplace_back();
+      const int64_t stride = access->strides[0] * static_cast<int64_t>(isa::element_bytes(access->type));
+      layout.outer_strides.push_back({reduced ? 0 : stride});
+      layout.reduced_strides.push_back(reduced ? std::vector<int64_t>{stride} : std::vector<int64_t>{});
     }
     return layout;
   }
+  const size_t outer_dims = spec.sizes.size() - static_cast<size_t>(spec.reduced_dims);
   layout.outer_strides.assign(accesses.size(), {});
   layout.reduced_strides.assign(accesses.size(), {});
   // Appends dimension `dim` to `sizes`, merged into the last one when every access steps over it contiguously.

@@ -2,6 +2,9 @@
 // tiled kernel cuts its outer space: the innermost reduced dimensions whole (a block) while they fit, then chunks of
 // the next one, the dimensions outside it walked by counters. Each access of a chunk is then one DMA of at most four
 // dimensions. One set of slots: the DMA engine and the vector engine take turns (the builder orders them).
+//
+// Segments reduced whole (a foreach norm): each segment is a row of its own length and arguments, listed in a table in
+// the kernel's .data (per segment: its elements, and where its arguments start); the cores take segments in turn.
 #include "fused_looped.h"
 
 #include <fmt/format.h>
@@ -45,6 +48,14 @@ class LoopedRowEmitter {
           b_.tile(Space::Scratchpad, plan_->slot_bytes(plan_->slots()[k], 1), fmt::format("slot {}", k)));
     if (plan_->has_scalars()) scalar_tile_ = b_.tile(Space::Scratchpad, plan_->scalar_tile_bytes(), "constants");
     if (plan_->has_arguments()) argument_tile_ = b_.tile(Space::Scratchpad, plan_->argument_tile_bytes(), "arguments");
+    if (segmented()) {
+      std::vector<uint64_t> words;
+      for (const FusedSegment& segment : spec_.segments) {
+        words.push_back(static_cast<uint64_t>(segment.elements));
+        words.push_back(static_cast<uint64_t>(8 * int64_t{segment.first_argument}));
+      }
+      segment_table_ = b_.data(words);
+    }
     allocate_registers();
     b_.li(one_, 1);
     if (plan_->has_scalars()) plan_->fill_scalars(b_, *scalar_tile_, one_, first_, second_);
@@ -82,7 +93,7 @@ class LoopedRowEmitter {
                       "rows walked in chunks cannot have {}",
                       spec_.name, layout_.row_length, config_.scratchpad_bytes(), what));
     };
-    if (!spec_.segments.empty()) refuse("segments");
+    if (segmented() && spec_.reduced_dims != 1) refuse("segments that are not each reduced whole");
     if (layout_.positions >= 0) refuse("random numbers");
     for (const FusedNode& node : spec_.nodes)
       if (node.op == FusedOpcode::Gather || node.op == FusedOpcode::ScatterAdd || node.op == FusedOpcode::CheckIndex)
@@ -121,7 +132,7 @@ class LoopedRowEmitter {
           fmt::format("fused kernel {}: a block of {} elements does not fit the scratchpad", spec_.name, block_));
     if (chunk_ < reduced[chunk_dim_] && chunk_ >= 128) chunk_ = chunk_ / 64 * 64;
     plan_.emplace(spec_, chunk_ * block_, store_varies_, /*looped_rows=*/true);
-    rows_ = 1;
+    rows_ = segmented() ? static_cast<int64_t>(spec_.segments.size()) : 1;
     for (const int64_t size : layout_.outer) rows_ *= size;
     cores_ = std::clamp<int64_t>(rows_, 1, config_.chip_cores);
   }
@@ -195,10 +206,18 @@ class LoopedRowEmitter {
                     rows_, cores_, chunk_, chunk_dim_, block_, passes_.size(), plan_->slots().size()));
   }
 
+  bool segmented() const { return !spec_.segments.empty(); }
+
   void allocate_registers() {
     row_ = b_.reg("row");
     one_ = b_.reg("one");
-    for (size_t d = 0; d < layout_.outer.size(); ++d) outer_index_.push_back(b_.reg(fmt::format("outer index {}", d)));
+    if (segmented()) {
+      segment_ = b_.reg("segment's arguments");
+      segment_elements_ = b_.reg("segment's elements");
+    } else {
+      for (size_t d = 0; d < layout_.outer.size(); ++d)
+        outer_index_.push_back(b_.reg(fmt::format("outer index {}", d)));
+    }
     for (int d = 0; d < chunk_dim_; ++d) reduced_index_.push_back(b_.reg(fmt::format("reduced index {}", d)));
     chunk_start_ = b_.reg("chunk start");
     chunk_count_ = b_.reg("chunk count");
@@ -211,15 +230,24 @@ class LoopedRowEmitter {
     count_ = b_.reg("DMA count");
     stride_ = b_.reg("DMA stride");
     for (const FusedAccess* access : accesses_)
-      if (!pointers_.contains(access->argument) && static_cast<int>(pointers_.size()) < kPointerRegisters) {
+      if (!segmented() && !pointers_.contains(access->argument) &&
+          static_cast<int>(pointers_.size()) < kPointerRegisters) {
         Reg pointer = b_.reg(fmt::format("argument {}", access->argument));
         b_.Ld(pointer, kArgumentBlock, 8 * access->argument);
         pointers_.emplace(access->argument, std::move(pointer));
       }
   }
 
-  // The row's index in each outer dimension.
+  // The row's index in each outer dimension, or its segment's entry of the table.
   void emit_row_position() {
+    if (segmented()) {
+      b_.La(address_, *segment_table_);
+      b_.Slli(scratch_, row_, 4);
+      b_.Add(address_, address_, scratch_);
+      b_.Ld(segment_elements_, address_, 0);
+      b_.Ld(segment_, address_, 8);
+      return;
+    }
     b_.move(address_, row_);
     for (int d = static_cast<int>(layout_.outer.size()) - 1; d >= 0; --d) {
       if (d == 0) {
@@ -233,18 +261,24 @@ class LoopedRowEmitter {
   }
 
   // The steps over every chunk of the row: the counters from zero, the chunk's count (the last one may be short),
-  // the steps, then the next chunk, the next index of the dimensions outside the chunk's, ...
+  // the steps, then the next chunk, the next index of the dimensions outside the chunk's, ... A segment's length is
+  // its table entry's, and a segment of no elements has no chunks.
   void emit_chunk_loop(const std::vector<size_t>& steps) {
     const int64_t size = layout_.reduced[chunk_dim_];
     for (const Reg& index : reduced_index_) b_.move(index, kZero);
     b_.move(chunk_start_, kZero);
-    const Label chunk = b_.label();
+    const Label chunk = b_.label(), done = b_.label();
+    if (segmented()) b_.Beq(segment_elements_, kZero, done);
     b_.bind(chunk);
-    if (size % chunk_ == 0) {
+    if (!segmented() && size % chunk_ == 0) {
       b_.li(chunk_count_, chunk_);
     } else {  // min(chunk, size - chunk start)
       const Label sized = b_.label();
-      b_.li(chunk_count_, size);
+      if (segmented()) {
+        b_.move(chunk_count_, segment_elements_);
+      } else {
+        b_.li(chunk_count_, size);
+      }
       b_.Sub(chunk_count_, chunk_count_, chunk_start_);
       b_.li(scratch_, chunk_);
       b_.Bltu(chunk_count_, scratch_, sized);
@@ -255,8 +289,12 @@ class LoopedRowEmitter {
     b_.mul_constant(cols_, block_);
     emit_steps(steps);
     b_.add_constant(chunk_start_, chunk_);
-    b_.li(scratch_, size);
-    b_.Bltu(chunk_start_, scratch_, chunk);
+    if (segmented()) {
+      b_.Bltu(chunk_start_, segment_elements_, chunk);
+    } else {
+      b_.li(scratch_, size);
+      b_.Bltu(chunk_start_, scratch_, chunk);
+    }
     b_.move(chunk_start_, kZero);
     for (int d = chunk_dim_ - 1; d >= 0; --d) {
       b_.Addi(reduced_index_[d], reduced_index_[d], 1);
@@ -264,6 +302,7 @@ class LoopedRowEmitter {
       b_.Bltu(reduced_index_[d], scratch_, chunk);
       b_.move(reduced_index_[d], kZero);
     }
+    b_.bind(done);
   }
 
   void emit_steps(const std::vector<size_t>& steps) {
@@ -291,7 +330,11 @@ class LoopedRowEmitter {
 
   // An Argument's value: one element (or n whole entries) into the argument tile, or repeated (stride 0) over a slot.
   void emit_argument_load(const Step& s) {
-    b_.move(address_, kArgumentBlock);
+    if (segmented()) {
+      b_.Add(address_, kArgumentBlock, segment_);
+    } else {
+      b_.move(address_, kArgumentBlock);
+    }
     b_.add_constant(address_, 8 * int64_t{s.argument});
     const R spad = point(first_, s.first);
     const auto bytes = static_cast<int64_t>(isa::element_bytes(s.type));
@@ -338,13 +381,16 @@ class LoopedRowEmitter {
     const FusedAccess& access = *accesses_[s.access];
     const bool load = s.access < static_cast<int>(spec_.loads.size());
     const auto bytes = static_cast<int64_t>(isa::element_bytes(access.type));
-    if (const auto pointer = pointers_.find(access.argument); pointer != pointers_.end()) {
+    if (segmented()) {
+      b_.Add(address_, kArgumentBlock, segment_);
+      b_.Ld(address_, address_, 8 * access.argument);
+    } else if (const auto pointer = pointers_.find(access.argument); pointer != pointers_.end()) {
       b_.move(address_, pointer->second);
     } else {
       b_.Ld(address_, kArgumentBlock, 8 * access.argument);
     }
     b_.add_constant(address_, access.offset * bytes);
-    for (size_t d = 0; d < layout_.outer.size(); ++d)
+    for (size_t d = 0; d < outer_index_.size(); ++d)
       add_index(address_, outer_index_[d], layout_.outer_strides[s.access][d]);
     const R spad = point(first_, s.first);
     const int size = std::countr_zero(static_cast<unsigned>(bytes));
@@ -403,7 +449,8 @@ class LoopedRowEmitter {
   KernelBuilder b_;  // before the registers, which it must outlive
   std::vector<Tile> slot_tiles_;
   std::optional<Tile> scalar_tile_, argument_tile_;
-  Reg row_, one_, chunk_start_, chunk_count_, cols_;
+  std::optional<Label> segment_table_;
+  Reg row_, one_, chunk_start_, chunk_count_, cols_, segment_, segment_elements_;
   std::vector<Reg> outer_index_, reduced_index_;
   Reg destination_, first_, second_, address_, scratch_, count_, stride_;
   std::map<int, Reg> pointers_;

@@ -530,8 +530,9 @@ namespace npusim::emitter::fused {
 
 // A reduction over a chunk of a looped row, into a temporary that the row's carry then combines: a sum adds, an
 // extremum keeps the larger or smaller (NaN-propagating, as the reductions are). The carry starts each row as the
-// identity: -0 for float sums (so that a row of -0 sums to -0), 0 for integer ones, the infinities for float extrema,
-// the extreme i32 values for i32 ones; other types' extrema, and the indices of extrema, are refused.
+// identity: 0 for sums (+0, where vrsum starts too, so that a row sums to what one vrsum would give it, and a row of
+// no elements to +0), the infinities for float extrema, the extreme i32 values for i32 ones; other types' extrema, and
+// the indices of extrema, are refused.
 void Plan::plan_looped_reduction(int i, Ref input) {
   const FusedNode& node = spec_.nodes[i];
   const ElementType type = node.type;
@@ -540,7 +541,7 @@ void Plan::plan_looped_reduction(int i, Ref input) {
   Carry carry{.node = i, .slot = allocate(Shape::Row, type, /*kept=*/true), .type = type};
   const bool sum = node.op == Op::ReduceSum, maximum = node.op == Op::ReduceMax;
   if (sum && type != ElementType::Bool) {
-    carry.identity = additive_identity(type);
+    carry.identity = 0;
   } else if ((maximum || node.op == Op::ReduceMin) && type == ElementType::F32) {
     carry.combine = maximum ? Opcode::Vmax : Opcode::Vmin;
     carry.identity = static_cast<int32_t>(std::bit_cast<uint32_t>(maximum ? -INFINITY : INFINITY));

@@ -41,9 +41,8 @@ void validate_segments(const FusedSpec& spec) {
   const auto error = [&](const std::string& what) {
     return std::invalid_argument(fmt::format("fused kernel {}: segments: {}", spec.name, what));
   };
-  if (!spec.sizes.empty() || spec.reduced_dims != 0)
-    throw error(fmt::format("the space is [{}] with {} reduced, not empty: each segment has its own",
-                            fmt::join(spec.sizes, ", "), spec.reduced_dims));
+  if (!spec.sizes.empty())
+    throw error(fmt::format("the space is [{}], not empty: each segment has its own", fmt::join(spec.sizes, ", ")));
   if (spec.matmul) throw error("a matrix product cannot run over segments");
   for (size_t k = 0; k < spec.segments.size(); ++k) {
     const FusedSegment& segment = spec.segments[k];
@@ -109,8 +108,9 @@ bool node_per_row(const FusedSpec& spec, size_t i, const std::vector<char>& per_
   }
   if (node.op == Op::Constant || node.op == Op::Argument || node.op == Op::Product || is_reduction(node.op))
     return true;
-  if (node.op == Op::ScatterAdd) return false;  // a store: no value
-  if (is_random(node.op))                       // a number at every point: per row when a row is one point
+  if (node.op == Op::ScatterAdd) return false;                                      // a store: no value
+  if (is_random(node.op) && !spec.segments.empty()) return spec.reduced_dims == 0;  // (refused with segments)
+  if (is_random(node.op))  // a number at every point: per row when a row is one point
     return std::all_of(spec.sizes.end() - spec.reduced_dims, spec.sizes.end(), [](int64_t size) { return size == 1; });
   const int operands[] = {node.a, node.b, node.c};
   for (int k = 0; k < operand_count(node.op); ++k)
@@ -128,13 +128,13 @@ void validate(const FusedSpec& spec) {
   const auto error = [&](const std::string& what) {
     return std::invalid_argument(fmt::format("fused kernel {}: {}", spec.name, what));
   };
-  if (spec.reduced_dims < 0 || spec.reduced_dims > static_cast<int>(spec.sizes.size()))
-    throw error(fmt::format("{} reduced dimensions of {}", spec.reduced_dims, spec.sizes.size()));
+  const size_t dims = spec.segments.empty() ? spec.sizes.size() : 1;  // a segment is one dimension
+  if (spec.reduced_dims < 0 || spec.reduced_dims > static_cast<int>(dims))
+    throw error(fmt::format("{} reduced dimensions of {}", spec.reduced_dims, dims));
   for (int64_t size : spec.sizes)
     if (size < 0) throw error(fmt::format("negative size in [{}]", fmt::join(spec.sizes, ", ")));
   if (spec.arguments < 0) throw error(fmt::format("{} arguments", spec.arguments));
   if (!spec.segments.empty()) validate_segments(spec);
-  const size_t dims = spec.segments.empty() ? spec.sizes.size() : 1;  // a segment is one dimension
   const auto check_access = [&](const FusedAccess& access, const char* kind, size_t k) {
     if (access.strides.size() != dims)
       throw error(fmt::format("{} {} has {} strides for {} dimensions", kind, k, access.strides.size(), dims));
@@ -146,7 +146,7 @@ void validate(const FusedSpec& spec) {
   for (size_t k = 0; k < spec.stores.size(); ++k) check_access(spec.stores[k], "store", k);
   if (spec.matmul) validate_matmul(spec);
 
-  const size_t outer = spec.sizes.size() - static_cast<size_t>(spec.reduced_dims);
+  const size_t outer = dims - static_cast<size_t>(spec.reduced_dims);
   std::vector<char> per_row;
   for (size_t i = 0; i < spec.nodes.size(); ++i) {
     const FusedNode& node = spec.nodes[i];
@@ -254,8 +254,8 @@ void validate(const FusedSpec& spec) {
         // A full row into a view that repeats one element along a reduced dimension: which element lands is
         // undefined.
         const auto& strides = spec.stores[node.access].strides;
-        for (size_t d = outer; d < spec.sizes.size(); ++d)
-          if (spec.sizes[d] > 1 && strides[d] == 0)
+        for (size_t d = outer; d < dims; ++d)
+          if ((!spec.segments.empty() || spec.sizes[d] > 1) && strides[d] == 0)
             throw node_error(
                 fmt::format("stores a full row (node {}) into store {}, whose stride over reduced "
                             "dimension {} is 0",

@@ -147,8 +147,9 @@ struct FusedSpec {
   std::vector<FusedAccess> loads, stores;
   std::vector<FusedNode> nodes;  // in program order; a node reads only earlier nodes
   std::optional<FusedMatmul> matmul;
-  // A multi-tensor kernel: with segments, `sizes` is empty and nothing is reduced; `arguments` counts each segment's.
-  // The cores share the tiles of every segment; a segment with no elements has none.
+  // A multi-tensor kernel: with segments, `sizes` is empty and `arguments` counts each segment's. The cores share the
+  // tiles of every segment; a segment with no elements has none. With reduced_dims 1, each segment is one row reduced
+  // whole (a foreach norm: one value per tensor), and the cores take segments in turn.
   std::vector<FusedSegment> segments;
 };
 
