@@ -93,14 +93,43 @@ TEST(LoopedRows, AnIntegerSumOverALongRowIsExact) {
                   {ElementType::I32, ElementType::I32});
 }
 
-TEST(LoopedRows, TheIndexOfAnExtremumOverALongRowIsUnsupportedNamingTheNode) {
-  SpecBuilder s("looped_argmax", {4, 1 << 20}, 1, 2);
-  s.store(s.op(Op::ReduceArgMax, ElementType::I64, s.load(0, F32, {1 << 20, 1})), 1, ElementType::I64, {1, 0});
+// The first index of the extremum, across chunks: ties keep the earlier chunk's, the first NaN wins, a row of -inf
+// gives 0 (argmax), as the CPU's kernels and vargmax do.
+TEST(LoopedRows, TheIndexOfAnExtremumIsTheFirstAcrossChunks) {
+  const int64_t rows = 6, cols = 2500;
+  SpecBuilder s("looped_argmax", {rows, cols}, 1, 3);
+  const int x = s.load(0, F32, {cols, 1});
+  s.store(s.op(Op::ReduceArgMax, ElementType::I64, x), 1, ElementType::I64, {1, 0});
+  s.store(s.op(Op::ReduceArgMin, ElementType::I64, x), 2, ElementType::I64, {1, 0});
+  Bytes xs = random_buffer(F32, rows * cols, 39);
+  write_element(xs, F32, 0 * cols + 2000, 100);  // row 0: a tie across chunks, the earlier one wins
+  write_element(xs, F32, 0 * cols + 10, 100);
+  write_element(xs, F32, 1 * cols + 1500, NAN);  // row 1: the first NaN wins, for both
+  write_element(xs, F32, 1 * cols + 2400, NAN);
+  write_element(xs, F32, 1 * cols + 3, 50);
+  for (int64_t c = 0; c < cols; ++c) write_element(xs, F32, 2 * cols + c, -INFINITY);  // row 2: all -inf
+  write_element(xs, F32, 3 * cols + cols - 1, 77);                                     // row 3: in the last chunk
+  write_element(xs, F32, 4 * cols + 600, -77);                                         // row 4: a minimum inside
+  const auto result = run_and_compare(s.spec, small_chip(), {xs, Bytes(rows * 8), Bytes(rows * 8)},
+                                      {F32, ElementType::I64, ElementType::I64});
+  EXPECT_EQ(read_element(result[1], ElementType::I64, 0), 10);
+  EXPECT_EQ(read_element(result[1], ElementType::I64, 1), 1500);
+  EXPECT_EQ(read_element(result[2], ElementType::I64, 1), 1500);
+  EXPECT_EQ(read_element(result[1], ElementType::I64, 2), 0);
+  EXPECT_EQ(read_element(result[1], ElementType::I64, 3), cols - 1);
+  EXPECT_EQ(read_element(result[2], ElementType::I64, 4), 600);
+}
+
+TEST(LoopedRows, TheIndexOfAnExtremumOfIntegersOverALongRowIsUnsupportedNamingTheNode) {
+  SpecBuilder s("looped_argmax_i32", {4, 1 << 20}, 1, 2);
+  s.store(s.op(Op::ReduceArgMax, ElementType::I64, s.load(0, ElementType::I32, {1 << 20, 1})), 1, ElementType::I64,
+          {1, 0});
   try {
     emitter::emit_fused(s.spec, small_chip());
     ADD_FAILURE() << "expected Unsupported";
   } catch (const emitter::Unsupported& error) {
-    EXPECT_NE(std::string(error.what()).find("looped_argmax: node 1 (ReduceArgMax): a row too long"), std::string::npos)
+    EXPECT_NE(std::string(error.what()).find("looped_argmax_i32: node 1 (ReduceArgMax): the index of an extremum"),
+              std::string::npos)
         << error.what();
   }
 }

@@ -100,3 +100,25 @@ def test_batch_norm_over_large_images_is_one_kernel_each_way(device):
     torch.testing.assert_close(x_on_device.grad.cpu(), x_cpu.grad, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(norm_on_device.running_mean.cpu(), norm.running_mean, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(norm_on_device.running_var.cpu(), norm.running_var, rtol=1e-5, atol=1e-6)
+
+
+def test_argmax_over_a_vocabulary_is_one_kernel_with_the_cpus_ties_and_nan(device):
+    """Greedy decoding's step: the first index of the maximum, a tie keeping the earlier one and the first NaN winning,
+    exactly as the CPU."""
+    x = random((4, VOCAB), 8)
+    x[0, 40000] = x[0, 7] = 100.0  # a tie across chunks
+    x[1, 30000] = x[1, 45000] = float("nan")
+    x[2] = float("-inf")
+    with npusim.profile() as report:
+        indices = x.to(device).argmax(-1)
+        values, positions = x.to(device).max(-1)
+        torch.npusim.synchronize()
+    assert report.fallbacks == {}
+    torch.testing.assert_close(indices.cpu(), x.argmax(-1), rtol=0, atol=0)
+    expected_values, expected_positions = x.max(-1)
+    torch.testing.assert_close(values.cpu(), expected_values, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(positions.cpu(), expected_positions, rtol=0, atol=0)
+    with npusim.profile() as report:
+        top = torch.topk(x.nan_to_num(0).to(device), 5, -1)
+    assert report.fallbacks == {}
+    torch.testing.assert_close(top.values.cpu(), torch.topk(x.nan_to_num(0), 5, -1).values, rtol=0, atol=0)

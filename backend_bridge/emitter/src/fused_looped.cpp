@@ -72,6 +72,11 @@ class LoopedRowEmitter {
         if (depth_[carry.node] == static_cast<int>(pass)) {
           b_.point(destination_, slot_tiles_[carry.slot.index]);
           b_.Vfill(carry.type, destination_, one_, carry.identity);
+          for (const Ref counter : {carry.index, carry.offset})
+            if (counter.kind == Ref::Kind::Slot) {
+              b_.point(destination_, slot_tiles_[counter.index]);
+              b_.Vfill(isa::ElementType::I64, destination_, one_, 0);
+            }
         }
       emit_chunk_loop(passes_[pass]);
     }
@@ -132,6 +137,12 @@ class LoopedRowEmitter {
           fmt::format("fused kernel {}: a block of {} elements does not fit the scratchpad", spec_.name, block_));
     if (chunk_ < reduced[chunk_dim_] && chunk_ >= 128) chunk_ = chunk_ / 64 * 64;
     plan_.emplace(spec_, chunk_ * block_, store_varies_, /*looped_rows=*/true);
+    for (const Carry& carry : plan_->carries())
+      if (carry.index.kind != Ref::Kind::None && layout_.reduced.size() != 1)
+        throw Unsupported(
+            fmt::format("fused kernel {}: the index of an extremum over a row too long for the "
+                        "scratchpad needs one reduced dimension, not [{}]",
+                        spec_.name, fmt::join(layout_.reduced, ", ")));
     rows_ = segmented() ? static_cast<int64_t>(spec_.segments.size()) : 1;
     for (const int64_t size : layout_.outer) rows_ *= size;
     cores_ = std::clamp<int64_t>(rows_, 1, config_.chip_cores);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -422,11 +423,7 @@ void Plan::plan_node(int i) {
     const Ref input = tile(node.a, shape, values_[i]);
     const ElementType computed = instruction_type(node.op, type);
     if (node.op == Op::Not) {
-      if (!not_one_) {
-        not_one_ = static_cast<int>(scalars_.size());
-        scalars_.push_back({ElementType::U8, 1});
-      }
-      vector(Opcode::Vxor, computed, values_[i], input, {Ref::Kind::Scalar, *not_one_}, shape, 1);
+      vector(Opcode::Vxor, computed, values_[i], input, not_one(), shape, 1);
     } else {
       vector(vector_opcode(node.op), computed, values_[i], input, {}, shape);
     }
@@ -505,6 +502,15 @@ void Plan::plan_node(int i) {
   }
 }
 
+// The u8 1 that Not xors with, in the scalar tile.
+Ref Plan::not_one() {
+  if (!not_one_) {
+    not_one_ = static_cast<int>(scalars_.size());
+    scalars_.push_back({ElementType::U8, 1});
+  }
+  return {Ref::Kind::Scalar, *not_one_};
+}
+
 // a op b. A commutative op takes a constant or a per-row operand as its second source (swapped); a > b and a >= b
 // are b < a and b <= a. A constant or per-row first source of a full result is filled or broadcast first: into the
 // result's slot when it has the operand's type, else into a temporary.
@@ -536,6 +542,10 @@ namespace npusim::emitter::fused {
 void Plan::plan_looped_reduction(int i, Ref input) {
   const FusedNode& node = spec_.nodes[i];
   const ElementType type = node.type;
+  if (node.op == Op::ReduceArgMax || node.op == Op::ReduceArgMin) {
+    plan_looped_index(i, input);
+    return;
+  }
   const Ref partial = temporary(Shape::Row, type);
   vector(vector_opcode(node.op), instruction_type(node.op, type_of(node.a)), partial, input, {}, Shape::Row);
   Carry carry{.node = i, .slot = allocate(Shape::Row, type, /*kept=*/true), .type = type};
@@ -554,6 +564,49 @@ void Plan::plan_looped_reduction(int i, Ref input) {
   }
   values_[i] = carry.slot;
   vector(carry.combine, type, carry.slot, carry.slot, partial, Shape::Row);
+  carries_.push_back(carry);
+}
+
+// The first index of the maximum (minimum) of a looped row of f32: each chunk's extremum and its first index (a NaN
+// counting as the extremum, as vrmax and vargmax take it) replace the carried ones when the chunk's is strictly
+// greater (less), or is a NaN where the carried one is not; so the first of equal extrema, and the first NaN, win.
+// The chunk's index is offset by its first element's, which the carry counts up by the chunk's length (every chunk
+// but the last is whole). The walker requires one reduced dimension, so that a chunk's elements are consecutive.
+void Plan::plan_looped_index(int i, Ref input) {
+  const FusedNode& node = spec_.nodes[i];
+  if (type_of(node.a) != ElementType::F32)
+    unsupported(
+        fmt::format("the index of an extremum of a row too long for the scratchpad is found in chunks of "
+                    "f32 only, not of {}",
+                    isa::type_name(type_of(node.a))));
+  const bool maximum = node.op == Op::ReduceArgMax;
+  const Ref partial_index = temporary(Shape::Row, ElementType::I64);
+  const Ref partial = temporary(Shape::Row, ElementType::F32);
+  vector(vector_opcode(node.op), ElementType::F32, partial_index, input, {}, Shape::Row);
+  vector(maximum ? Opcode::Vrmax : Opcode::Vrmin, ElementType::F32, partial, input, {}, Shape::Row);
+  Carry carry{.node = i,
+              .slot = allocate(Shape::Row, ElementType::F32, /*kept=*/true),
+              .type = ElementType::F32,
+              .combine = Opcode::Vsel,
+              .identity = static_cast<int32_t>(std::bit_cast<uint32_t>(maximum ? -INFINITY : INFINITY)),
+              .index = allocate(Shape::Row, ElementType::I64, /*kept=*/true),
+              .offset = allocate(Shape::Row, ElementType::I64, /*kept=*/true)};
+  const Ref better = temporary(Shape::Row, ElementType::Bool), nan = temporary(Shape::Row, ElementType::Bool);
+  const Ref carried_nan = temporary(Shape::Row, ElementType::Bool);
+  vector(Opcode::Vclt, ElementType::F32, better, maximum ? carry.slot : partial, maximum ? partial : carry.slot,
+         Shape::Row);
+  vector(Opcode::Vcne, ElementType::F32, nan, partial, partial, Shape::Row);
+  vector(Opcode::Vcne, ElementType::F32, carried_nan, carry.slot, carry.slot, Shape::Row);
+  vector(Opcode::Vxor, ElementType::U8, carried_nan, carried_nan, not_one(), Shape::Row, 1);
+  vector(Opcode::Vand, ElementType::U8, nan, nan, carried_nan, Shape::Row);
+  vector(Opcode::Vor, ElementType::U8, better, better, nan, Shape::Row);
+  vector(Opcode::Vadd, ElementType::I64, partial_index, partial_index, carry.offset, Shape::Row);
+  vector(Opcode::Vsel, ElementType::F32, carry.slot, better, partial, Shape::Row);
+  vector(Opcode::Vsel, ElementType::I64, carry.index, better, partial_index, Shape::Row);
+  const int chunk = static_cast<int>(scalars_.size());
+  scalars_.push_back({ElementType::I64, static_cast<double>(row_length_)});
+  vector(Opcode::Vadd, ElementType::I64, carry.offset, carry.offset, {Ref::Kind::Scalar, chunk}, Shape::Row, 1);
+  values_[i] = carry.index;
   carries_.push_back(carry);
 }
 

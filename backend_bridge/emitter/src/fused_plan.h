@@ -56,13 +56,16 @@ struct Slot {
 };
 
 // A reduction over looped rows (see Plan's `looped_rows`): its result's slot, which starts each row as the
-// combination's identity and takes each chunk's partial result by `combine` (vadd, vmax, vmin).
+// combination's identity and takes each chunk's partial result by `combine` (vadd, vmax, vmin). The index of an
+// extremum carries the extremum itself (`slot`) and its index (`index`, i64, from 0), and counts the chunk's first
+// element in `offset` (i64, from 0).
 struct Carry {
   int node = -1;
   Ref slot;
   isa::ElementType type = isa::ElementType::F32;
   isa::Opcode combine = isa::Opcode::Vadd;
   int64_t identity = 0;  // vfill's immediate
+  Ref index, offset;
 };
 
 inline constexpr int64_t kScalarBytes = 8;  // a slot of the scalar tile holds any element type
@@ -139,6 +142,8 @@ class Plan {
   void plan_binary(int i);
   void plan_multiply_add(int i);
   void plan_looped_reduction(int i, Ref input);
+  void plan_looped_index(int i, Ref input);
+  Ref not_one();
 
   const FusedSpec& spec_;
   int64_t row_length_;

@@ -44,8 +44,9 @@ struct RowSpec {
 
 // The argument block is the output's and the input's addresses (for the backward ops: the gradient's, then the
 // forward output's); layer normalisation adds the weight's, the bias's (each 0 when absent), the means' and the
-// 1/std's; layer_norm's backward is dx, dy, x, the weight (0 when absent), the means, the 1/stds and x̂. A row too
-// long for the scratchpad is walked in chunks (fused_looped.h); the index of an extremum over one throws Unsupported.
+// 1/std's; layer_norm's backward is dx, dy, x, the weight (0 when absent), the means and the 1/stds. A row too long
+// for the scratchpad is walked in chunks (fused_looped.h); the index of an extremum of another type than f32 over
+// one throws Unsupported.
 Kernel emit_rows(const RowSpec& spec, const config::ChipConfig& config);
 
 }  // namespace npusim::emitter
