@@ -122,3 +122,19 @@ def test_argmax_over_a_vocabulary_is_one_kernel_with_the_cpus_ties_and_nan(devic
         top = torch.topk(x.nan_to_num(0).to(device), 5, -1)
     assert report.fallbacks == {}
     torch.testing.assert_close(top.values.cpu(), torch.topk(x.nan_to_num(0), 5, -1).values, rtol=0, atol=0)
+
+
+def test_cumsum_and_cumprod_over_a_vocabulary_run_natively(device):
+    """Top-p sampling's running sum over sorted probabilities: rows longer than the scratchpad, scanned in chunks of
+    columns, each element with the same sequence of adds as in one pass."""
+    probabilities = torch.softmax(random((3, VOCAB), 9), -1).sort(-1, descending=True).values
+    with npusim.profile() as report:
+        sums = torch.cumsum(probabilities.to(device), -1)
+        products = torch.cumprod((1 + probabilities / 4).to(device), -1)
+        integers = torch.cumsum(torch.arange(3 * VOCAB).reshape(3, VOCAB).to(device), -1)
+        torch.npusim.synchronize()
+    assert report.fallbacks == {}
+    # The device adds in float32 in order, the CPU's kernel too but from another rounding of partial sums.
+    torch.testing.assert_close(sums.cpu(), torch.cumsum(probabilities, -1), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(products.cpu(), torch.cumprod(1 + probabilities / 4, -1), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(integers.cpu(), torch.cumsum(torch.arange(3 * VOCAB).reshape(3, VOCAB), -1))

@@ -3,6 +3,10 @@
 // that column j of all rt rows is contiguous; then column j += (*=) column j - 1 for j = 1 .. cols - 1 (one vector
 // add or multiply of rt elements each, in order), and the same transposed DMA stores it back. The builder orders the
 // load, the adds and the store by the tile they share.
+//
+// A row too long for the scratchpad is scanned in chunks of columns instead: a tile of a few rows, a chunk of cc
+// columns at a time, each chunk's first column combined with the previous chunk's last one (its carry, kept in the
+// scratchpad), so that every element sees the same sequence of adds as in one pass.
 #include "npusim/emitter/cumsum.h"
 
 #include <fmt/format.h>
@@ -13,6 +17,126 @@
 
 namespace npusim::emitter {
 
+namespace {
+
+constexpr int64_t kChunkedRows = 8;  // rows per tile when a row does not fit: each column step scans this many
+
+// rows are one element apart in a transposed tile, so a tile of rt rows walks cc columns in rt-element steps; rows of
+// more columns than fit are taken in chunks.
+Kernel emit_cumsum_in_chunks(const CumsumSpec& spec, const config::ChipConfig& config) {
+  const int64_t bytes = static_cast<int64_t>(isa::element_bytes(spec.type));
+  const int64_t tile_rows = std::min(spec.rows, kChunkedRows);
+  const int64_t carry_bytes = (tile_rows * bytes + 63) / 64 * 64;
+  const int64_t chunk = (static_cast<int64_t>(config.scratchpad_bytes()) - carry_bytes) / (tile_rows * bytes);
+  if (chunk < 2) throw Unsupported("a cumsum's chunk of two columns does not fit the scratchpad");
+  const int64_t tiles = (spec.rows + tile_rows - 1) / tile_rows;
+  const int64_t cores = std::clamp<int64_t>(tiles, 1, config.chip_cores);
+  const std::string type(isa::type_name(spec.type));
+  const bool wide = bytes == 8;
+  const std::string name = (spec.product ? "cumprod_" : "cumsum_") + type;
+  const isa::Opcode combine = spec.product ? isa::Opcode::Vmul : isa::Opcode::Vadd;
+  // x + identity and x * identity are x for every x (-0 for float sums, so that -0 stays -0).
+  const int64_t identity = spec.product ? (spec.type == isa::ElementType::F32 ? 0x3f800000 : 1)
+                                        : (spec.type == isa::ElementType::F32 ? INT32_MIN : 0);
+  KernelBuilder b(name, config);
+  b.describe(fmt::format("{}: {} rows of {}, {} rows per tile in chunks of {} columns, {} cores", name, spec.rows,
+                         spec.cols, tile_rows, chunk, cores));
+  const Tile tile = b.tile(Space::Scratchpad, tile_rows * chunk * bytes, "transposed chunk");
+  const Tile carry = b.tile(Space::Scratchpad, carry_bytes, "last column of the previous chunk");
+  Reg out = b.reg("output"), in = b.reg("input"), row = b.reg("first row of the tile"), base = b.reg("chunk");
+  Reg rows_in_tile = b.reg("rows in the tile"), column = b.reg("first column of the chunk");
+  Reg columns = b.reg("columns in the chunk"), run = b.reg("bytes per column run"), carried = b.reg("carry");
+  Reg scratch = b.reg("scratch"), dram = b.reg("DRAM address");
+  b.Ld(out, kArgumentBlock, 0);
+  b.Ld(in, kArgumentBlock, 8);
+  b.point(base, tile);
+  b.point(carried, carry);
+  b.Csrr(row, isa::Csr::CoreId);
+  b.mul_constant(row, tile_rows);
+  {
+    Reg element = b.reg("element bytes"), one = b.reg("one");
+    b.li(element, bytes);
+    b.li(one, 1);
+    b.DmaDim(2, one, kZero);
+    b.DmaDim(3, one, kZero);
+  }
+  const Label next_tile = b.label(), next_chunk = b.label(), sized = b.label(), rows_sized = b.label();
+  const Label done = b.label();
+  b.li(scratch, spec.rows);
+  b.Bgeu(row, scratch, done);
+  b.bind(next_tile);
+  b.li(rows_in_tile, spec.rows);  // min(rt, rows - first row)
+  b.Sub(rows_in_tile, rows_in_tile, row);
+  b.li(scratch, tile_rows);
+  b.Bltu(rows_in_tile, scratch, rows_sized);
+  b.move(rows_in_tile, scratch);
+  b.bind(rows_sized);
+  b.Vfill(spec.type, carried, rows_in_tile, identity);
+  b.li(run, bytes);
+  b.Mul(run, run, rows_in_tile);
+  b.move(column, kZero);
+  b.bind(next_chunk);
+  b.li(columns, spec.cols);  // min(cc, cols - first column)
+  b.Sub(columns, columns, column);
+  b.li(scratch, chunk);
+  b.Bltu(columns, scratch, sized);
+  b.move(columns, scratch);
+  b.bind(sized);
+  // DRAM address of the chunk: row * cols + first column, in elements.
+  const auto chunk_address = [&](R tensor) {
+    b.li(dram, spec.cols);
+    b.Mul(dram, dram, row);
+    b.Add(dram, dram, column);
+    b.mul_constant(dram, bytes);
+    b.Add(dram, dram, tensor);
+    Reg element = b.reg("element bytes");
+    b.li(element, bytes);
+    b.DmaDim(1, columns, element);
+  };
+  chunk_address(in);
+  if (wide) {
+    b.DmaLoad4d64(base, dram, rows_in_tile, spec.cols * bytes);
+  } else {
+    b.DmaLoad4d32(base, dram, rows_in_tile, spec.cols * bytes);
+  }
+  b.emit(combine, {spec.type, base, base, carried, rows_in_tile, 0});
+  {  // column j op= column j - 1, j = 1 .. columns - 1
+    Reg previous = b.reg("previous column"), current = b.reg("this column"), left = b.reg("columns left");
+    const Label scan = b.label(), scanned = b.label();
+    b.move(current, base);
+    b.Addi(left, columns, -1);
+    b.Beq(left, kZero, scanned);
+    b.bind(scan);
+    b.move(previous, current);
+    b.bind(previous, tile);
+    b.Add(current, current, run);
+    b.bind(current, tile);
+    b.emit(combine, {spec.type, current, current, previous, rows_in_tile, 0});
+    b.Addi(left, left, -1);
+    b.Bne(left, kZero, scan);
+    b.bind(scanned);
+    b.bind(current, tile);
+    b.Vmov(spec.type, carried, current, rows_in_tile);  // the chunk's last column, for the next chunk
+  }
+  chunk_address(out);
+  if (wide) {
+    b.DmaStore4d64(dram, base, rows_in_tile, spec.cols * bytes);
+  } else {
+    b.DmaStore4d32(dram, base, rows_in_tile, spec.cols * bytes);
+  }
+  b.add_constant(column, chunk);
+  b.li(scratch, spec.cols);
+  b.Bltu(column, scratch, next_chunk);
+  b.add_constant(row, tile_rows * cores);
+  b.li(scratch, spec.rows);
+  b.Bltu(row, scratch, next_tile);
+  b.bind(done);
+  b.Halt();
+  return b.finish(cores);
+}
+
+}  // namespace
+
 Kernel emit_cumsum(const CumsumSpec& spec, const config::ChipConfig& config) {
   if (spec.rows < 1 || spec.cols < 1)
     throw std::invalid_argument(fmt::format("a cumsum over {} x {} has no elements", spec.rows, spec.cols));
@@ -21,7 +145,7 @@ Kernel emit_cumsum(const CumsumSpec& spec, const config::ChipConfig& config) {
         fmt::format("cumsum of {}: the kernel sums f32, i32 or i64", isa::type_name(spec.type)));
   const int64_t bytes = static_cast<int64_t>(isa::element_bytes(spec.type));
   const int64_t tile_rows = std::min(spec.rows, static_cast<int64_t>(config.scratchpad_bytes()) / (spec.cols * bytes));
-  if (tile_rows < 1) throw Unsupported(fmt::format("a row of {} elements does not fit the scratchpad", spec.cols));
+  if (tile_rows < 1) return emit_cumsum_in_chunks(spec, config);
   const int64_t tiles = (spec.rows + tile_rows - 1) / tile_rows;
   const int64_t cores = std::clamp<int64_t>(tiles, 1, config.chip_cores);
   const std::string type(isa::type_name(spec.type));

@@ -17,8 +17,8 @@ struct CumsumSpec {
   bool product = false;                           // the running product (cumprod_<type>) instead of the sum
 };
 
-// The argument block is the output's and the input's addresses (both contiguous; they may be the same tensor).
-// Throws Unsupported when a row does not fit the scratchpad.
+// The argument block is the output's and the input's addresses (both contiguous; they may be the same tensor). A row
+// too long for the scratchpad is scanned in chunks of columns.
 Kernel emit_cumsum(const CumsumSpec& spec, const config::ChipConfig& config);
 
 }  // namespace npusim::emitter
