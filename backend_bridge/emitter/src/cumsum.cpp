@@ -4,9 +4,10 @@
 // add or multiply of rt elements each, in order), and the same transposed DMA stores it back. The builder orders the
 // load, the adds and the store by the tile they share.
 //
-// A row too long for the scratchpad is scanned in chunks of columns instead: a tile of a few rows, a chunk of cc
-// columns at a time, each chunk's first column combined with the previous chunk's last one (its carry, kept in the
-// scratchpad), so that every element sees the same sequence of adds as in one pass.
+// A row too long for the scratchpad is scanned in chunks of columns: a tile of a few rows, cc columns at a time,
+// each chunk's first column combined with the previous chunk's last one (the carry, kept in the scratchpad and
+// starting as the identity), so that every element sees the same sequence of adds as in one pass. A row that fits is
+// one chunk.
 #include "npusim/emitter/cumsum.h"
 
 #include <fmt/format.h>
@@ -21,29 +22,40 @@ namespace {
 
 constexpr int64_t kChunkedRows = 8;  // rows per tile when a row does not fit: each column step scans this many
 
-// rows are one element apart in a transposed tile, so a tile of rt rows walks cc columns in rt-element steps; rows of
-// more columns than fit are taken in chunks.
-Kernel emit_cumsum_in_chunks(const CumsumSpec& spec, const config::ChipConfig& config) {
+}  // namespace
+
+Kernel emit_cumsum(const CumsumSpec& spec, const config::ChipConfig& config) {
+  if (spec.rows < 1 || spec.cols < 1)
+    throw std::invalid_argument(fmt::format("a cumsum over {} x {} has no elements", spec.rows, spec.cols));
+  if (spec.type != isa::ElementType::F32 && spec.type != isa::ElementType::I32 && spec.type != isa::ElementType::I64)
+    throw std::invalid_argument(
+        fmt::format("cumsum of {}: the kernel sums f32, i32 or i64", isa::type_name(spec.type)));
   const int64_t bytes = static_cast<int64_t>(isa::element_bytes(spec.type));
-  const int64_t tile_rows = std::min(spec.rows, kChunkedRows);
-  const int64_t carry_bytes = (tile_rows * bytes + 63) / 64 * 64;
-  const int64_t chunk = (static_cast<int64_t>(config.scratchpad_bytes()) - carry_bytes) / (tile_rows * bytes);
-  if (chunk < 2) throw Unsupported("a cumsum's chunk of two columns does not fit the scratchpad");
+  const auto scratchpad = static_cast<int64_t>(config.scratchpad_bytes());
+  const auto carry_bytes = [&](int64_t rows) { return (rows * bytes + 63) / 64 * 64; };
+  // Whole rows when one fits beside its carry, as many as fit; else kChunkedRows rows in chunks of columns.
+  int64_t tile_rows = std::min(spec.rows, scratchpad / (spec.cols * bytes));
+  while (tile_rows > 0 && tile_rows * spec.cols * bytes + carry_bytes(tile_rows) > scratchpad) --tile_rows;
+  int64_t chunk = spec.cols;
+  if (tile_rows < 1) {
+    tile_rows = std::min(spec.rows, kChunkedRows);
+    chunk = (scratchpad - carry_bytes(tile_rows)) / (tile_rows * bytes);
+    if (chunk < 2) throw Unsupported("a cumsum's chunk of two columns does not fit the scratchpad");
+  }
   const int64_t tiles = (spec.rows + tile_rows - 1) / tile_rows;
   const int64_t cores = std::clamp<int64_t>(tiles, 1, config.chip_cores);
-  const std::string type(isa::type_name(spec.type));
   const bool wide = bytes == 8;
-  const std::string name = (spec.product ? "cumprod_" : "cumsum_") + type;
+  const std::string name = (spec.product ? "cumprod_" : "cumsum_") + std::string(isa::type_name(spec.type));
   const isa::Opcode combine = spec.product ? isa::Opcode::Vmul : isa::Opcode::Vadd;
   // x + identity and x * identity are x for every x (-0 for float sums, so that -0 stays -0).
   const int64_t identity = spec.product ? (spec.type == isa::ElementType::F32 ? 0x3f800000 : 1)
                                         : (spec.type == isa::ElementType::F32 ? INT32_MIN : 0);
   KernelBuilder b(name, config);
-  b.describe(fmt::format("{}: {} rows of {}, {} rows per tile in chunks of {} columns, {} cores", name, spec.rows,
+  b.describe(fmt::format("{}: {} rows of {}, {} rows per tile, chunks of {} columns, {} cores", name, spec.rows,
                          spec.cols, tile_rows, chunk, cores));
-  const Tile tile = b.tile(Space::Scratchpad, tile_rows * chunk * bytes, "transposed chunk");
-  const Tile carry = b.tile(Space::Scratchpad, carry_bytes, "last column of the previous chunk");
-  Reg out = b.reg("output"), in = b.reg("input"), row = b.reg("first row of the tile"), base = b.reg("chunk");
+  const Tile tile = b.tile(Space::Scratchpad, tile_rows * chunk * bytes, "transposed rows");
+  const Tile carry = b.tile(Space::Scratchpad, carry_bytes(tile_rows), "last column of the previous chunk");
+  Reg out = b.reg("output"), in = b.reg("input"), row = b.reg("first row of the tile"), base = b.reg("tile");
   Reg rows_in_tile = b.reg("rows in the tile"), column = b.reg("first column of the chunk");
   Reg columns = b.reg("columns in the chunk"), run = b.reg("bytes per column run"), carried = b.reg("carry");
   Reg scratch = b.reg("scratch"), dram = b.reg("DRAM address");
@@ -53,37 +65,43 @@ Kernel emit_cumsum_in_chunks(const CumsumSpec& spec, const config::ChipConfig& c
   b.point(carried, carry);
   b.Csrr(row, isa::Csr::CoreId);
   b.mul_constant(row, tile_rows);
-  {
-    Reg element = b.reg("element bytes"), one = b.reg("one");
-    b.li(element, bytes);
+  {  // The transposed tile: rt elements one row apart, in runs of the chunk's columns one element apart.
+    Reg one = b.reg("one");
     b.li(one, 1);
     b.DmaDim(2, one, kZero);
     b.DmaDim(3, one, kZero);
   }
-  const Label next_tile = b.label(), next_chunk = b.label(), sized = b.label(), rows_sized = b.label();
-  const Label done = b.label();
+  const Label next_tile = b.label(), next_chunk = b.label(), done = b.label();
   b.li(scratch, spec.rows);
   b.Bgeu(row, scratch, done);
   b.bind(next_tile);
-  b.li(rows_in_tile, spec.rows);  // min(rt, rows - first row)
-  b.Sub(rows_in_tile, rows_in_tile, row);
-  b.li(scratch, tile_rows);
-  b.Bltu(rows_in_tile, scratch, rows_sized);
-  b.move(rows_in_tile, scratch);
-  b.bind(rows_sized);
+  {
+    const Label sized = b.label();
+    b.li(rows_in_tile, spec.rows);  // min(rt, rows - first row)
+    b.Sub(rows_in_tile, rows_in_tile, row);
+    b.li(scratch, tile_rows);
+    b.Bltu(rows_in_tile, scratch, sized);
+    b.move(rows_in_tile, scratch);
+    b.bind(sized);
+  }
   b.Vfill(spec.type, carried, rows_in_tile, identity);
   b.li(run, bytes);
   b.Mul(run, run, rows_in_tile);
   b.move(column, kZero);
   b.bind(next_chunk);
-  b.li(columns, spec.cols);  // min(cc, cols - first column)
-  b.Sub(columns, columns, column);
-  b.li(scratch, chunk);
-  b.Bltu(columns, scratch, sized);
-  b.move(columns, scratch);
-  b.bind(sized);
-  // DRAM address of the chunk: row * cols + first column, in elements.
-  const auto chunk_address = [&](R tensor) {
+  if (chunk == spec.cols) {
+    b.li(columns, chunk);
+  } else {  // min(cc, cols - first column)
+    const Label sized = b.label();
+    b.li(columns, spec.cols);
+    b.Sub(columns, columns, column);
+    b.li(scratch, chunk);
+    b.Bltu(columns, scratch, sized);
+    b.move(columns, scratch);
+    b.bind(sized);
+  }
+  // The chunk in DRAM: element row * cols + first column of `tensor`, its runs of `columns` elements.
+  const auto address_chunk = [&](R tensor) {
     b.li(dram, spec.cols);
     b.Mul(dram, dram, row);
     b.Add(dram, dram, column);
@@ -93,14 +111,16 @@ Kernel emit_cumsum_in_chunks(const CumsumSpec& spec, const config::ChipConfig& c
     b.li(element, bytes);
     b.DmaDim(1, columns, element);
   };
-  chunk_address(in);
+  address_chunk(in);
   if (wide) {
     b.DmaLoad4d64(base, dram, rows_in_tile, spec.cols * bytes);
   } else {
     b.DmaLoad4d32(base, dram, rows_in_tile, spec.cols * bytes);
   }
+  // The first column takes the carry outside the loop, so that the builder's wait for the load comes once per chunk,
+  // not per column.
   b.emit(combine, {spec.type, base, base, carried, rows_in_tile, 0});
-  {  // column j op= column j - 1, j = 1 .. columns - 1
+  {  // column j op= column j - 1, j = 1 .. columns - 1; then the last column is the next chunk's carry
     Reg previous = b.reg("previous column"), current = b.reg("this column"), left = b.reg("columns left");
     const Label scan = b.label(), scanned = b.label();
     b.move(current, base);
@@ -115,10 +135,12 @@ Kernel emit_cumsum_in_chunks(const CumsumSpec& spec, const config::ChipConfig& c
     b.Addi(left, left, -1);
     b.Bne(left, kZero, scan);
     b.bind(scanned);
-    b.bind(current, tile);
-    b.Vmov(spec.type, carried, current, rows_in_tile);  // the chunk's last column, for the next chunk
+    if (chunk < spec.cols) {
+      b.bind(current, tile);
+      b.Vmov(spec.type, carried, current, rows_in_tile);
+    }
   }
-  chunk_address(out);
+  address_chunk(out);
   if (wide) {
     b.DmaStore4d64(dram, base, rows_in_tile, spec.cols * bytes);
   } else {
@@ -130,105 +152,6 @@ Kernel emit_cumsum_in_chunks(const CumsumSpec& spec, const config::ChipConfig& c
   b.add_constant(row, tile_rows * cores);
   b.li(scratch, spec.rows);
   b.Bltu(row, scratch, next_tile);
-  b.bind(done);
-  b.Halt();
-  return b.finish(cores);
-}
-
-}  // namespace
-
-Kernel emit_cumsum(const CumsumSpec& spec, const config::ChipConfig& config) {
-  if (spec.rows < 1 || spec.cols < 1)
-    throw std::invalid_argument(fmt::format("a cumsum over {} x {} has no elements", spec.rows, spec.cols));
-  if (spec.type != isa::ElementType::F32 && spec.type != isa::ElementType::I32 && spec.type != isa::ElementType::I64)
-    throw std::invalid_argument(
-        fmt::format("cumsum of {}: the kernel sums f32, i32 or i64", isa::type_name(spec.type)));
-  const int64_t bytes = static_cast<int64_t>(isa::element_bytes(spec.type));
-  const int64_t tile_rows = std::min(spec.rows, static_cast<int64_t>(config.scratchpad_bytes()) / (spec.cols * bytes));
-  if (tile_rows < 1) return emit_cumsum_in_chunks(spec, config);
-  const int64_t tiles = (spec.rows + tile_rows - 1) / tile_rows;
-  const int64_t cores = std::clamp<int64_t>(tiles, 1, config.chip_cores);
-  const std::string type(isa::type_name(spec.type));
-  const bool wide = bytes == 8;
-
-  const std::string name = (spec.product ? "cumprod_" : "cumsum_") + type;
-  const isa::Opcode combine = spec.product ? isa::Opcode::Vmul : isa::Opcode::Vadd;
-  KernelBuilder b(name, config);
-  b.describe(
-      fmt::format("{}: {} rows of {}, {} rows per tile, {} cores", name, spec.rows, spec.cols, tile_rows, cores));
-  const Tile tile = b.tile(Space::Scratchpad, tile_rows * spec.cols * bytes, "transposed rows");
-  Reg out = b.reg("output"), in = b.reg("input"), rows = b.reg("rows"), row = b.reg("first row of the tile");
-  Reg step = b.reg("row step across cores"), rows_in_tile = b.reg("rows in the tile"), base = b.reg("tile");
-  b.Ld(out, kArgumentBlock, 0);
-  b.Ld(in, kArgumentBlock, 8);
-  b.li(rows, spec.rows);
-  b.point(base, tile);
-  b.Csrr(row, isa::Csr::CoreId);
-  b.mul_constant(row, tile_rows);
-  b.li(step, tile_rows * cores);
-  {  // The transposed tile: rt elements one row apart, in cols runs one element apart.
-    Reg cols = b.reg("cols"), element = b.reg("element bytes"), one = b.reg("one");
-    b.li(cols, spec.cols);
-    b.li(element, bytes);
-    b.DmaDim(1, cols, element);
-    b.li(one, 1);
-    b.DmaDim(2, one, kZero);
-    b.DmaDim(3, one, kZero);
-  }
-  const Label top = b.label(), sized = b.label(), done = b.label();
-  b.Bgeu(row, rows, done);
-  b.bind(top);
-  {
-    Reg tile_rows_reg = b.reg("rows per tile"), dram = b.reg("DRAM address");
-    b.Sub(rows_in_tile, rows, row);  // min(rt, rows - first row)
-    b.li(tile_rows_reg, tile_rows);
-    b.Bltu(rows_in_tile, tile_rows_reg, sized);
-    b.move(rows_in_tile, tile_rows_reg);
-    b.bind(sized);
-    b.li(dram, spec.cols * bytes);
-    b.Mul(dram, dram, row);
-    b.Add(dram, dram, in);
-    if (wide) {
-      b.DmaLoad4d64(base, dram, rows_in_tile, spec.cols * bytes);
-    } else {
-      b.DmaLoad4d32(base, dram, rows_in_tile, spec.cols * bytes);
-    }
-  }
-  if (spec.cols > 1) {
-    // The first add is outside the loop so that the builder's wait for the load comes once per tile, not per column.
-    Reg run = b.reg("bytes per column run"), column = b.reg("this column");
-    b.li(run, bytes);
-    b.Mul(run, run, rows_in_tile);
-    b.Add(column, base, run);
-    b.bind(column, tile);
-    b.emit(combine, {spec.type, column, column, base, rows_in_tile, 0});
-    if (spec.cols > 2) {
-      Reg previous = b.reg("previous column"), left = b.reg("columns left");
-      b.li(left, spec.cols - 2);
-      const Label scan = b.label();
-      b.bind(scan);
-      b.move(previous, column);
-      b.bind(previous, tile);
-      b.Add(column, column, run);
-      b.bind(column, tile);
-      b.emit(combine, {spec.type, column, column, previous, rows_in_tile, 0});
-      b.Addi(left, left, -1);
-      b.Bne(left, kZero, scan);
-    }
-  }
-  {
-    Reg dram = b.reg("DRAM address");
-    b.li(dram, spec.cols * bytes);
-    b.Mul(dram, dram, row);
-    b.Add(dram, dram, out);
-    if (wide) {
-      b.DmaStore4d64(dram, base, rows_in_tile, spec.cols * bytes);
-    } else {
-      b.DmaStore4d32(dram, base, rows_in_tile, spec.cols * bytes);
-    }
-  }
-  b.Add(row, row, step);
-  b.Bltu(row, rows, top);
   b.bind(done);
   b.Halt();
   return b.finish(cores);
