@@ -33,6 +33,7 @@
 #include "fused_looped.h"
 #include "fused_plan.h"
 #include "fused_spec.h"
+#include "fused_steps.h"
 
 namespace npusim::emitter {
 namespace {
@@ -321,13 +322,7 @@ class FusedEmitter {
     stride_ = b_.reg("DMA stride");
     if (segmented()) segment_ = b_.reg("segment's arguments");
     if (layout_.positions >= 0) position_ = b_.reg("stream position");
-    for (const FusedAccess* access : accesses_)
-      if (!segmented() && !pointers_.contains(access->argument) &&
-          static_cast<int>(pointers_.size()) < kPointerRegisters) {
-        Reg pointer = b_.reg(fmt::format("argument {}", access->argument));
-        b_.Ld(pointer, kArgumentBlock, 8 * access->argument);
-        pointers_.emplace(access->argument, std::move(pointer));
-      }
+    if (!segmented()) pointers_ = fused::pointer_registers(b_, accesses_, kPointerRegisters);
   }
 
   void fill_scalars() {
@@ -543,16 +538,9 @@ class FusedEmitter {
     }
   }
   // to += index * stride (through scratch_).
-  void add_index(R to, R index, int64_t stride) {
-    if (stride == 0) return;
-    b_.li(scratch_, stride);
-    b_.Mul(scratch_, scratch_, index);
-    b_.Add(to, to, scratch_);
-  }
+  void add_index(R to, R index, int64_t stride) { fused::add_scaled(b_, to, index, stride, scratch_); }
 
-  struct Dim {
-    int64_t count, stride;  // count 0: the chunk's, in chunk_rows_
-  };
+  using Dim = fused::MoveDim;  // count 0: the chunk's, in chunk_rows_
   // The tile's dimensions in access s, innermost first (see emit_dma).
   std::vector<Dim> dma_dims(const Step& s) const {
     const std::vector<int64_t>& outer = layout_.outer;
@@ -579,21 +567,9 @@ class FusedEmitter {
   // An Argument's value from its entry of the argument block (the segment's, with segments): one element (or n whole
   // entries) into the argument tile, or repeated (stride 0) over a slot's rows or elements.
   void emit_argument_load(const Step& s, int set) {
-    if (segmented()) {
-      b_.Add(address_, kArgumentBlock, segment_);
-    } else {
-      b_.move(address_, kArgumentBlock);
-    }
-    b_.add_constant(address_, 8 * int64_t{s.argument});
-    const R spad = point(first_, s.first, set);
-    const auto bytes = static_cast<int64_t>(isa::element_bytes(s.type));
-    static constexpr Opcode loads[] = {Opcode::DmaLoad8, Opcode::DmaLoad16, Opcode::DmaLoad32, Opcode::DmaLoad64};
-    if (s.first.kind == Ref::Kind::Slot) {
-      b_.emit(loads[std::countr_zero(static_cast<unsigned>(bytes))], {spad, address_, count_of(s.shape), 0});
-      return;
-    }
-    b_.li(count_, std::max<int64_t>(1, s.immediate));
-    b_.emit(loads[std::countr_zero(static_cast<unsigned>(bytes))], {spad, address_, count_, bytes});
+    if (segmented()) b_.Add(second_, kArgumentBlock, segment_);
+    fused::emit_argument_load(b_, s, segmented() ? R(second_) : kArgumentBlock, point(first_, s.first, set),
+                              count_of(s.shape), address_, count_);
   }
 
   // Whether load step s arrives transposed, to be put right by a vtr on the vector engine.
@@ -640,57 +616,30 @@ class FusedEmitter {
 
     const std::vector<Dim> dims = dma_dims(s);
     const R spad = point(first_, s.first, set);
-    // One dimension left holds the whole tile (a lone chunk dimension is the whole tile too: any block or reduced
-    // dimension would be another dimension).
-    const R count = dims.size() > 1 ? R(count_) : count_of(s.shape);
-    const auto immediate = [&](int64_t stride) {
-      if (stride < INT32_MIN || stride > INT32_MAX)
-        throw Unsupported(
-            fmt::format("fused kernel {}: a stride of {} bytes does not fit a DMA immediate", spec_.name, stride));
-      return stride;
-    };
     const int size = std::countr_zero(static_cast<unsigned>(bytes));
     using enum Opcode;
-    if (dims.size() == 1) {
-      static constexpr Opcode loads[] = {DmaLoad8, DmaLoad16, DmaLoad32, DmaLoad64};
-      static constexpr Opcode stores[] = {DmaStore8, DmaStore16, DmaStore32, DmaStore64};
-      if (load) {
-        b_.emit(loads[size], {spad, address_, count, immediate(dims[0].stride)});
-      } else {
-        b_.emit(stores[size], {address_, spad, count, immediate(dims[0].stride)});
-      }
-    } else if (load && transposed_load(s)) {
+    if (dims.size() == 2 && load && transposed_load(s)) {
       // Contiguous along the chunk, strided within a row (a transposed operand, a sum over an outer dimension): runs
       // of the chunk's elements, one per element of the row, then transposed in place into rows.
       static constexpr Opcode loads[] = {DmaLoad2d8, DmaLoad2d16, DmaLoad2d32, DmaLoad2d64};
       b_.li(count_, dims[0].count);
-      b_.emit(loads[size], {spad, address_, chunk_rows_, count_, immediate(dims[0].stride)});
+      b_.emit(loads[size], {spad, address_, chunk_rows_, count_, fused::stride_immediate(spec_.name, dims[0].stride)});
       b_.Vtr(access.type, spad, spad, count_, chunk_rows_);
     } else if (dims.size() == 2 && dims[0].stride == bytes && s.shape != Shape::Pattern) {
       static constexpr Opcode loads[] = {DmaLoad2d8, DmaLoad2d16, DmaLoad2d32, DmaLoad2d64};
       static constexpr Opcode stores[] = {DmaStore2d8, DmaStore2d16, DmaStore2d32, DmaStore2d64};
+      const int64_t row_stride = fused::stride_immediate(spec_.name, dims[1].stride);
       b_.li(count_, dims[0].count);
       if (load) {
-        b_.emit(loads[size], {spad, address_, count_, chunk_rows_, immediate(dims[1].stride)});
+        b_.emit(loads[size], {spad, address_, count_, chunk_rows_, row_stride});
       } else {
-        b_.emit(stores[size], {address_, spad, count_, chunk_rows_, immediate(dims[1].stride)});
+        b_.emit(stores[size], {address_, spad, count_, chunk_rows_, row_stride});
       }
     } else {
-      if (dims.size() > fused::kDmaDims) throw std::logic_error("a fused tile of more than four DMA dimensions");
-      for (int d = 1; d < fused::kDmaDims; ++d) {
-        const Dim dim = d < static_cast<int>(dims.size()) ? dims[d] : Dim{1, 0};
-        if (dim.count != 0) b_.li(count_, dim.count);
-        b_.li(stride_, dim.stride);
-        b_.DmaDim(d, dim.count == 0 ? R(chunk_rows_) : R(count_), stride_);
-      }
-      b_.li(count_, dims[0].count);
-      static constexpr Opcode loads[] = {DmaLoad4d8, DmaLoad4d16, DmaLoad4d32, DmaLoad4d64};
-      static constexpr Opcode stores[] = {DmaStore4d8, DmaStore4d16, DmaStore4d32, DmaStore4d64};
-      if (load) {
-        b_.emit(loads[size], {spad, address_, count_, immediate(dims[0].stride)});
-      } else {
-        b_.emit(stores[size], {address_, spad, count_, immediate(dims[0].stride)});
-      }
+      // One dimension (then the whole tile: a lone chunk dimension is the whole tile too, as any block or reduced
+      // dimension would be another dimension), or up to four.
+      fused::emit_strided_move(b_, spec_.name, load, bytes, spad, address_, dims, count_of(s.shape), chunk_rows_,
+                               count_, stride_);
     }
   }
 

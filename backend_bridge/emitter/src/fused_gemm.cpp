@@ -16,6 +16,7 @@
 
 #include "fused_plan.h"
 #include "fused_spec.h"
+#include "fused_steps.h"
 #include "gemm_loop.h"
 
 namespace npusim::emitter {

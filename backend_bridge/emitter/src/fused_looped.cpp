@@ -11,18 +11,16 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <bit>
 #include <map>
 #include <optional>
 
 #include "fused_layout.h"
 #include "fused_plan.h"
 #include "fused_spec.h"
+#include "fused_steps.h"
 
 namespace npusim::emitter::fused {
 namespace {
-
-using isa::Opcode;
 
 constexpr int kPointerRegisters = 4;  // arguments whose addresses stay in registers; the others are loaded per use
 
@@ -240,13 +238,7 @@ class LoopedRowEmitter {
     scratch_ = b_.reg("scratch");
     count_ = b_.reg("DMA count");
     stride_ = b_.reg("DMA stride");
-    for (const FusedAccess* access : accesses_)
-      if (!segmented() && !pointers_.contains(access->argument) &&
-          static_cast<int>(pointers_.size()) < kPointerRegisters) {
-        Reg pointer = b_.reg(fmt::format("argument {}", access->argument));
-        b_.Ld(pointer, kArgumentBlock, 8 * access->argument);
-        pointers_.emplace(access->argument, std::move(pointer));
-      }
+    if (!segmented()) pointers_ = pointer_registers(b_, accesses_, kPointerRegisters);
   }
 
   // The row's index in each outer dimension, or its segment's entry of the table.
@@ -339,36 +331,16 @@ class LoopedRowEmitter {
     }
   }
 
-  // An Argument's value: one element (or n whole entries) into the argument tile, or repeated (stride 0) over a slot.
+  // An Argument's value: one element (or n whole entries) into the argument tile, or repeated over a slot.
   void emit_argument_load(const Step& s) {
-    if (segmented()) {
-      b_.Add(address_, kArgumentBlock, segment_);
-    } else {
-      b_.move(address_, kArgumentBlock);
-    }
-    b_.add_constant(address_, 8 * int64_t{s.argument});
-    const R spad = point(first_, s.first);
-    const auto bytes = static_cast<int64_t>(isa::element_bytes(s.type));
-    static constexpr Opcode loads[] = {Opcode::DmaLoad8, Opcode::DmaLoad16, Opcode::DmaLoad32, Opcode::DmaLoad64};
-    const Opcode load = loads[std::countr_zero(static_cast<unsigned>(bytes))];
-    if (s.first.kind == Ref::Kind::Slot) {
-      b_.emit(load, {spad, address_, count_of(s.shape), 0});
-      return;
-    }
-    b_.li(count_, std::max<int64_t>(1, s.immediate));
-    b_.emit(load, {spad, address_, count_, bytes});
+    if (segmented()) b_.Add(second_, kArgumentBlock, segment_);
+    fused::emit_argument_load(b_, s, segmented() ? R(second_) : kArgumentBlock, point(first_, s.first),
+                              count_of(s.shape), address_, count_);
   }
 
-  void add_index(R to, R index, int64_t stride) {
-    if (stride == 0) return;
-    b_.li(scratch_, stride);
-    b_.Mul(scratch_, scratch_, index);
-    b_.Add(to, to, scratch_);
-  }
+  void add_index(R to, R index, int64_t stride) { add_scaled(b_, to, index, stride, scratch_); }
 
-  struct Dim {
-    int64_t count, stride;  // count 0: the chunk's, in chunk_count_
-  };
+  using Dim = MoveDim;  // count 0: the chunk's, in chunk_count_
   // A full step's dimensions in access a, innermost first: the block's, then the chunk's; neighbours contiguous in
   // the access merge.
   std::vector<Dim> chunk_dims(int a) const {
@@ -404,44 +376,14 @@ class LoopedRowEmitter {
     for (size_t d = 0; d < outer_index_.size(); ++d)
       add_index(address_, outer_index_[d], layout_.outer_strides[s.access][d]);
     const R spad = point(first_, s.first);
-    const int size = std::countr_zero(static_cast<unsigned>(bytes));
-    using enum Opcode;
-    static constexpr Opcode loads[] = {DmaLoad8, DmaLoad16, DmaLoad32, DmaLoad64};
-    static constexpr Opcode stores[] = {DmaStore8, DmaStore16, DmaStore32, DmaStore64};
     if (s.shape != Shape::Full) {  // one element
-      if (load) {
-        b_.emit(loads[size], {spad, address_, one_, 0});
-      } else {
-        b_.emit(stores[size], {address_, spad, one_, 0});
-      }
+      emit_strided_move(b_, spec_.name, load, bytes, spad, address_, {{1, 0}}, one_, one_, count_, stride_);
       return;
     }
     for (int d = 0; d < chunk_dim_; ++d) add_index(address_, reduced_index_[d], layout_.reduced_strides[s.access][d]);
     add_index(address_, chunk_start_, layout_.reduced_strides[s.access][chunk_dim_]);
-    const std::vector<Dim> dims = chunk_dims(s.access);
-    if (dims.size() == 1) {
-      if (load) {
-        b_.emit(loads[size], {spad, address_, cols_, dims[0].stride});
-      } else {
-        b_.emit(stores[size], {address_, spad, cols_, dims[0].stride});
-      }
-      return;
-    }
-    if (dims.size() > kDmaDims) throw std::logic_error("a looped chunk of more than four DMA dimensions");
-    for (int d = 1; d < kDmaDims; ++d) {
-      const Dim dim = d < static_cast<int>(dims.size()) ? dims[d] : Dim{1, 0};
-      if (dim.count != 0) b_.li(count_, dim.count);
-      b_.li(stride_, dim.stride);
-      b_.DmaDim(d, dim.count == 0 ? R(chunk_count_) : R(count_), stride_);
-    }
-    b_.li(count_, dims[0].count);
-    static constexpr Opcode loads4[] = {DmaLoad4d8, DmaLoad4d16, DmaLoad4d32, DmaLoad4d64};
-    static constexpr Opcode stores4[] = {DmaStore4d8, DmaStore4d16, DmaStore4d32, DmaStore4d64};
-    if (load) {
-      b_.emit(loads4[size], {spad, address_, count_, dims[0].stride});
-    } else {
-      b_.emit(stores4[size], {address_, spad, count_, dims[0].stride});
-    }
+    emit_strided_move(b_, spec_.name, load, bytes, spad, address_, chunk_dims(s.access), cols_, chunk_count_, count_,
+                      stride_);
   }
 
   const FusedSpec& spec_;

@@ -161,29 +161,4 @@ class Plan {
   std::vector<Carry> carries_;
 };
 
-// Emits a vector step (not a DMA) over `count` elements (a reduction: rows x cols); point(reg, ref) loads the address
-// of a Ref into reg, binds it and returns it. `destination`, `first` and `second` are the registers to point.
-template <typename Point>
-void emit_vector_step(KernelBuilder& b, const Step& s, R count, R rows, R cols, Reg& destination, Reg& first,
-                      Reg& second, Point point) {
-  if (s.opcode == isa::Opcode::Vcheck) {
-    b.li(second, s.immediate);
-    b.Vcheck(s.type, point(first, s.first), second, count, kIndexOutOfRangeTrap);
-    return;
-  }
-  const R to = point(destination, s.destination);
-  const std::string_view form = isa::info(s.opcode).operands;
-  if (s.opcode == isa::Opcode::Vfill) {
-    b.Vfill(s.type, to, count, s.immediate);
-  } else if (s.opcode == isa::Opcode::Vcvt) {
-    b.Vcvt(s.type, s.source, to, point(first, s.first), count);
-  } else if (form == "d,s,t,u") {  // a row reduction: rows x row length
-    b.emit(s.opcode, {s.type, to, point(first, s.first), rows, cols});
-  } else if (form == "d,s,u") {
-    b.emit(s.opcode, {s.type, to, point(first, s.first), count});
-  } else {
-    b.emit(s.opcode, {s.type, to, point(first, s.first), point(second, s.second), count, s.immediate});
-  }
-}
-
 }  // namespace npusim::emitter::fused

@@ -1,0 +1,138 @@
+// Emitting a fused plan's steps (fused_plan.h), for each walker of its tiles: the tiled kernel (fused.cpp), the
+// looped-row kernel (fused_looped.cpp) and the GEMM epilogue (fused_gemm.cpp). A walker knows where a tile lies and
+// how many elements it has; these write the instructions of a vector step, of an Argument's load, and of a strided
+// move of a tile between DRAM and a slot.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fused_layout.h"
+#include "fused_plan.h"
+
+namespace npusim::emitter::fused {
+
+// Emits a vector step (not a DMA) over `count` elements (a reduction: rows x cols); point(reg, ref) loads the address
+// of a Ref into reg, binds it and returns it. `destination`, `first` and `second` are the registers to point.
+template <typename Point>
+void emit_vector_step(KernelBuilder& b, const Step& s, R count, R rows, R cols, Reg& destination, Reg& first,
+                      Reg& second, Point point) {
+  if (s.opcode == isa::Opcode::Vcheck) {
+    b.li(second, s.immediate);
+    b.Vcheck(s.type, point(first, s.first), second, count, kIndexOutOfRangeTrap);
+    return;
+  }
+  const R to = point(destination, s.destination);
+  const std::string_view form = isa::info(s.opcode).operands;
+  if (s.opcode == isa::Opcode::Vfill) {
+    b.Vfill(s.type, to, count, s.immediate);
+  } else if (s.opcode == isa::Opcode::Vcvt) {
+    b.Vcvt(s.type, s.source, to, point(first, s.first), count);
+  } else if (form == "d,s,t,u") {  // a row reduction: rows x row length
+    b.emit(s.opcode, {s.type, to, point(first, s.first), rows, cols});
+  } else if (form == "d,s,u") {
+    b.emit(s.opcode, {s.type, to, point(first, s.first), count});
+  } else {
+    b.emit(s.opcode, {s.type, to, point(first, s.first), point(second, s.second), count, s.immediate});
+  }
+}
+
+// Registers holding the addresses of the first `most` arguments the accesses name, loaded from the argument block
+// (the others are loaded per use).
+inline std::map<int, Reg> pointer_registers(KernelBuilder& b, const std::vector<const FusedAccess*>& accesses,
+                                            int most) {
+  std::map<int, Reg> pointers;
+  for (const FusedAccess* access : accesses)
+    if (!pointers.contains(access->argument) && static_cast<int>(pointers.size()) < most) {
+      Reg pointer = b.reg(fmt::format("argument {}", access->argument));
+      b.Ld(pointer, kArgumentBlock, 8 * access->argument);
+      pointers.emplace(access->argument, std::move(pointer));
+    }
+  return pointers;
+}
+
+// to += index * stride, through `scratch`.
+inline void add_scaled(KernelBuilder& b, R to, R index, int64_t stride, R scratch) {
+  if (stride == 0) return;
+  b.li(scratch, stride);
+  b.Mul(scratch, scratch, index);
+  b.Add(to, to, scratch);
+}
+
+// An Argument's value from its entry of the argument block, `block` (the block's address, or the segment's part of
+// it): one element (or n whole entries) into the argument tile at `spad`, or repeated (stride 0) over `slot_count`
+// elements of a slot. `address` and `count` are scratch.
+inline void emit_argument_load(KernelBuilder& b, const Step& s, R block, R spad, R slot_count, R address, R count) {
+  b.move(address, block);
+  b.add_constant(address, 8 * int64_t{s.argument});
+  const auto bytes = static_cast<int64_t>(isa::element_bytes(s.type));
+  static constexpr isa::Opcode loads[] = {isa::Opcode::DmaLoad8, isa::Opcode::DmaLoad16, isa::Opcode::DmaLoad32,
+                                          isa::Opcode::DmaLoad64};
+  const isa::Opcode load = loads[std::countr_zero(static_cast<unsigned>(bytes))];
+  if (s.first.kind == Ref::Kind::Slot) {
+    b.emit(load, {spad, address, slot_count, 0});
+    return;
+  }
+  b.li(count, std::max<int64_t>(1, s.immediate));
+  b.emit(load, {spad, address, count, bytes});
+}
+
+// A dimension of a strided move, innermost first: `count` elements `stride` bytes apart (count 0: a count the walker
+// holds in a register).
+struct MoveDim {
+  int64_t count, stride;
+};
+
+// A DMA byte stride as the instruction's immediate, or Unsupported naming the kernel.
+inline int64_t stride_immediate(std::string_view kernel, int64_t stride) {
+  if (stride < INT32_MIN || stride > INT32_MAX)
+    throw Unsupported(
+        fmt::format("fused kernel {}: a stride of {} bytes does not fit a DMA immediate", kernel, stride));
+  return stride;
+}
+
+// A move of a tile between DRAM at `address` and a slot at `spad`: one dimension, `whole` elements (the tile's
+// count), or up to four (dma.dim 1..3, then the 4-D move), a count of 0 being `variable`'s. `count` and `stride` are
+// scratch.
+inline void emit_strided_move(KernelBuilder& b, std::string_view kernel, bool load, int64_t element_bytes, R spad,
+                              R address, const std::vector<MoveDim>& dims, R whole, R variable, R count, R stride) {
+  using enum isa::Opcode;
+  const int size = std::countr_zero(static_cast<unsigned>(element_bytes));
+  if (dims.size() == 1) {
+    static constexpr isa::Opcode loads[] = {DmaLoad8, DmaLoad16, DmaLoad32, DmaLoad64};
+    static constexpr isa::Opcode stores[] = {DmaStore8, DmaStore16, DmaStore32, DmaStore64};
+    const int64_t immediate = stride_immediate(kernel, dims[0].stride);
+    if (load) {
+      b.emit(loads[size], {spad, address, whole, immediate});
+    } else {
+      b.emit(stores[size], {address, spad, whole, immediate});
+    }
+    return;
+  }
+  if (dims.size() > kDmaDims) throw std::logic_error("a fused tile of more than four DMA dimensions");
+  for (int d = 1; d < kDmaDims; ++d) {
+    const MoveDim dim = d < static_cast<int>(dims.size()) ? dims[d] : MoveDim{1, 0};
+    if (dim.count != 0) b.li(count, dim.count);
+    b.li(stride, dim.stride);
+    b.DmaDim(d, dim.count == 0 ? variable : count, stride);
+  }
+  b.li(count, dims[0].count);
+  static constexpr isa::Opcode loads[] = {DmaLoad4d8, DmaLoad4d16, DmaLoad4d32, DmaLoad4d64};
+  static constexpr isa::Opcode stores[] = {DmaStore4d8, DmaStore4d16, DmaStore4d32, DmaStore4d64};
+  const int64_t immediate = stride_immediate(kernel, dims[0].stride);
+  if (load) {
+    b.emit(loads[size], {spad, address, count, immediate});
+  } else {
+    b.emit(stores[size], {address, spad, count, immediate});
+  }
+}
+
+}  // namespace npusim::emitter::fused
