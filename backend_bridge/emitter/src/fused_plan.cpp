@@ -537,8 +537,8 @@ namespace npusim::emitter::fused {
 // A reduction over a chunk of a looped row, into a temporary that the row's carry then combines: a sum adds, an
 // extremum keeps the larger or smaller (NaN-propagating, as the reductions are). The carry starts each row as the
 // identity: 0 for sums (+0, where vrsum starts too, so that a row sums to what one vrsum would give it, and a row of
-// no elements to +0), the infinities for float extrema, the extreme i32 values for i32 ones; other types' extrema, and
-// the indices of extrema, are refused.
+// no elements to +0), the infinities for float extrema, the extreme i32 values for i32 ones; other types' extrema are
+// refused. The index of an extremum carries more (plan_looped_index).
 void Plan::plan_looped_reduction(int i, Ref input) {
   const FusedNode& node = spec_.nodes[i];
   const ElementType type = node.type;
