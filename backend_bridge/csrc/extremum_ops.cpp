@@ -73,9 +73,7 @@ bool reduce_along(RowOp op, const at::Tensor& self, int64_t dim, bool keepdim, a
   // Values of long rows split across the cores, or of rows the row kernel cannot walk in chunks (types other than
   // f32 and i32), are reduced in chunks by two launches.
   const bool values = op == RowOp::MaxF32 || op == RowOp::MinF32;
-  if (values && split_long_rows_across_cores(rows_last, kChunk)) {
-    per_row.copy_(extremum_in_chunks(op == RowOp::MaxF32, rows_last));
-  } else if (!launch_row_op(op, rows_last, per_row)) {
+  if ((values && split_long_rows_across_cores(rows_last, kChunk)) || !launch_row_op(op, rows_last, per_row)) {
     if (!values || rows_last.size(-1) <= kChunk) return false;
     per_row.copy_(extremum_in_chunks(op == RowOp::MaxF32, rows_last));
   }

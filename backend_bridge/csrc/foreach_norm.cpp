@@ -11,6 +11,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -84,8 +85,10 @@ std::vector<at::Tensor> npusim_foreach_norm(at::TensorList self, const at::Scala
                   "_foreach_norm cannot compute the infinity norm on an empty tensor because the operation does not "
                   "have an identity");
   std::vector<at::Tensor> results(self.size());
-  // Per device and dtype, the positions of the tensors one kernel takes.
-  std::map<std::pair<c10::DeviceIndex, at::ScalarType>, std::vector<size_t>> groups;
+  // One kernel per device, dtype and result dtype (the store's type is part of the program): its tensors and results.
+  std::map<std::tuple<c10::DeviceIndex, at::ScalarType, at::ScalarType>,
+           std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>>
+      groups;
   for (size_t k = 0; k < self.size(); ++k) {
     const at::Tensor& tensor = self[k];
     const at::ScalarType result_type = dtype.value_or(tensor.scalar_type());
@@ -97,21 +100,14 @@ std::vector<at::Tensor> npusim_foreach_norm(at::TensorList self, const at::Scala
         results[k].zero_();
         continue;
       }
-      groups[{tensor.device().index(), tensor.scalar_type()}].push_back(k);
+      auto& [tensors, outputs] = groups[{tensor.device().index(), tensor.scalar_type(), result_type}];
+      tensors.push_back(tensor);
+      outputs.push_back(results[k]);
     } else {
       results[k] = at::linalg_vector_norm(tensor, ord, at::OptionalIntArrayRef{}, false, dtype);
     }
   }
-  for (const auto& [key, positions] : groups) {
-    // One kernel per result dtype too (the store's type is part of the program).
-    std::map<at::ScalarType, std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>> by_result;
-    for (const size_t k : positions) {
-      auto& [tensors, outputs] = by_result[results[k].scalar_type()];
-      tensors.push_back(self[k]);
-      outputs.push_back(results[k]);
-    }
-    for (const auto& [result_type, lists] : by_result) launch_norms(lists.first, lists.second, *order);
-  }
+  for (const auto& [key, lists] : groups) launch_norms(lists.first, lists.second, *order);
   return results;
 }
 
