@@ -1,7 +1,8 @@
 // Native bitwise logic of bool, uint8 and int8 tensors (attention masks: `a & b`, `a | b`, `a ^ b`, `~a`), with
-// broadcasting and scalars, as 1-byte vector and/or/xor kernels; bitwise_not natively for bool; logical_and, _or,
-// _xor and _not of any dtype as these on the operands' truth values; any and all of bool masks as the max and min of
-// the mask in float32. Other types take the CPU fallback.
+// broadcasting and scalars, as 1-byte vector and/or/xor kernels, and of int64 and int32 results (generation's
+// `unfinished_sequences & ~done`, a long and a bool) as integer kernels of the operands converted; bitwise_not natively
+// for bool, int64 and int32; logical_and, _or, _xor and _not of any dtype as these on the operands' truth values; any
+// and all of bool masks as the max and min of the mask in float32. Other types take the CPU fallback.
 #include <ATen/native/Resize.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
@@ -10,9 +11,11 @@
 #include <ATen/ops/eq.h>
 #include <ATen/ops/gt.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <torch/library.h>
 
 #include "bridge.h"
+#include "integer_pointwise.h"
 #include "kernel_launcher.h"
 #include "pointwise_output.h"
 
@@ -20,6 +23,7 @@ namespace npusim::bridge {
 namespace {
 
 using emitter::ElementwiseOp;
+using emitter::FusedOpcode;
 
 bool is_byte_type(at::ScalarType type) { return type == at::kBool || type == at::kByte || type == at::kChar; }
 
@@ -35,11 +39,25 @@ constexpr const char* kName = Op == ElementwiseOp::AndB8  ? "aten::bitwise_and"
                               : Op == ElementwiseOp::OrB8 ? "aten::bitwise_or"
                                                           : "aten::bitwise_xor";
 
+// An integer or bool operand on out's device or a 0-dim scalar, in out's (int64 or int32) type.
+std::optional<at::Tensor> wide_operand(const at::Tensor& operand, const at::Tensor& out) {
+  const bool usable = operand.device() == out.device() || (operand.dim() == 0 && operand.is_cpu());
+  if (!usable || !at::isIntegralType(operand.scalar_type(), /*includeBool=*/true)) return std::nullopt;
+  return operand.to(out.device(), out.scalar_type());
+}
+
 template <ElementwiseOp Op>
 at::Tensor& logic_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   if (is_byte_type(out.scalar_type()) && byte_operand(self, out) && byte_operand(other, out) &&
       launch_binary(Op, self, other, out))
     return out;
+  if (out.scalar_type() == at::kLong || out.scalar_type() == at::kInt) {
+    const auto a = wide_operand(self, out), b = wide_operand(other, out);
+    constexpr FusedOpcode opcode = Op == ElementwiseOp::AndB8  ? FusedOpcode::And
+                                   : Op == ElementwiseOp::OrB8 ? FusedOpcode::Or
+                                                               : FusedOpcode::Xor;
+    if (a && b && launch_integer_binary(opcode, *a, *b, out)) return out;
+  }
   torch::jit::Stack stack{self, other, out};
   call_cpu_fallback(kName<Op>, "Tensor_out", stack);
   return out;
@@ -94,6 +112,10 @@ at::Tensor& not_out(const at::Tensor& self, at::Tensor& out) {
       if (launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); }))
         return out;
   }
+  if ((out.scalar_type() == at::kLong || out.scalar_type() == at::kInt) && self.scalar_type() == out.scalar_type() &&
+      self.device() == out.device() &&
+      launch_integer_binary(FusedOpcode::Xor, self, at::scalar_tensor(-1, out.options()), out))  // ~x is x ^ -1
+    return out;
   torch::jit::Stack stack{self, out};
   call_cpu_fallback("aten::bitwise_not", "out", stack);
   return out;

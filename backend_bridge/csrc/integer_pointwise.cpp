@@ -25,6 +25,9 @@ const char* op_name(FusedOpcode op) {
     case FusedOpcode::Abs: return "abs";
     case FusedOpcode::Maximum: return "maximum";
     case FusedOpcode::Minimum: return "minimum";
+    case FusedOpcode::And: return "bitwise_and";
+    case FusedOpcode::Or: return "bitwise_or";
+    case FusedOpcode::Xor: return "bitwise_xor";
     default: return "clamp";
   }
 }

@@ -60,6 +60,14 @@ bool move_indexed(IndexedMove move, const at::Tensor& data, int64_t dim, at::Int
   const auto data_strides = strides_around(sizes, data.strides(), dim);
   const auto values_strides = strides_around(sizes, values.strides(), dim);
   const auto index_strides3 = strides_around(sizes, index_strides, dim);
+  // Values a scatter reads, or an index of the iteration's shape, whose dimensions around `dim` do not collapse (a
+  // permuted source, an index expanded over a leading dimension) are read through a dense copy.
+  if (!values_strides && move != IndexedMove::Gather && values.sizes() == sizes)
+    return move_indexed(move, data, dim, sizes, index, index_strides, values.contiguous(), wrap_negative, what);
+  if (!index_strides3 && index.sizes() == sizes && index.strides() == index_strides) {
+    const at::Tensor dense = index.contiguous();
+    return move_indexed(move, data, dim, sizes, dense, dense.strides(), values, wrap_negative, what);
+  }
   if (!data_strides || !values_strides || !index_strides3) return false;
   const int64_t rank = static_cast<int64_t>(sizes.size());
   emitter::IndexedElementsSpec spec;

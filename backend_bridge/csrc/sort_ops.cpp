@@ -1,9 +1,13 @@
-// Sorting along one dimension (torch.sort, argsort, msort; stable or not, ascending or descending) by ranks: one fused
-// kernel counts, for each element, the elements that come before it in the sorted order (smaller, or equal and
-// earlier: a stable order, with NaN above everything as PyTorch orders it), and a second adds each element and its
-// index at its rank into outputs filled with the additive identity (dma.stxadd: -0 + x is x for every float). That is
-// n^2 comparisons per row of n, on the vector engine, so rows of up to kLongestRow elements sort natively and longer
-// ones take the fallback. The CPU's sort is stable, so values and indices both match it.
+// Sorting along one dimension (torch.sort, argsort, msort; stable or not, ascending or descending), stable as the
+// CPU's, so that values and indices both match it, NaN above every number as PyTorch orders it.
+// - Rows of up to kLongestRankedRow elements, by ranks: one fused kernel counts, for each element, the elements that
+//   come before it in the sorted order (before it by value, or tied and earlier), and a second adds each element and
+//   its index at its rank into outputs filled with the additive identity (dma.stxadd: -0 + x is x for every float).
+//   That is n^2 comparisons per row of n, on the vector engine.
+// - Longer rows (a vocabulary's logits, which top-p sampling sorts), by a merge sort: padded with a value that sorts
+//   last, sorted by ranks in blocks, then merged pass by pass, each element's place in the merged run found by a
+//   binary search of the other run (merge_runs): n log n work, one kernel per pass.
+#include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/arange.h>
@@ -12,6 +16,9 @@
 #include <c10/core/WrapDimMinimal.h>
 #include <torch/library.h>
 
+#include <limits>
+#include <map>
+#include <span>
 #include <tuple>
 #include <vector>
 
@@ -25,7 +32,9 @@ namespace {
 using emitter::FusedOpcode;
 using isa::ElementType;
 
-constexpr int64_t kLongestRow = 4096;
+// Rows up to this long are sorted by ranks (n^2 comparisons), longer ones by a merge sort over blocks of kBlock.
+constexpr int64_t kLongestRankedRow = 4096;
+constexpr int64_t kBlock = 256;
 
 bool sortable(const at::Tensor& self) {
   const auto type = self.scalar_type();
@@ -50,9 +59,43 @@ struct OtherDims {
   }
 };
 
+// The sorted order's comparisons as kernel nodes: value a comes strictly before value b (ascending: smaller;
+// descending: larger; NaN above every number, as PyTorch orders it), or a and b tie (equal, or both NaN).
+class SortOrder {
+ public:
+  SortOrder(TensorKernel& k, ElementType type, bool descending)
+      : k_(k), floats_(isa::is_float(type)), descending_(descending) {}
+
+  int before(int a, int b) {
+    const int by_value = bool_op(descending_ ? FusedOpcode::Gt : FusedOpcode::Lt, a, b);
+    if (!floats_) return by_value;
+    const int nan_side = descending_ ? both(is_nan(a), negate(is_nan(b))) : both(is_nan(b), negate(is_nan(a)));
+    return either(by_value, nan_side);
+  }
+  int tie(int a, int b) {
+    const int equal = bool_op(FusedOpcode::Eq, a, b);
+    return floats_ ? either(equal, both(is_nan(a), is_nan(b))) : equal;
+  }
+  int both(int a, int b) { return bool_op(FusedOpcode::And, a, b); }
+  int either(int a, int b) { return bool_op(FusedOpcode::Or, a, b); }
+
+ private:
+  int bool_op(FusedOpcode opcode, int a, int b) { return k_.op(opcode, a, b, -1, ElementType::Bool); }
+  int negate(int a) { return k_.op(FusedOpcode::Not, a, -1, -1, ElementType::Bool); }
+  int is_nan(int a) {  // once per value
+    auto [at, inserted] = nan_of_.try_emplace(a, -1);
+    if (inserted) at->second = bool_op(FusedOpcode::Ne, a, a);
+    return at->second;
+  }
+
+  TensorKernel& k_;
+  bool floats_, descending_;
+  std::map<int, int> nan_of_;
+};
+
 // Each element's rank along `dim` into `ranks` (int64, [rows, n] contiguous, rows the other dims in order). The space
-// is [other dims..., i, j] with j reduced: element j comes before element i when it is smaller (ascending; larger
-// when descending), NaN being above every number, or when both are equal (or both NaN) and j < i.
+// is [other dims..., i, j] with j reduced: element j comes before element i when it is before it in the sorted
+// order, or when both tie and j < i.
 bool rank(const at::Tensor& self, int64_t dim, bool descending, const at::Tensor& ranks, const at::Tensor& iota) {
   const int64_t n = self.size(dim);
   const OtherDims others(self, dim);
@@ -78,52 +121,138 @@ bool rank(const at::Tensor& self, int64_t dim, bool descending, const at::Tensor
   TensorKernel k(TensorKernel::name_for("sort_ranks", self), sizes, 1);
   const int x_i = k.load(self, strides({self.stride(dim), 0}));
   const int x_j = k.load(self, strides({0, self.stride(dim)}));
-  const ElementType type = *element_type(self.scalar_type()), boolean = ElementType::Bool;
-  const auto op = [&](FusedOpcode opcode, int a, int b, ElementType result = ElementType::Bool) {
-    return k.op(opcode, a, b, -1, result);
-  };
-  const bool floats = isa::is_float(type);
-  const int nan_i = floats ? op(FusedOpcode::Ne, x_i, x_i) : -1, nan_j = floats ? op(FusedOpcode::Ne, x_j, x_j) : -1;
-  // j before i by value: x_j < x_i (ascending) or x_j > x_i, with NaN the largest
-  int before = op(descending ? FusedOpcode::Gt : FusedOpcode::Lt, x_j, x_i);
-  int equal = op(FusedOpcode::Eq, x_j, x_i);
-  if (floats) {
-    const int nan_side = descending ? op(FusedOpcode::And, nan_j, k.op(FusedOpcode::Not, nan_i, -1, -1, boolean))
-                                    : op(FusedOpcode::And, nan_i, k.op(FusedOpcode::Not, nan_j, -1, -1, boolean));
-    before = op(FusedOpcode::Or, before, nan_side);
-    equal = op(FusedOpcode::Or, equal, op(FusedOpcode::And, nan_i, nan_j));
-  }
-  const int earlier = op(FusedOpcode::Lt, k.load(iota, along_j), k.load(iota, along_i));
-  const int counted = op(FusedOpcode::Or, before, op(FusedOpcode::And, equal, earlier));
+  SortOrder order(k, *element_type(self.scalar_type()), descending);
+  const int earlier = k.op(FusedOpcode::Lt, k.load(iota, along_j), k.load(iota, along_i), -1, ElementType::Bool);
+  const int counted = order.either(order.before(x_j, x_i), order.both(order.tie(x_j, x_i), earlier));
   const int ones = k.op(FusedOpcode::Convert, counted, -1, -1, ElementType::I64);
   k.store(k.op(FusedOpcode::ReduceSum, ones, -1, -1, ElementType::I64), ranks, rank_strides);
   return k.launch(self);
 }
 
-// values[row, rank] = self[row, i] and indices[row, rank] = i, into [rows, n] contiguous outputs.
-bool place(const at::Tensor& self, int64_t dim, const at::Tensor& ranks, const at::Tensor& iota,
-           const at::Tensor& values, const at::Tensor& indices) {
+// values[row, rank] = self[row, i] and indices[row, rank] = the element's index (`index_source` at `index_strides`
+// over [other dims..., i]), into [rows, n] contiguous outputs.
+bool place(const at::Tensor& self, int64_t dim, const at::Tensor& ranks, const at::Tensor& index_source,
+           std::span<const int64_t> index_strides, const at::Tensor& values, const at::Tensor& indices) {
   const int64_t n = self.size(dim), rows = ranks.size(0);
   const OtherDims others(self, dim);
   std::vector<int64_t> sizes = others.sizes, self_strides = others.strides;
   const size_t outer = sizes.size();
   sizes.push_back(n);
   self_strides.push_back(self.stride(dim));
-  std::vector<int64_t> flat(outer + 1, 0), row_starts_strides(outer + 1, 0), along_i(outer + 1, 0);
+  std::vector<int64_t> flat(outer + 1, 0), row_starts_strides(outer + 1, 0);
   for (int64_t d = static_cast<int64_t>(outer), stride = 1; d >= 0; --d) {
     flat[d] = stride;
     stride *= sizes[d];
   }
-  for (size_t d = 0; d < outer; ++d) row_starts_strides[d] = flat[d] / n;  // the row's number
-  along_i[outer] = 1;
-  const at::Tensor row_starts = at::arange(0, rows * n, n, at::kLong).to(iota.device());  // one copy to the device
+  for (size_t d = 0; d < outer; ++d) row_starts_strides[d] = flat[d] / n;                         // the row's number
+  const at::Tensor row_starts = at::arange(0, rows * n, n, at::kLong).to(index_source.device());  // one copy
 
   TensorKernel k(TensorKernel::name_for("sort_place", self), sizes, 0);
   const int at =
       k.op(FusedOpcode::Add, k.load(row_starts, row_starts_strides), k.load(ranks, flat), -1, ElementType::I64);
   k.scatter_add(k.load(self, self_strides), values, at);
-  k.scatter_add(k.load(iota, along_i), indices, at);
+  k.scatter_add(k.load(index_source, index_strides), indices, at);
   return k.launch(self);
+}
+
+// Rows of up to kLongestRankedRow elements: each element's rank counted, then each element placed at its rank into
+// `values` and `indices` ([other dims..., n] contiguous), which are filled with the additive identity first.
+bool sort_by_ranks(const at::Tensor& self, int64_t dim, bool descending, const at::Tensor& values,
+                   const at::Tensor& indices) {
+  const int64_t n = self.size(dim);
+  const at::Tensor iota = at::arange(n, at::kLong).to(self.device());  // one copy to the device
+  const at::Tensor ranks = at::empty({self.numel() / n, n}, indices.options());
+  values.fill_(at::isFloatingType(self.scalar_type()) ? -0.0 : 0.0);
+  indices.zero_();
+  std::vector<int64_t> index_strides(self.dim(), 0);  // [other dims..., i]: i
+  index_strides.back() = 1;
+  return rank(self, dim, descending, ranks, iota) && place(self, dim, ranks, iota, index_strides, values, indices);
+}
+
+// One pass of the merge sort over [rows, width] contiguous buffers made of sorted runs of `run` elements (and their
+// original indices): runs 2p and 2p + 1 become one sorted run in `to_values`, `to_indices` (filled with the additive
+// identity). An element's place in the merged run is its place in its own run plus the number of the other run's
+// elements that come before it: those before it in the sorted order, and, when the other run is the earlier one,
+// those that tie with it too (their original indices are lower), which keeps the sort stable. The count is a binary
+// search of the other run (log2(run) + 1 steps, a gather each): steps of run / 2, ..., 2, 1 and 1 again, each adding
+// its size to the count when the element just below count + size comes before the point's.
+bool merge_runs(const at::Tensor& values, const at::Tensor& indices, int64_t run, bool descending,
+                const at::Tensor& to_values, const at::Tensor& to_indices) {
+  const int64_t pairs = values.numel() / (2 * run);
+  const at::Device device = values.device();
+  TensorKernel k(TensorKernel::name_for("sort_merge", values), {pairs, 2, run}, 0);
+  const std::vector<int64_t> element{2 * run, run, 1};
+  const int x = k.load(values, element);
+  const int index = k.load(indices, element);
+  const auto integer = [&](int64_t value) { return k.constant(static_cast<double>(value), ElementType::I64); };
+  const auto add = [&](int a, int b) { return k.op(FusedOpcode::Add, a, b, -1, ElementType::I64); };
+  // The tables live until the launch: the kernel holds their addresses.
+  const at::Tensor pair_starts = at::arange(0, pairs * 2 * run, 2 * run, at::kLong).to(device);
+  const at::Tensor later_half = TensorKernel::table<bool>({false, true}, at::kBool, device);
+  const at::Tensor other_run_offsets = TensorKernel::table<int64_t>({run, 0}, at::kLong, device);
+  const at::Tensor places_in_run = at::arange(run, at::kLong).to(device);
+  const int pair_start = k.load(pair_starts, std::vector<int64_t>{1, 0, 0});
+  const int in_later_run = k.load(later_half, std::vector<int64_t>{0, 1, 0});
+  const int other_run = add(pair_start, k.load(other_run_offsets, std::vector<int64_t>{0, 1, 0}));
+  const int place_in_run = k.load(places_in_run, std::vector<int64_t>{0, 0, 1});
+  SortOrder order(k, *element_type(values.scalar_type()), descending);
+  const int none = integer(0);
+  int count = none;
+  std::vector<int64_t> steps;
+  for (int64_t step = run / 2; step >= 1; step /= 2) steps.push_back(step);
+  steps.push_back(1);
+  for (const int64_t step : steps) {
+    const int other = k.gather(values, add(other_run, add(count, integer(step - 1))));
+    const int comes_before = order.either(order.before(other, x), order.both(in_later_run, order.tie(other, x)));
+    count = add(count, k.op(FusedOpcode::Where, comes_before, integer(step), none, ElementType::I64));
+  }
+  const int at = add(add(pair_start, place_in_run), count);
+  k.scatter_add(x, to_values, at);
+  k.scatter_add(index, to_indices, at);
+  return k.launch(values);
+}
+
+// A value that sorts after every element (NaN ascending, -inf descending; an integer type's extreme), padding a row
+// to the merge sort's width: equal to a real element, it still comes later, its index being higher.
+at::Scalar sorts_last(at::ScalarType type, bool descending) {
+  if (at::isFloatingType(type))
+    return descending ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+  return AT_DISPATCH_INTEGRAL_TYPES(type, "sorts_last", [&] {
+    return at::Scalar(descending ? std::numeric_limits<scalar_t>::lowest() : std::numeric_limits<scalar_t>::max());
+  });
+}
+
+// The sorted rows and their indices of `rows` ([rows, n]) into `values` and `indices` ([rows, n] contiguous), for rows
+// longer than kLongestRankedRow: a merge sort. The rows, padded to kBlock times a power of two, are sorted in blocks
+// of kBlock by ranks, then merged pass by pass: n log n work in log2(width / kBlock) + 2 kernels (and the fills).
+bool merge_sort(const at::Tensor& rows, bool descending, const at::Tensor& values, const at::Tensor& indices) {
+  const int64_t count = rows.size(0), n = rows.size(1);
+  int64_t width = kBlock;
+  while (width < n) width *= 2;
+  at::Tensor padded = at::empty({count, width}, rows.options());
+  padded.fill_(sorts_last(rows.scalar_type(), descending));
+  padded.narrow(1, 0, n).copy_(rows);
+  const at::Tensor iota = at::arange(width, at::kLong).to(rows.device());  // one copy to the device
+  const at::Tensor blocks = padded.view({count, width / kBlock, kBlock});
+  const at::Tensor ranks = at::empty({count * (width / kBlock), kBlock}, indices.options());
+  const auto cleared = [&](const at::TensorOptions& options) {
+    at::Tensor buffer = at::empty({count, width}, options);
+    buffer.fill_(isFloatingType(options.dtype().toScalarType()) ? -0.0 : 0.0);  // the additive identity
+    return buffer;
+  };
+  at::Tensor sorted = cleared(values.options()), order = cleared(indices.options());
+  const int64_t block_index[] = {0, kBlock, 1};  // an element's index in its row
+  if (!rank(blocks, 2, descending, ranks, iota) || !place(blocks, 2, ranks, iota, block_index, sorted, order))
+    return false;
+  for (int64_t run = kBlock; run < width; run *= 2) {
+    at::Tensor merged = cleared(values.options()), merged_order = cleared(indices.options());
+    if (!merge_runs(sorted, order, run, descending, merged, merged_order)) return false;
+    sorted = merged;
+    order = merged_order;
+  }
+  values.copy_(sorted.narrow(1, 0, n));
+  indices.copy_(order.narrow(1, 0, n));
+  return true;
 }
 
 std::tuple<at::Tensor&, at::Tensor&> npusim_sort_out(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
@@ -131,7 +260,7 @@ std::tuple<at::Tensor&, at::Tensor&> npusim_sort_out(const at::Tensor& self, std
   const int64_t wrapped = c10::maybe_wrap_dim(dim, self.dim());
   const int64_t n = self.dim() == 0 ? 1 : self.size(wrapped);
   if (sortable(self) && values.device() == self.device() && indices.device() == self.device() &&
-      values.scalar_type() == self.scalar_type() && indices.scalar_type() == at::kLong && n <= kLongestRow) {
+      values.scalar_type() == self.scalar_type() && indices.scalar_type() == at::kLong) {
     at::native::resize_output(values, self.sizes());
     at::native::resize_output(indices, self.sizes());
     if (self.numel() == 0) return {values, indices};
@@ -140,21 +269,18 @@ std::tuple<at::Tensor&, at::Tensor&> npusim_sort_out(const at::Tensor& self, std
       indices.zero_();
       return {values, indices};
     }
-    const at::TensorOptions longs = self.options().dtype(at::kLong);
     const int64_t rows = self.numel() / n;
-    const at::Tensor iota = at::arange(n, at::kLong).to(self.device());  // one copy to the device
-    const at::Tensor ranks = at::empty({rows, n}, longs);
-    // Sorted rows, [other dims..., n] (the outputs themselves when they are laid out so): filled with -0 (floats) or
-    // 0 for the adds.
+    // Sorted rows, [other dims..., n]: the outputs themselves when they are laid out so.
     std::vector<int64_t> row_sizes = OtherDims(self, wrapped).sizes;
     row_sizes.push_back(n);
     const bool in_place = wrapped == self.dim() - 1 && values.is_contiguous() && indices.is_contiguous() &&
                           !values.is_alias_of(self) && !indices.is_alias_of(self);
     at::Tensor sorted = in_place ? values : at::empty(row_sizes, self.options());
-    at::Tensor order = in_place ? indices : at::empty(row_sizes, longs);
-    sorted.fill_(at::isFloatingType(self.scalar_type()) ? -0.0 : 0.0);
-    order.zero_();
-    if (rank(self, wrapped, descending, ranks, iota) && place(self, wrapped, ranks, iota, sorted, order)) {
+    at::Tensor order = in_place ? indices : at::empty(row_sizes, self.options().dtype(at::kLong));
+    const bool done = n <= kLongestRankedRow ? sort_by_ranks(self, wrapped, descending, sorted, order)
+                                             : merge_sort(self.movedim(wrapped, -1).reshape({rows, n}), descending,
+                                                          sorted.view({rows, n}), order.view({rows, n}));
+    if (done) {
       if (!in_place) {
         values.copy_(sorted.movedim(-1, wrapped));
         indices.copy_(order.movedim(-1, wrapped));

@@ -64,9 +64,9 @@ class TensorKernel {
          .b = index,
          .access = static_cast<int>(spec_.stores.size()) - 1});
   }
-  // Node `value` into the tensor, converted to its type.
-  void store(int value, const at::Tensor& tensor, std::span<const int64_t> strides) {
-    spec_.stores.push_back({argument(tensor), type_of(tensor), 0, {strides.begin(), strides.end()}});
+  // Node `value` into the tensor, converted to its type, at element offset + sum(i_k strides[k]) for point i.
+  void store(int value, const at::Tensor& tensor, std::span<const int64_t> strides, int64_t offset = 0) {
+    spec_.stores.push_back({argument(tensor), type_of(tensor), offset, {strides.begin(), strides.end()}});
     add({.op = emitter::FusedOpcode::Store,
          .type = spec_.nodes[value].type,
          .a = value,
@@ -75,8 +75,8 @@ class TensorKernel {
   int op(emitter::FusedOpcode opcode, int a, int b = -1, int c = -1, isa::ElementType type = isa::ElementType::F32) {
     return add({.op = opcode, .type = type, .a = a, .b = b, .c = c});
   }
-  int constant(double value) {
-    return add({.op = emitter::FusedOpcode::Constant, .type = isa::ElementType::F32, .constant = value});
+  int constant(double value, isa::ElementType type = isa::ElementType::F32) {
+    return add({.op = emitter::FusedOpcode::Constant, .type = type, .constant = value});
   }
 
   // Builds (once per spec) and launches the kernel on `on`'s device; false when it cannot be built.

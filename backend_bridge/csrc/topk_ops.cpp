@@ -1,9 +1,10 @@
-// Native topk for small k (mixture-of-experts routing picks 1 to 8 of a few experts per token), float32, float16 and
-// bfloat16: k rounds of the native row extremum with its index, each chosen element then taken out of the running by
-// a scatter of -inf (+inf for the smallest), so the values come sorted, NaN first for the largest as on the CPU (the
-// order of equal elements' indices is not specified, here the lower index first). A row that already holds that
-// infinity could give a chosen index twice, and the smallest of a row with NaN would pick it, so such inputs take the
-// CPU fallback (one check on the device, a bool to the host), as do larger k and other dtypes.
+// Native topk, in float32, float16 and bfloat16 and in the integer types sort takes. For small k (mixture-of-experts
+// routing picks 1 to 8 of a few experts per token): k rounds of the native row extremum with its index, each chosen
+// element then taken out of the running by a scatter of -inf (+inf for the smallest), so the values come sorted, NaN
+// first for the largest as on the CPU (the order of equal elements' indices is not specified, here the lower index
+// first). Larger k (top-k sampling's 50 of a vocabulary), integers, and rows the rounds cannot order as the CPU does
+// (one that holds the marking infinity could give a chosen index twice; the smallest of a row with NaN would pick
+// it: one check on the device, a bool to the host) take the first k of the native stable sort (sort_ops.cpp).
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/any.h>
@@ -11,6 +12,7 @@
 #include <ATen/ops/max.h>
 #include <ATen/ops/min.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/sort.h>
 #include <torch/library.h>
 
 #include <limits>
@@ -41,14 +43,23 @@ std::tuple<at::Tensor&, at::Tensor&> npusim_topk_out(const at::Tensor& self, int
     return {values, indices};
   }
   const double taken = largest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-  const bool native = is_float_kind(self.scalar_type()) && self.dim() > 0 && k >= 1 && k <= kMostRounds &&
-                      k <= self.size(dim) && values.scalar_type() == self.scalar_type() &&
-                      indices.scalar_type() == at::kLong && values.device() == self.device() &&
-                      indices.device() == self.device() && self.numel() > 0 &&
-                      !out_of_the_running(self, largest, taken).any().item<bool>();
-  if (!native) {
+  const bool on_device = self.dim() > 0 && k >= 0 && k <= self.size(dim) &&
+                         values.scalar_type() == self.scalar_type() && indices.scalar_type() == at::kLong &&
+                         values.device() == self.device() && indices.device() == self.device() &&
+                         self.is_privateuseone() && element_type(self.scalar_type()) && self.scalar_type() != at::kBool;
+  if (!on_device) {
     torch::jit::Stack stack{self, k, dim_, largest, sorted, values, indices};
     call_cpu_fallback("aten::topk", "values", stack);
+    return {values, indices};
+  }
+  const bool by_rounds = is_float_kind(self.scalar_type()) && k >= 1 && k <= kMostRounds && self.numel() > 0 &&
+                         !out_of_the_running(self, largest, taken).any().item<bool>();
+  if (!by_rounds) {
+    const auto [sorted_values, sorted_indices] = at::sort(self, /*stable=*/true, dim, /*descending=*/largest);
+    at::native::resize_output(values, sorted_values.narrow(dim, 0, k).sizes());
+    at::native::resize_output(indices, sorted_values.narrow(dim, 0, k).sizes());
+    values.copy_(sorted_values.narrow(dim, 0, k));
+    indices.copy_(sorted_indices.narrow(dim, 0, k));
     return {values, indices};
   }
   std::vector<int64_t> shape = self.sizes().vec();

@@ -29,6 +29,9 @@ def test_decode_rejects_undefined_encodings():
         isa.decode(0xFF)
     with pytest.raises(ValueError, match="whole number of 8-byte words"):
         isa.disassemble(b"\x00" * 12)
+    with pytest.raises(TypeError):  # a word is decode's; bytes(word) would have been `word` zero bytes
+        isa.disassemble(0x1800002420)
+    assert isa.disassemble(bytearray(isa.assemble("halt\n"))).strip() == "halt"
 
 
 def test_instruction_table_lists_every_instruction_with_its_types():

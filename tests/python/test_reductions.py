@@ -277,10 +277,16 @@ def test_topk_of_a_few_elements_runs_natively_and_matches_the_cpu(dtype, device)
         torch.testing.assert_close(values.cpu(), expected_values, rtol=0, atol=0, equal_nan=True)
         assert torch.equal(indices.cpu(), expected_indices), (k, dim, largest)
     assert npusim._C.fallback_counts() == {}
-    # The smallest of rows with NaN (ranked above every number) and k past the native rounds: the counted fallback.
-    values, indices = x.to(device).topk(2, 1, largest=False)
-    torch.testing.assert_close(values.cpu(), x.topk(2, 1, largest=False).values, rtol=0, atol=0)
-    assert npusim._C.fallback_counts() == {"aten::topk.values": 1}
+    # The smallest of rows with NaN (ranked above every number), which the rounds would pick first, and k past the
+    # rounds: the first k of the native sort.
+    with npusim.profile() as report:
+        smallest = x.to(device).topk(2, 1, largest=False)
+        many = x.to(device).topk(30, 1)
+    assert report.fallbacks == {} and "sort_merge" not in str(report.by_kernel())  # rows of 40: ranked, not merged
+    assert any(name.startswith("sort_ranks") for name in report.by_kernel())
+    torch.testing.assert_close(smallest.values.cpu(), x.topk(2, 1, largest=False).values, rtol=0, atol=0)
+    torch.testing.assert_close(many.values.cpu(), x.topk(30, 1).values, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(many.indices.cpu(), x.topk(30, 1).indices)  # distinct values: one order
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])

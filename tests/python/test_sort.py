@@ -62,9 +62,52 @@ def test_argsort_msort_views_and_out_variants():
     ]
 
 
-def test_rows_longer_than_the_native_limit_take_the_counted_fallback():
-    x = torch.randn(2, 5000)
+def with_infinities(x, seed):
+    """Infinities of both signs among the ties and NaN: the merge sort pads rows with NaN or -inf."""
+    if x.dtype.is_floating_point:
+        generator = torch.Generator().manual_seed(seed)
+        flat = x.view(-1)
+        flat[torch.randperm(flat.numel(), generator=generator)[:5]] = float("inf")
+        flat[torch.randperm(flat.numel(), generator=generator)[:5]] = float("-inf")
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+@pytest.mark.parametrize("descending", [False, True], ids=["ascending", "descending"])
+def test_rows_longer_than_a_ranked_sort_are_merge_sorted_natively(dtype, descending):
+    """Rows beyond 4096 elements: sorted in blocks by ranks, then merged pass by pass (sort_ops.cpp), still the CPU's
+    stable sort. 4097 is one element past the ranked sort; 9000 pads to 9216, a width of 36 blocks rounded up to 64."""
+    for shape, dim, seed in [((2, 4097), -1, 3), ((9000, 3), 0, 4)]:
+        x = with_infinities(with_ties_and_nans(shape, dtype, seed), seed)
+        with npusim.profile() as report:
+            actual = torch.sort(x.to("npusim"), dim=dim, descending=descending, stable=True)
+        assert report.fallbacks == {}
+        assert any(name.startswith("sort_merge") for name in report.by_kernel())
+        assert_same_sort(actual, torch.sort(x, dim=dim, descending=descending, stable=True))
+
+
+def test_a_vocabulary_of_logits_sorts_natively():
+    """Top-p sampling sorts a vocabulary's logits: GPT-2's 50257 columns."""
+    x = torch.randn(2, 50257, generator=torch.Generator().manual_seed(5))
+    x[0, 100:200] = float("-inf")  # filtered by a top-k before
     with npusim.profile() as report:
-        actual = torch.sort(x.to("npusim"), stable=True)
-    assert "aten::sort.values_stable" in report.fallbacks
-    assert_same_sort(actual, torch.sort(x, stable=True))
+        actual = torch.sort(x.to("npusim"), descending=True, stable=True)
+    assert report.fallbacks == {}
+    assert_same_sort(actual, torch.sort(x, descending=True, stable=True))
+
+
+@pytest.mark.parametrize("largest", [True, False], ids=["largest", "smallest"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_topk_beyond_sixteen_takes_the_first_k_of_the_native_sort(largest, dtype):
+    """Top-k sampling keeps 50 of a vocabulary; the rows' NaN and infinities come where the CPU puts them."""
+    x = with_infinities(with_ties_and_nans((3, 6000), dtype, 6), 6)
+    with npusim.profile() as report:
+        values, indices = torch.topk(x.to("npusim"), 50, dim=-1, largest=largest)
+    assert report.fallbacks == {}
+    expected_values, _ = torch.topk(x, 50, dim=-1, largest=largest)
+    values, indices = values.cpu(), indices.cpu()
+    assert torch.equal(values.isnan(), expected_values.isnan())
+    assert torch.equal(values.nan_to_num(0), expected_values.nan_to_num(0))
+    # The order of equal elements' indices is not specified: each index must point at its value.
+    assert torch.equal(x.gather(-1, indices).nan_to_num(0), values.nan_to_num(0))
+    assert all(len(set(row)) == 50 for row in indices.tolist())

@@ -86,6 +86,36 @@ def test_round_trip_copies_every_dtype(dtype, device):
     assert torch.equal(on_device.t().contiguous().cpu(), source.t().contiguous())
 
 
+@pytest.mark.parametrize("dtype", [torch.int16, torch.bfloat16, torch.float16], ids=str)
+def test_copies_move_every_two_byte_pattern_exactly(dtype, device):
+    """Copies move 2-byte elements as f16 whatever they are; a broadcast once added -0 to them, which turned bf16
+    infinities and int16 -1 (bits that read as an f16 NaN) into the canonical NaN: torch.full(.., -1, int16) was -512.
+    Every one of the 65536 patterns, through fills, broadcasts of one value, of rows and of columns, and transposes."""
+    patterns = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
+    on_device = patterns.to(device)
+    views = {
+        "one value": lambda t: t[7:8].expand(9),
+        "a column": lambda t: t.reshape(256, 256)[:, :1].expand(256, 7),
+        "a row": lambda t: t.reshape(256, 256)[:1, :].expand(5, 256),
+        "a middle dimension": lambda t: t.reshape(64, 1, 1024).expand(64, 3, 1024),
+        "a transpose": lambda t: t.reshape(256, 256).t(),
+        "every third": lambda t: t[::3],
+    }
+    for name, view in views.items():
+        actual = view(on_device).contiguous().cpu().view(torch.int16)
+        assert torch.equal(actual, view(patterns).contiguous().view(torch.int16)), name
+    for bits in (0x7C00, 0x7C01, 0x7E00, 0x7F80, 0xFF80, 0xFFFF, 0x8000):  # each alone, broadcast
+        one = torch.tensor([bits], dtype=torch.int32).to(torch.int16).view(dtype)
+        assert torch.equal(
+            one.to(device).expand(5).contiguous().cpu().view(torch.int16), one.expand(5).view(torch.int16)
+        )
+    assert torch.equal(
+        torch.full((3,), -1, dtype=torch.int16, device=device).cpu(), torch.full((3,), -1, dtype=torch.int16)
+    )
+    minus_inf = torch.full((3,), float("-inf"), dtype=torch.bfloat16, device=device)
+    assert torch.equal(minus_inf.cpu(), torch.full((3,), float("-inf"), dtype=torch.bfloat16))
+
+
 @pytest.mark.parametrize(
     "shape, make_view",
     [
@@ -392,6 +422,22 @@ def test_bitwise_logic_of_masks_runs_natively_and_matches_cpu(device):
     assert torch.equal(in_place.cpu(), a & b)
     bytes_ = torch.randint(0, 255, (9,), dtype=torch.uint8, generator=generator)
     assert torch.equal((bytes_.to(device) ^ bytes_.flip(0).to(device)).cpu(), bytes_ ^ bytes_.flip(0))
+    # int64 and int32 results: generation's `unfinished_sequences & ~stopped`, a long and a bool
+    longs = torch.tensor([1, 0, 5, -3, 2**40 + 7])
+    for dtype in (torch.int64, torch.int32):
+        x = longs.to(dtype)
+        for combine in (
+            lambda x, y: x & y,
+            lambda x, y: x | y,
+            lambda x, y: x ^ y,
+            lambda x, y: ~x,
+            lambda x, y: x & 6,
+        ):
+            assert torch.equal(combine(x.to(device), b[:5].to(device)).cpu(), combine(x, b[:5]))
+            assert torch.equal(combine(x.to(device), x.flip(0).to(device)).cpu(), combine(x, x.flip(0)))
+        unfinished = x.to(device)
+        unfinished &= ~b[:5].to(device)
+        assert torch.equal(unfinished.cpu(), x & ~b[:5])
     assert npusim._C.fallback_counts() == {}
 
 

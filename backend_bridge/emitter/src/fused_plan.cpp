@@ -277,10 +277,18 @@ void Plan::fill(Ref destination, Shape shape, int node) {
   vector(Opcode::Vadd, type, destination, destination, scalar(node), shape, 1);
 }
 // Repeats a value into a larger shape (a per-row value over its row, a pattern over every row, one value everywhere):
-// identity + value, which is exact for every value (-0 included).
+// identity + value, which is exact for every value (-0 included). Two-byte values are selected instead, which moves
+// their bits: a copy moves bf16 and int16 elements as f16 ones, and an addition would turn those whose bits read as
+// an f16 NaN (bf16 infinities, int16 -1) into the canonical NaN.
 void Plan::broadcast(Ref destination, Shape shape, int node) {
   ElementType type = type_of(node);
   if (type == ElementType::Bool) type = ElementType::U8;
+  if (isa::element_bytes(type) == 2) {
+    const Ref everywhere = temporary(shape, ElementType::Bool);
+    vector(Opcode::Vfill, ElementType::Bool, everywhere, {}, {}, shape, 1);
+    vector(Opcode::Vsel, type, destination, everywhere, value(node), shape, broadcast_mode(node));
+    return;
+  }
   vector(Opcode::Vfill, type, destination, {}, {}, shape, additive_identity(type));
   vector(Opcode::Vadd, type, destination, destination, value(node), shape, broadcast_mode(node));
 }

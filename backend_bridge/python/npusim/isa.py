@@ -26,8 +26,9 @@ def assemble(source: str, file_name: str = "<string>", include_dirs: list[str | 
 
 
 def disassemble(image: bytes) -> str:
-    """Disassembles a program image into assembly that reassembles to the same bytes."""
-    return _disassemble(bytes(image))
+    """Disassembles a program image (any bytes-like object) into assembly that reassembles to the same bytes."""
+    # memoryview, not bytes(): bytes(n) of an int n (an instruction word passed by mistake) is n zero bytes.
+    return _disassemble(memoryview(image).tobytes())
 
 
 def decode(word: int) -> str:

@@ -29,7 +29,8 @@ void reduce_rows(ExecContext& c, const Instruction& i, Reduce reduce) {
     c.stats().vector_elements += tile_elements(rows, cols);
     const std::byte* in = c.scratchpad(c.reg(i.rs1), tile_elements(rows, cols), sizeof(T)).data();
     std::vector<Out> results(rows);
-    std::vector<Compute<T>> row(cols);
+    // The tile's bounds check limits cols only when there is a row: no rows of any width read nothing.
+    std::vector<Compute<T>> row(rows == 0 ? 0 : cols);
     for (uint64_t r = 0; r < rows; ++r) {
       for (uint64_t k = 0; k < cols; ++k) row[k] = widen(load<T>(in, r * cols + k));
       if constexpr (GivesIndex)

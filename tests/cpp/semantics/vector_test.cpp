@@ -406,6 +406,13 @@ TEST_F(Vrsum, SumsEachRowInColumnOrder) {
       values_of<int64_t>(tile("vrsum.i64 r13, r10, r15, r14", 2, 8, {bytes_of(std::vector<int64_t>{INT64_MAX, 2})}, 1));
   EXPECT_EQ(longs, (std::vector<int64_t>{INT64_MIN + 1}));
 }
+// A tile of no rows is empty whatever its width: a fuzzed kernel whose width was an address (2^64 - 1 here) made the
+// emulator allocate a row of that many elements for each such instruction.
+TEST_F(Vrsum, NoRowsOfAnyWidthDoNothing) {
+  EXPECT_FALSE(
+      run("li r14, 0\n li r15, -1\n vrsum.f32 r13, r10, r14, r15\n vrmax.i64 r13, r10, r14, r15\n"
+          " vargmin.bf16 r13, r10, r14, r15\n halt\n"));
+}
 TEST_F(Vrmax, PropagatesNan) {
   const std::vector<float> in = {1.0f, 5.0f, 2.0f, kNan, 0.0f, 1.0f};
   const auto out = values_of<float>(tile("vrmax.f32 r13, r10, r15, r14", 3, 8, {bytes_of(in)}, 2));
