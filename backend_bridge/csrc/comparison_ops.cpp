@@ -56,7 +56,17 @@ template <ElementwiseOp Op>
 at::Tensor& compare_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out, const char* name,
                         const char* overload, const c10::IValue& other_argument) {
   const auto type = comparison_type(self, other, out);
-  if (out.scalar_type() == at::kBool && type && (self.device() == out.device() || other.device() == out.device())) {
+  const bool on_device = self.device() == out.device() || other.device() == out.device();
+  if (out.scalar_type() != at::kBool && type && on_device) {
+    // A result of another dtype (x.eq_(y) writes 1 and 0 into x's floats): the bool result, converted into it.
+    at::Tensor truth = at::empty({0}, out.options().dtype(at::kBool));
+    compare_out<Op>(self, other, truth, name, overload, other_argument);
+    TORCH_CHECK(!out.is_same(self) || truth.sizes() == out.sizes(), "output with shape ", out.sizes(),
+                " doesn't match the broadcast shape ", truth.sizes());
+    at::native::resize_output(out, truth.sizes());
+    return out.copy_(truth);
+  }
+  if (out.scalar_type() == at::kBool && type && on_device) {
     const std::vector<int64_t> shape = resize_to_broadcast(out, {self, other});
     if (out.numel() == 0) return out;
     const at::ScalarType promoted = at::result_type(self, other);

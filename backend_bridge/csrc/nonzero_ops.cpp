@@ -30,7 +30,11 @@ namespace {
 // [count, ndim] coordinates of the nonzero elements (of a bool mask: the true ones; of numbers: those != 0 on the
 // device, NaN included as on the CPU), from their flat positions: (position / stride) % size per dim.
 at::Tensor npusim_nonzero(const at::Tensor& self) {
-  if (self.dim() == 0 || !element_type(self.scalar_type())) {
+  if (self.dim() == 0 && element_type(self.scalar_type())) {  // a scalar: one coordinate-less row if it is nonzero
+    const int64_t count = npusim_nonzero(self.reshape({1})).size(0);
+    return at::empty({count, 0}, self.options().dtype(at::kLong));
+  }
+  if (!element_type(self.scalar_type())) {
     torch::jit::Stack stack{self};
     call_cpu_fallback("aten::nonzero", "", stack);
     return stack[0].toTensor();

@@ -210,6 +210,13 @@ at::Tensor& npusim_scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor&
 // ---- index_add: out = self, then out.select(dim, index[j]) += alpha * source.select(dim, j), in j order
 at::Tensor& npusim_index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                                  const at::Scalar& alpha, at::Tensor& out) {
+  if (self.dim() == 0 && (dim == 0 || dim == -1) && index.numel() == 1 && source.numel() == 1 && source.dim() <= 1 &&
+      out.scalar_type() == self.scalar_type()) {  // a scalar, as a tensor of one element
+    at::native::resize_output(out, {});
+    at::Tensor element = out.view({1});
+    npusim_index_add_out(self.view({1}), 0, index.reshape({1}), source.reshape({1}), alpha, element);
+    return out;
+  }
   const int64_t wrapped = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
   const bool addable = is_float_kind(self.scalar_type()) || at::isIntegralType(self.scalar_type(), false);
   bool native = addable && self.dim() > 0 && index.dim() <= 1 && source.dim() == self.dim() &&

@@ -1,0 +1,75 @@
+// out= variants of operators whose functional form runs natively on npusim, declared by one line each: a boxed kernel
+// calls the functional overload through the dispatcher with the call's other arguments, then writes each result into
+// its out argument as PyTorch's out= contract says (the result's dtype must cast to out's; out is resized with
+// resize_output, which warns when a non-empty out has another shape). PyTorch's own out= wrappers of composite
+// operators do the same (mvlgamma_out: the functional result copied into out).
+#include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
+#include <torch/library.h>
+
+#include <string>
+#include <vector>
+
+#include "bridge.h"
+
+namespace npusim::bridge {
+namespace {
+
+class FromFunctional final : public c10::OperatorKernel {
+ public:
+  FromFunctional(const char* name, const char* overload) : name_(name), overload_(overload) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
+    const std::vector<c10::Argument>& schema = op.schema().arguments();
+    size_t outs = 0;  // the schema's out arguments come last
+    while (outs < schema.size() && schema[schema.size() - 1 - outs].is_out()) ++outs;
+    std::vector<at::Tensor> out;
+    for (const c10::IValue& value : torch::jit::last(*stack, outs)) out.push_back(value.toTensor());
+    torch::jit::drop(*stack, outs);
+    functional().callBoxed(stack);
+    const auto results = torch::jit::last(*stack, outs);
+    for (size_t k = 0; k < outs; ++k) {
+      const at::Tensor result = results[k].toTensor();
+      TORCH_CHECK(at::can_cast(result.scalar_type(), out[k].scalar_type()), op.schema().name(), ": result type ",
+                  result.scalar_type(), " can't be cast to the desired output type ", out[k].scalar_type());
+      at::native::resize_output(out[k], result.sizes());
+      out[k].copy_(result);
+    }
+    torch::jit::drop(*stack, outs);
+    for (const at::Tensor& tensor : out) torch::jit::push(*stack, tensor);
+  }
+
+ private:
+  const c10::OperatorHandle& functional() {
+    if (!functional_) functional_ = c10::Dispatcher::singleton().findSchemaOrThrow(name_, overload_);
+    return *functional_;
+  }
+
+  const char* name_;
+  const char* overload_;
+  std::optional<c10::OperatorHandle> functional_;
+};
+
+// Registers `out_schema` (an overload of aten::`name`) from the functional overload `overload` of the same operator.
+void from_functional(torch::Library& m, const char* out_schema, const char* name, const char* overload) {
+  m.impl(out_schema, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<FromFunctional>(name, overload)));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  from_functional(m, "max.unary_out", "aten::max", "");
+  from_functional(m, "min.unary_out", "aten::min", "");
+  from_functional(m, "std.correction_out", "aten::std", "correction");
+  from_functional(m, "var.correction_out", "aten::var", "correction");
+  from_functional(m, "searchsorted.Tensor_out", "aten::searchsorted", "Tensor");
+  from_functional(m, "bucketize.Tensor_out", "aten::bucketize", "Tensor");
+  from_functional(m, "log_sigmoid_forward.output", "aten::log_sigmoid_forward", "");
+  from_functional(m, "nonzero.out", "aten::nonzero", "");
+  from_functional(m, "masked_select.out", "aten::masked_select", "");
+  from_functional(m, "narrow_copy.out", "aten::narrow_copy", "");
+  from_functional(m, "conj_physical.out", "aten::conj_physical", "");
+  from_functional(m, "mvlgamma.out", "aten::mvlgamma", "");
+}
+
+}  // namespace npusim::bridge
