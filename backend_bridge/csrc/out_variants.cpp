@@ -2,7 +2,8 @@
 // calls the functional overload through the dispatcher with the call's other arguments, then writes each result into
 // its out argument as PyTorch's out= contract says (the result's dtype must cast to out's; out is resized with
 // resize_output, which warns when a non-empty out has another shape). PyTorch's own out= wrappers of composite
-// operators do the same (mvlgamma_out: the functional result copied into out).
+// operators do the same (mvlgamma_out: the functional result copied into out). A functional form that computes
+// through its own out= variant cannot be listed: the two would call each other without end.
 #include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
 #include <torch/library.h>
@@ -55,9 +56,22 @@ void from_functional(torch::Library& m, const char* out_schema, const char* name
   m.impl(out_schema, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<FromFunctional>(name, overload)));
 }
 
+// conj_physical of a real tensor is a copy. Not from the functional form: that one computes a complex tensor's
+// conjugate through this out= variant.
+at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
+  if (self.is_complex() || out.scalar_type() != self.scalar_type() || out.device() != self.device()) {
+    torch::jit::Stack stack{self, out};
+    call_cpu_fallback("aten::conj_physical", "out", stack);
+    return out;
+  }
+  at::native::resize_output(out, self.sizes());
+  return out.is_same(self) ? out : out.copy_(self);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("conj_physical.out", conj_physical_out);
   from_functional(m, "max.unary_out", "aten::max", "");
   from_functional(m, "min.unary_out", "aten::min", "");
   from_functional(m, "std.correction_out", "aten::std", "correction");
@@ -68,7 +82,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   from_functional(m, "nonzero.out", "aten::nonzero", "");
   from_functional(m, "masked_select.out", "aten::masked_select", "");
   from_functional(m, "narrow_copy.out", "aten::narrow_copy", "");
-  from_functional(m, "conj_physical.out", "aten::conj_physical", "");
   from_functional(m, "mvlgamma.out", "aten::mvlgamma", "");
 }
 

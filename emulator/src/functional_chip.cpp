@@ -42,6 +42,7 @@ class FunctionalChip::CoreContext : public ExecContext {
   }
   void write_dram_rows(uint64_t address, int64_t stride, uint64_t row_bytes, uint64_t rows,
                        const void* source) override {
+    if (row_bytes == 0) return;  // as ExecContext's: no bytes, whatever the count of rows
     for (uint64_t r = 0; r < rows; ++r) check_dram_store(address + r * stride, row_bytes);
     chip_.memory_.write_rows(address, stride, row_bytes, rows, source);
     state_.stats.dram_bytes_written += row_bytes * rows;

@@ -68,6 +68,15 @@ TEST_F(Emulator, ATileOfNoColumnsWithAHugeStrideMovesNothing) {
           " dma.st2.b32 r0, r0, r0, r3, -209723906\n fence\n halt\n"));
 }
 
+// Found by the program fuzz target (a libFuzzer timeout): a tile of no columns whose count of rows came from an
+// address checked every row for a store into the command processor's memory, 2^28 and more per instruction. Here
+// 2^40 rows of nothing, loaded and stored.
+TEST_F(Emulator, ManyRowsOfNothingMoveNothingAtOnce) {
+  EXPECT_FALSE(
+      run("li r3, 0\n lhi r3, 0x100\n dma.st2.b16 r0, r0, r0, r3, -310538\n dma.ld2.b32 r0, r0, r0, r3, 8\n"
+          " fence\n halt\n"));
+}
+
 TEST_F(Emulator, ScalarArithmeticWrapsAndShifts) {
   ASSERT_FALSE(
       run("li r2, -1\n li r3, 2\n add r4, r2, r3\n sub r5, r0, r3\n mul r6, r3, r3\n srai r7, r2, 60\n"

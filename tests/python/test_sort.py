@@ -76,7 +76,7 @@ def with_infinities(x, seed):
 @pytest.mark.parametrize("descending", [False, True], ids=["ascending", "descending"])
 def test_rows_longer_than_a_ranked_sort_are_merge_sorted_natively(dtype, descending):
     """Rows beyond 4096 elements: sorted in blocks by ranks, then merged pass by pass (sort_ops.cpp), still the CPU's
-    stable sort. 4097 is one element past the ranked sort; 9000 pads to 9216, a width of 36 blocks rounded up to 64."""
+    stable sort. 4097 is one element past the ranked sort; 9000 pads to 16384: 512 blocks of 32, merged in 9 passes."""
     for shape, dim, seed in [((2, 4097), -1, 3), ((9000, 3), 0, 4)]:
         x = with_infinities(with_ties_and_nans(shape, dtype, seed), seed)
         with npusim.profile() as report:
