@@ -1,9 +1,9 @@
 """PyTorch's own OpInfo tests on npusim: PyTorch's device-generic test machinery (instantiate_device_type_tests with
 its PrivateUse1 test base) runs each selected op's sample inputs (shapes, broadcasting, scalars, empty and 0-dim
 tensors, keyword arguments) in float32, bfloat16 and float16 on npusim and on the CPU and compares the results, and
-for float32 the gradients of the inputs. The selection is the ops npusim has native kernels for; samples npusim cannot run natively take the CPU
-fallback and must still match. Over the whole database, the count of entries that run natively (no fallback) and
-match is held at or above its recorded value."""
+for float32 the gradients of the inputs. The selection is the ops npusim has native kernels for; samples npusim
+cannot run natively take the CPU fallback and must still match. Over the whole database, the count of entries that
+run natively (no fallback) and match is held at or above its recorded value."""
 
 import pathlib
 import re
