@@ -42,7 +42,8 @@ struct Extended {
   at::Tensor last_state;  // [B, S] bool: one of the two states a path may end in (2L, and 2L - 1 when L > 0)
 };
 
-// Whether the CPU kernel would accept these arguments (else it raises its own error).
+// Whether npusim computes the loss: float32 log probabilities on the device, and arguments the CPU kernel accepts
+// (others go to it, which raises its own error).
 bool valid_arguments(const at::Tensor& log_probs, const at::Tensor& targets, c10::IntArrayRef input_lengths,
                      c10::IntArrayRef target_lengths, int64_t blank) {
   if (log_probs.dim() != 3 || log_probs.scalar_type() != at::kFloat || !log_probs.is_privateuseone()) return false;
@@ -203,8 +204,8 @@ std::tuple<at::Tensor, at::Tensor> npusim_ctc_loss(const at::Tensor& log_probs, 
   const at::Tensor ends =
       at::stack({flat.index_select(0, TensorKernel::table(end, at::kLong, log_probs.device())),
                  flat.index_select(0, TensorKernel::table(before_end, at::kLong, log_probs.device()))});
-  const at::Tensor likelihood = -at::logsumexp(ends, 0);
-  const at::Tensor nll = zeroed_where_infinite(likelihood, likelihood, zero_infinity);
+  const at::Tensor minus_log_p = -at::logsumexp(ends, 0);
+  const at::Tensor nll = zeroed_where_infinite(minus_log_p, minus_log_p, zero_infinity);
   const at::Tensor log_alpha = alpha.narrow(0, 1, frames).narrow(2, 2, e.states).permute({1, 0, 2}).contiguous();
   return {nll, log_alpha};
 }
