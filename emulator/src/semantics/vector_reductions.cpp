@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "element_types.h"
@@ -28,8 +29,10 @@ void reduce_rows(ExecContext& c, const Instruction& i, Reduce reduce) {
     const uint64_t rows = c.reg(i.rs2), cols = c.reg(i.rs3);
     c.stats().vector_elements += tile_elements(rows, cols);
     const std::byte* in = c.scratchpad(c.reg(i.rs1), tile_elements(rows, cols), sizeof(T)).data();
+    // The tile's bounds check limits rows only when there is a column, and cols only when there is a row: both
+    // buffers are sized after the checks of the output and of the tile bound them.
+    const std::span<std::byte> out = c.scratchpad(c.reg(i.rd), rows, sizeof(Out));
     std::vector<Out> results(rows);
-    // The tile's bounds check limits cols only when there is a row: no rows of any width read nothing.
     std::vector<Compute<T>> row(rows == 0 ? 0 : cols);
     for (uint64_t r = 0; r < rows; ++r) {
       for (uint64_t k = 0; k < cols; ++k) row[k] = widen(load<T>(in, r * cols + k));
@@ -38,7 +41,7 @@ void reduce_rows(ExecContext& c, const Instruction& i, Reduce reduce) {
       else
         results[r] = narrow<T>(reduce(row));
     }
-    copy_bytes(c.scratchpad(c.reg(i.rd), rows, sizeof(Out)).data(), results.data(), rows * sizeof(Out));
+    copy_bytes(out.data(), results.data(), rows * sizeof(Out));
   });
 }
 

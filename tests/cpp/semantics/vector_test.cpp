@@ -413,6 +413,13 @@ TEST_F(Vrsum, NoRowsOfAnyWidthDoNothing) {
       run("li r14, 0\n li r15, -1\n vrsum.f32 r13, r10, r14, r15\n vrmax.i64 r13, r10, r14, r15\n"
           " vargmin.bf16 r13, r10, r14, r15\n halt\n"));
 }
+// Rows of no columns are bounded by their results' place in the scratchpad, checked before anything is allocated: the
+// fuzzer's 2^64 - 1 rows threw std::length_error from a core's thread, which ended the process.
+TEST_F(Vrsum, ManyRowsOfNoColumnsTrapOnTheirResults) {
+  const auto fault = run("li r14, 0\n li r15, -1\n vrsum.f16 r13, r10, r15, r14\n halt\n");
+  ASSERT_TRUE(fault);
+  EXPECT_NE(fault->instruction.find("vrsum"), std::string::npos) << fault->describe();
+}
 TEST_F(Vrmax, PropagatesNan) {
   const std::vector<float> in = {1.0f, 5.0f, 2.0f, kNan, 0.0f, 1.0f};
   const auto out = values_of<float>(tile("vrmax.f32 r13, r10, r15, r14", 3, 8, {bytes_of(in)}, 2));
