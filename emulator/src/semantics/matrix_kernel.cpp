@@ -15,6 +15,21 @@ typedef float FloatVector __attribute__((vector_size(64)));
 typedef uint32_t WordVector __attribute__((vector_size(64)));
 constexpr uint64_t kBlockCols = 16;
 
+// A tile word in the scratchpad or accumulator. Named through this trait, not a template argument, because a template
+// argument drops the typedef's alignment and aliasing attributes.
+template <typename Word>
+struct TileOf;
+template <>
+struct TileOf<float> {
+  using type = AliasingFloat;
+};
+template <>
+struct TileOf<uint32_t> {
+  using type = AliasingWord;
+};
+template <typename Word>
+using Tile = typename TileOf<Word>::type;
+
 template <typename Word>
 Word multiply_add(Word a, Word w, Word sum) {
   if constexpr (std::is_same_v<Word, float>)
@@ -25,8 +40,8 @@ Word multiply_add(Word a, Word w, Word sum) {
 
 // One output at a time over columns [first_col, cols): the column edge, and every column on a host without FMA.
 template <typename Word>
-void portable(const Word* a, uint64_t rows, uint64_t depth, const Word* w, uint64_t cols, uint64_t first_col,
-              bool accumulate, Word* acc) {
+void portable(const Tile<Word>* a, uint64_t rows, uint64_t depth, const Word* w, uint64_t cols, uint64_t first_col,
+              bool accumulate, Tile<Word>* acc) {
   for (uint64_t m = 0; m < rows; ++m)
     for (uint64_t n = first_col; n < cols; ++n) {
       Word sum = accumulate ? acc[m * cols + n] : Word{};
@@ -37,8 +52,8 @@ void portable(const Word* a, uint64_t rows, uint64_t depth, const Word* w, uint6
 
 // kRows rows x 16 columns, starting at a's and acc's first row and w's and acc's first column.
 template <int kRows, typename Word>
-__attribute__((always_inline)) inline void block(const Word* a, uint64_t depth, const Word* w, uint64_t cols,
-                                                 bool accumulate, Word* acc) {
+__attribute__((always_inline)) inline void block(const Tile<Word>* a, uint64_t depth, const Word* w, uint64_t cols,
+                                                 bool accumulate, Tile<Word>* acc) {
   using Vector = std::conditional_t<std::is_same_v<Word, float>, FloatVector, WordVector>;
   static_assert(sizeof(Vector) == kBlockCols * sizeof(Word));
   Vector sums[kRows];
@@ -55,8 +70,8 @@ __attribute__((always_inline)) inline void block(const Word* a, uint64_t depth, 
 }
 
 template <typename Word>
-__attribute__((always_inline)) inline void vectorised(const Word* a, uint64_t rows, uint64_t depth, const Word* w,
-                                                      uint64_t cols, bool accumulate, Word* acc) {
+__attribute__((always_inline)) inline void vectorised(const Tile<Word>* a, uint64_t rows, uint64_t depth, const Word* w,
+                                                      uint64_t cols, bool accumulate, Tile<Word>* acc) {
   uint64_t n0 = 0;
   for (; n0 + kBlockCols <= cols; n0 += kBlockCols) {
     uint64_t m0 = 0;
@@ -69,15 +84,15 @@ __attribute__((always_inline)) inline void vectorised(const Word* a, uint64_t ro
 
 #if defined(__x86_64__)
 template <typename Word>
-__attribute__((target("arch=x86-64-v4"))) void vectorised_avx512(const Word* a, uint64_t rows, uint64_t depth,
+__attribute__((target("arch=x86-64-v4"))) void vectorised_avx512(const Tile<Word>* a, uint64_t rows, uint64_t depth,
                                                                  const Word* w, uint64_t cols, bool accumulate,
-                                                                 Word* acc) {
+                                                                 Tile<Word>* acc) {
   vectorised(a, rows, depth, w, cols, accumulate, acc);
 }
 template <typename Word>
-__attribute__((target("arch=x86-64-v3"))) void vectorised_avx2(const Word* a, uint64_t rows, uint64_t depth,
+__attribute__((target("arch=x86-64-v3"))) void vectorised_avx2(const Tile<Word>* a, uint64_t rows, uint64_t depth,
                                                                const Word* w, uint64_t cols, bool accumulate,
-                                                               Word* acc) {
+                                                               Tile<Word>* acc) {
   vectorised(a, rows, depth, w, cols, accumulate, acc);
 }
 #endif
@@ -104,7 +119,8 @@ bool supports_x86_64_v4() {
 #endif
 
 template <typename Word>
-void dispatch(const Word* a, uint64_t rows, uint64_t depth, const Word* w, uint64_t cols, bool accumulate, Word* acc) {
+void dispatch(const Tile<Word>* a, uint64_t rows, uint64_t depth, const Word* w, uint64_t cols, bool accumulate,
+              Tile<Word>* acc) {
 #if defined(__x86_64__)
   static const bool avx512 = supports_x86_64_v4(), avx2 = supports_x86_64_v3();
   if (avx512) return vectorised_avx512(a, rows, depth, w, cols, accumulate, acc);

@@ -5,10 +5,10 @@
 
 namespace npusim::emulator::semantics {
 
-// The scratchpad and accumulator are byte buffers; tiles are read and written in place through these types, which
-// GCC allows to alias them.
-typedef float __attribute__((may_alias)) AliasingFloat;
-typedef uint32_t __attribute__((may_alias)) AliasingWord;
+// The scratchpad and accumulator are byte buffers and tile operands there need no alignment (docs/isa.md): tiles are
+// read and written in place through these types, which may alias the bytes and sit at any address.
+typedef float __attribute__((may_alias, aligned(1))) AliasingFloat;
+typedef uint32_t __attribute__((may_alias, aligned(1))) AliasingWord;
 
 // acc[m][n] starts from itself (accumulate) or from zero, then takes each product a[m][k] * w[k][n] in k order
 // with one rounding per step: a fused multiply-add, as a systolic array's processing element does. All row-major.
