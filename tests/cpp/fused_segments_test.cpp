@@ -192,12 +192,26 @@ TEST(FusedSegments, SegmentsReducedWholeGiveOneValueEach) {
   EXPECT_NE(kernel.assembly().find("looped rows: 5 rows"), std::string::npos);
 }
 
-// A segment of no elements has no chunks: its sum is 0, as vrsum's of no elements (its extrema would be the carry's
-// identity, the infinities).
-TEST(FusedSegments, ASegmentOfNoElementsSumsToZero) {
-  const std::vector<int64_t> sizes = {0, 5, 0};
-  run_and_compare_segments(norms_over(sizes, false), small_chip(), norm_entries(sizes), {F32, F32, F32}, 1e-6);
+// On a 32 KiB scratchpad the chunks are long enough for two sets of slots: each segment's next chunk loads while this
+// one is reduced, the number of chunks taken from the segment's length in its table entry.
+TEST(FusedSegments, LongSegmentsDoubleBufferTheirChunks) {
+  const std::vector<int64_t> sizes = {20000, 1, 7, 10400, 64};
+  const emitter::Kernel kernel =
+      run_and_compare_segments(norms_over(sizes, true), small_chip(32), norm_entries(sizes), {F32, F32, F32}, 1e-6);
+  EXPECT_NE(kernel.assembly().find("looped rows: 5 rows"), std::string::npos);
+  EXPECT_NE(kernel.assembly().find("slots, 2 sets"), std::string::npos) << kernel.assembly();
 }
+
+// A segment of no elements has no chunks: its sum is 0, as vrsum's of no elements (its extrema would be the carry's
+// identity, the infinities). With one set of slots, and with two.
+void segments_of_no_elements(int scratchpad_kib) {
+  const std::vector<int64_t> sizes = {0, 625 * scratchpad_kib, 0};  // one long enough to be walked in chunks
+  const emitter::Kernel kernel = run_and_compare_segments(norms_over(sizes, false), small_chip(scratchpad_kib),
+                                                          norm_entries(sizes), {F32, F32, F32}, 1e-6);
+  EXPECT_NE(kernel.assembly().find(scratchpad_kib == 4 ? "slots, 1 set" : "slots, 2 sets"), std::string::npos);
+}
+TEST(FusedSegments, ASegmentOfNoElementsSumsToZero) { segments_of_no_elements(4); }
+TEST(FusedSegments, ASegmentOfNoElementsSumsToZeroWithTwoSetsOfSlots) { segments_of_no_elements(32); }
 
 TEST(FusedSegments, AnOptimizerStepOverSegmentsOfManySizesIsOneKernel) {
   const config::ChipConfig config = small_chip();

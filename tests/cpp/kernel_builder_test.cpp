@@ -146,6 +146,30 @@ TEST(KernelBuilder, PlacesABackEdgeSyncAtTheExposedAccess) {
   expect_four_tiles_of_sevens_without_hazards(config, kernel);
 }
 
+// Two labels bound at one place after a jump: the code there is reached through both, so the vector engine's fill,
+// pending on the branch to the first label, must be ordered before the store although the jump's path fenced it.
+TEST(KernelBuilder, TwoLabelsAtOnePlaceAfterAJumpKeepBothPaths) {
+  config::ChipConfig config = test_config();
+  KernelBuilder b("two_labels", config);
+  const emitter::Tile data = b.tile(Space::Scratchpad, 1024, "data");
+  Reg out = b.reg("out"), buffer = b.reg("buffer"), n = b.reg("n");
+  b.Ld(out, emitter::kArgumentBlock, 0);
+  b.point(buffer, data);
+  b.li(n, 256);
+  b.Vfill(ElementType::I32, buffer, n, 7);
+  const emitter::Label first = b.label(), second = b.label();
+  b.Bne(n, emitter::kZero, first);  // taken
+  b.Fence();
+  b.Jal(emitter::kZero, second);
+  b.bind(first);
+  b.bind(second);
+  b.DmaStore32(out, buffer, n, 4);
+  b.Halt();
+  const emitter::Kernel kernel = b.finish(1);
+  EXPECT_EQ(count(kernel, isa::Opcode::SemPostVector), 1) << kernel.assembly();
+  expect_four_tiles_of_sevens_without_hazards(config, kernel);
+}
+
 TEST(KernelBuilder, NamesTheKernelWhenRegistersRunOut) {
   KernelBuilder b("greedy", test_config());
   std::vector<Reg> held;

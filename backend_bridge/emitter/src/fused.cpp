@@ -104,28 +104,18 @@ class FusedEmitter {
   }
 
  private:
-  // Which steps load a tile ahead, which go out after it, and which stay in place (see prefetched_). A load is
-  // prefetched when no earlier step touches its slot, and (once the tile's layout is known) it needs no vtr, which
-  // would put the vector engine behind the next tile's loads.
+  // Which steps load a tile ahead, which go out after it, and which stay in place (fused_steps.h). Once the tile's
+  // layout is known, a load that needs a vtr is not prefetched: it would put the vector engine behind the next tile's
+  // loads.
   void split_steps(bool layout_known) {
-    prefetched_.clear();
-    trailing_stores_.clear();
-    in_place_.clear();
-    const std::vector<Step>& steps = plan_.steps();
-    const auto loads = static_cast<int>(spec_.loads.size());
-    size_t end = steps.size();
-    while (end > 0 && steps[end - 1].access >= loads) --end;
-    std::vector<char> touched(slots_.size(), 0);
-    for (size_t k = 0; k < steps.size(); ++k) {
-      const Step& step = steps[k];
-      const bool into_untouched_slot = step.first.kind == Ref::Kind::Slot && !touched[step.first.index];
-      const bool early = (step.argument >= 0 && (step.first.kind == Ref::Kind::Argument || into_untouched_slot)) ||
-                         (step.access >= 0 && step.access < loads && into_untouched_slot &&
-                          step.index.kind == Ref::Kind::None && !(layout_known && transposed_load(step)));
-      (early ? prefetched_ : k >= end ? trailing_stores_ : in_place_).push_back(k);
-      for (const Ref& ref : {step.destination, step.first, step.second})
-        if (ref.kind == Ref::Kind::Slot) touched[ref.index] = 1;
-    }
+    std::vector<size_t> every_step(plan_.steps().size());
+    for (size_t k = 0; k < every_step.size(); ++k) every_step[k] = k;
+    fused::DoubleBufferedSteps split = fused::split_for_double_buffering(
+        plan_.steps(), every_step, static_cast<int>(spec_.loads.size()), slots_.size(),
+        [&](const Step& step) { return !(layout_known && transposed_load(step)); });
+    prefetched_ = std::move(split.prefetched);
+    in_place_ = std::move(split.in_place);
+    trailing_stores_ = std::move(split.trailing_stores);
   }
 
   // ---- tiles and cores

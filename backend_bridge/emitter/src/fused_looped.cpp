@@ -1,7 +1,9 @@
 // The looped-row kernel (fused_looped.h). The cores take rows c, c + n, ...; a row's reduced space is cut as the
 // tiled kernel cuts its outer space: the innermost reduced dimensions whole (a block) while they fit, then chunks of
 // the next one, the dimensions outside it walked by counters. Each access of a chunk is then one DMA of at most four
-// dimensions. One set of slots: the DMA engine and the vector engine take turns (the builder orders them).
+// dimensions. Chunks are numbered along the row and a chunk's position is computed from its number, so that a pass
+// can load the next chunk while it computes this one: two sets of slots where they leave chunks of a useful size
+// (the carries, one per reduction, are shared), and each pass's loop double-buffered as the tiled kernel's is.
 //
 // Segments reduced whole (a foreach norm): each segment is a row of its own length and arguments, listed in a table in
 // the kernel's .data (per segment: its elements, and where its arguments start); the cores take segments in turn.
@@ -23,6 +25,10 @@ namespace npusim::emitter::fused {
 namespace {
 
 constexpr int kPointerRegisters = 4;  // arguments whose addresses stay in registers; the others are loaded per use
+constexpr int64_t kSinkBytes = 64;    // the tile a prefetch's sync is taken through (see emit_double_buffered_chunks)
+// The shortest chunk worth a second set of slots: below it, the chunk loop's scalar work and the DMAs' fixed costs
+// would outweigh the overlap.
+constexpr int64_t kMinDoubleBufferedChunk = 512;
 
 int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
@@ -41,9 +47,15 @@ class LoopedRowEmitter {
 
   Kernel build() {
     describe();
+    slot_tiles_.resize(sets_);
     for (size_t k = 0; k < plan_->slots().size(); ++k)
-      slot_tiles_.push_back(
-          b_.tile(Space::Scratchpad, plan_->slot_bytes(plan_->slots()[k], 1), fmt::format("slot {}", k)));
+      for (int set = 0; set < sets_; ++set)
+        slot_tiles_[set].push_back(
+            set > 0 && plan_->slots()[k].kept  // a carry: one for the row, whichever set a chunk is in
+                ? slot_tiles_[0][k]
+                : b_.tile(Space::Scratchpad, plan_->slot_bytes(plan_->slots()[k], 1),
+                          fmt::format("slot {} of set {}", k, set)));
+    if (sets_ == 2) sink_ = b_.tile(Space::Scratchpad, kSinkBytes, "prefetch sink");
     if (plan_->has_scalars()) scalar_tile_ = b_.tile(Space::Scratchpad, plan_->scalar_tile_bytes(), "constants");
     if (plan_->has_arguments()) argument_tile_ = b_.tile(Space::Scratchpad, plan_->argument_tile_bytes(), "arguments");
     if (segmented()) {
@@ -64,22 +76,22 @@ class LoopedRowEmitter {
     b_.Bgeu(row_, scratch_, done);
     b_.bind(next_row);
     emit_row_position();
-    emit_steps(prologue_);
+    emit_steps(prologue_, 0);
     for (size_t pass = 0; pass < passes_.size(); ++pass) {
       for (const Carry& carry : plan_->carries())
         if (depth_[carry.node] == static_cast<int>(pass)) {
-          b_.point(destination_, slot_tiles_[carry.slot.index]);
+          b_.point(destination_, slot_tiles_[0][carry.slot.index]);
           b_.Vfill(carry.type, destination_, one_, carry.identity);
           for (const Ref counter : {carry.index, carry.offset})
             if (counter.kind == Ref::Kind::Slot) {
-              b_.point(destination_, slot_tiles_[counter.index]);
+              b_.point(destination_, slot_tiles_[0][counter.index]);
               b_.Vfill(isa::ElementType::I64, destination_, one_, 0);
             }
         }
-      emit_chunk_loop(passes_[pass]);
+      emit_chunks(passes_[pass]);
     }
-    if (!full_stores_.empty()) emit_chunk_loop(full_stores_);
-    emit_steps(row_stores_);
+    if (!full_stores_.empty()) emit_chunks(full_stores_);
+    emit_steps(row_stores_, 0);
     b_.add_constant(row_, cores_);
     b_.li(scratch_, rows_);
     b_.Bltu(row_, scratch_, next_row);
@@ -109,31 +121,45 @@ class LoopedRowEmitter {
   // room for. The block is the innermost reduced dimensions that fit whole, the chunk a run of the next one.
   void choose_chunks() {
     const Plan whole(spec_, layout_.row_length, store_varies_, /*looped_rows=*/true);
-    int64_t usable = static_cast<int64_t>(config_.scratchpad_bytes()) -
-                     (whole.has_scalars() ? round_up(whole.scalar_tile_bytes(), 64) : 0) -
-                     (whole.has_arguments() ? round_up(whole.argument_tile_bytes(), 64) : 0);
-    int64_t bytes_per_element = 0;
-    for (const Slot& slot : whole.slots()) {
-      usable -= 64;  // each slot's rounding to 64 bytes, at most
-      if (slot.shape == Shape::Full) {
-        bytes_per_element += slot.element_bytes;
-      } else {
-        usable -= whole.slot_bytes(slot, 1);
+    // The elements of a chunk that `sets` sets of slots leave room for (the carries are not doubled).
+    const auto capacity_with = [&](int sets) {
+      int64_t usable = static_cast<int64_t>(config_.scratchpad_bytes()) -
+                       (whole.has_scalars() ? round_up(whole.scalar_tile_bytes(), 64) : 0) -
+                       (whole.has_arguments() ? round_up(whole.argument_tile_bytes(), 64) : 0) -
+                       (sets == 2 ? kSinkBytes : 0);
+      int64_t bytes_per_element = 0;
+      for (const Slot& slot : whole.slots()) {
+        const int copies = slot.kept ? 1 : sets;
+        usable -= 64 * copies;  // each slot's rounding to 64 bytes, at most
+        if (slot.shape == Shape::Full) {
+          bytes_per_element += slot.element_bytes * copies;
+        } else {
+          usable -= whole.slot_bytes(slot, 1) * copies;
+        }
       }
-    }
-    const int64_t capacity = bytes_per_element > 0 ? usable / bytes_per_element : 0;
-    if (capacity < 1)
-      throw Unsupported(fmt::format("fused kernel {}: its {} slots do not fit the {}-byte scratchpad", spec_.name,
-                                    whole.slots().size(), config_.scratchpad_bytes()));
+      return bytes_per_element > 0 ? usable / bytes_per_element : int64_t{0};
+    };
+    // The block and the chunk for `capacity` elements; false when not one block fits.
     const std::vector<int64_t>& reduced = layout_.reduced;
-    chunk_dim_ = static_cast<int>(reduced.size()) - 1;
-    block_ = 1;
-    while (chunk_dim_ > 0 && block_ * reduced[chunk_dim_] <= capacity) block_ *= reduced[chunk_dim_--];
-    chunk_ = std::min(reduced[chunk_dim_], capacity / block_);
-    if (chunk_ < 1)
-      throw Unsupported(
-          fmt::format("fused kernel {}: a block of {} elements does not fit the scratchpad", spec_.name, block_));
-    if (chunk_ < reduced[chunk_dim_] && chunk_ >= 128) chunk_ = chunk_ / 64 * 64;
+    const auto cut = [&](int64_t capacity) {
+      chunk_dim_ = static_cast<int>(reduced.size()) - 1;
+      block_ = 1;
+      while (chunk_dim_ > 0 && block_ * reduced[chunk_dim_] <= capacity) block_ *= reduced[chunk_dim_--];
+      chunk_ = std::min(reduced[chunk_dim_], capacity / block_);
+      if (chunk_ < reduced[chunk_dim_] && chunk_ >= 128) chunk_ = chunk_ / 64 * 64;
+      return chunk_ >= 1;
+    };
+    sets_ = 2;
+    if (!cut(capacity_with(2)) || chunk_ * block_ < kMinDoubleBufferedChunk) {
+      sets_ = 1;
+      const int64_t capacity = capacity_with(1);
+      if (capacity < 1)
+        throw Unsupported(fmt::format("fused kernel {}: its {} slots do not fit the {}-byte scratchpad", spec_.name,
+                                      whole.slots().size(), config_.scratchpad_bytes()));
+      if (!cut(capacity))
+        throw Unsupported(
+            fmt::format("fused kernel {}: a block of {} elements does not fit the scratchpad", spec_.name, block_));
+    }
     plan_.emplace(spec_, chunk_ * block_, store_varies_, /*looped_rows=*/true);
     for (const Carry& carry : plan_->carries())
       if (carry.index.kind != Ref::Kind::None && layout_.reduced.size() != 1)
@@ -209,10 +235,10 @@ class LoopedRowEmitter {
     b_.describe(fmt::format("{}: sizes [{}], {} reduced; collapsed outer [{}], reduced [{}]", spec_.name,
                             fmt::join(spec_.sizes, ", "), spec_.reduced_dims, fmt::join(layout_.outer, ", "),
                             fmt::join(layout_.reduced, ", ")));
-    b_.describe(
-        fmt::format("looped rows: {} rows on {} cores; chunks of {} of reduced dimension {} x {}; {} "
-                    "reduction passes, {} slots",
-                    rows_, cores_, chunk_, chunk_dim_, block_, passes_.size(), plan_->slots().size()));
+    b_.describe(fmt::format(
+        "looped rows: {} rows on {} cores; chunks of {} of reduced dimension {} x {}; {} "
+        "reduction passes, {} slots, {} set{}",
+        rows_, cores_, chunk_, chunk_dim_, block_, passes_.size(), plan_->slots().size(), sets_, sets_ > 1 ? "s" : ""));
   }
 
   bool segmented() const { return !spec_.segments.empty(); }
@@ -228,6 +254,12 @@ class LoopedRowEmitter {
         outer_index_.push_back(b_.reg(fmt::format("outer index {}", d)));
     }
     for (int d = 0; d < chunk_dim_; ++d) reduced_index_.push_back(b_.reg(fmt::format("reduced index {}", d)));
+    chunk_number_ = b_.reg("chunk");
+    chunks_ = b_.reg("chunks in the row");
+    if (sets_ == 2) {
+      previous_ = b_.reg("previous chunk");
+      next_ = b_.reg("next chunk");
+    }
     chunk_start_ = b_.reg("chunk start");
     chunk_count_ = b_.reg("chunk count");
     cols_ = b_.reg("chunk elements");
@@ -263,24 +295,50 @@ class LoopedRowEmitter {
     }
   }
 
-  // The steps over every chunk of the row: the counters from zero, the chunk's count (the last one may be short),
-  // the steps, then the next chunk, the next index of the dimensions outside the chunk's, ... A segment's length is
-  // its table entry's, and a segment of no elements has no chunks.
-  void emit_chunk_loop(const std::vector<size_t>& steps) {
-    const int64_t size = layout_.reduced[chunk_dim_];
-    for (const Reg& index : reduced_index_) b_.move(index, kZero);
-    b_.move(chunk_start_, kZero);
-    const Label chunk = b_.label(), done = b_.label();
-    if (segmented()) b_.Beq(segment_elements_, kZero, done);
-    b_.bind(chunk);
-    if (!segmented() && size % chunk_ == 0) {
+  // The chunks of the row, in the register chunks_: the runs of the chunk's dimension, times the chunks of a run
+  // (a segment: of its own length).
+  void emit_chunk_total() {
+    if (segmented()) {  // ceil(elements / chunk)
+      b_.move(chunks_, segment_elements_);
+      b_.add_constant(chunks_, chunk_ - 1);
+      b_.li(scratch_, chunk_);
+      b_.Divu(chunks_, chunks_, scratch_);
+      return;
+    }
+    int64_t runs = 1;
+    for (int d = 0; d < chunk_dim_; ++d) runs *= layout_.reduced[d];
+    b_.li(chunks_, runs * chunks_per_run());
+  }
+  int64_t chunks_per_run() const { return (layout_.reduced[chunk_dim_] + chunk_ - 1) / chunk_; }
+
+  // Where the chunk numbered in `number` lies: its first element along the chunk's dimension, the indices of the
+  // reduced dimensions outside it, and its counts (the last chunk of a run may be short).
+  void emit_chunk_position(R number) {
+    if (chunk_dim_ == 0) {  // one run (a segment is reduced over one dimension)
+      b_.move(chunk_start_, number);
+    } else {
+      b_.li(scratch_, chunks_per_run());
+      b_.Remu(chunk_start_, number, scratch_);
+      b_.Divu(address_, number, scratch_);
+      for (int d = chunk_dim_ - 1; d >= 0; --d) {
+        if (d == 0) {
+          b_.move(reduced_index_[0], address_);
+          break;
+        }
+        b_.li(scratch_, layout_.reduced[d]);
+        b_.Remu(reduced_index_[d], address_, scratch_);
+        b_.Divu(address_, address_, scratch_);
+      }
+    }
+    b_.mul_constant(chunk_start_, chunk_);
+    if (!segmented() && layout_.reduced[chunk_dim_] % chunk_ == 0) {
       b_.li(chunk_count_, chunk_);
     } else {  // min(chunk, size - chunk start)
       const Label sized = b_.label();
       if (segmented()) {
         b_.move(chunk_count_, segment_elements_);
       } else {
-        b_.li(chunk_count_, size);
+        b_.li(chunk_count_, layout_.reduced[chunk_dim_]);
       }
       b_.Sub(chunk_count_, chunk_count_, chunk_start_);
       b_.li(scratch_, chunk_);
@@ -290,52 +348,105 @@ class LoopedRowEmitter {
     }
     b_.move(cols_, chunk_count_);
     b_.mul_constant(cols_, block_);
-    emit_steps(steps);
-    b_.add_constant(chunk_start_, chunk_);
-    if (segmented()) {
-      b_.Bltu(chunk_start_, segment_elements_, chunk);
-    } else {
-      b_.li(scratch_, size);
-      b_.Bltu(chunk_start_, scratch_, chunk);
+  }
+
+  // The steps over every chunk of the row, double-buffered where there are two sets and the steps load something
+  // ahead. A segment of no elements has no chunks.
+  void emit_chunks(const std::vector<size_t>& steps) {
+    DoubleBufferedSteps split = split_for_double_buffering(plan_->steps(), steps, static_cast<int>(spec_.loads.size()),
+                                                           plan_->slots().size(), [](const Step&) { return true; });
+    std::erase_if(split.prefetched, [&](size_t k) { return plan_->steps()[k].first.kind != Ref::Kind::Slot; });
+    emit_chunk_total();
+    if (sets_ == 2 && !split.prefetched.empty()) {
+      emit_double_buffered_chunks(split);
+      return;
     }
-    b_.move(chunk_start_, kZero);
-    for (int d = chunk_dim_ - 1; d >= 0; --d) {
-      b_.Addi(reduced_index_[d], reduced_index_[d], 1);
-      b_.li(scratch_, layout_.reduced[d]);
-      b_.Bltu(reduced_index_[d], scratch_, chunk);
-      b_.move(reduced_index_[d], kZero);
-    }
+    const Label chunk = b_.label(), done = b_.label();
+    b_.move(chunk_number_, kZero);
+    b_.Beq(chunks_, kZero, done);
+    b_.bind(chunk);
+    emit_chunk_position(chunk_number_);
+    emit_steps(steps, 0);
+    b_.Addi(chunk_number_, chunk_number_, 1);
+    b_.Bltu(chunk_number_, chunks_, chunk);
     b_.bind(done);
   }
 
-  void emit_steps(const std::vector<size_t>& steps) {
-    for (const size_t k : steps) emit(plan_->steps()[k]);
+  // The chunk loop unrolled by two, each half's slots static, as the tiled kernel's tile loop (fused.cpp): for chunk i
+  // in set h, a one-element vmov from a prefetched slot into the sink (the vector engine's sync on the DMA engine,
+  // taken before chunk i - 1's stores join the DMA queue), chunk i - 1's trailing stores from the other set, chunk
+  // i + 1's prefetched loads into the other set, then chunk i's remaining steps. So the vector engine computes chunk
+  // i while the DMA engine stores chunk i - 1 and loads chunk i + 1; the carries are shared by both sets.
+  void emit_double_buffered_chunks(const DoubleBufferedSteps& split) {
+    const Label loop = b_.label(), last_in_first_set = b_.label(), done = b_.label();
+    b_.move(chunk_number_, kZero);
+    b_.Beq(chunks_, kZero, done);
+    b_.move(previous_, chunks_);  // none yet
+    emit_chunk_position(chunk_number_);
+    emit_steps(split.prefetched, 0);
+    b_.bind(loop);
+    emit_half(split, 0, /*previous_may_be_none=*/true);
+    b_.Bgeu(chunk_number_, chunks_, last_in_first_set);
+    emit_half(split, 1, /*previous_may_be_none=*/false);
+    b_.Bltu(chunk_number_, chunks_, loop);
+    emit_trailing_stores(split, 1);
+    b_.Jal(kZero, done);
+    b_.bind(last_in_first_set);
+    emit_trailing_stores(split, 0);
+    b_.bind(done);
   }
 
-  R point(Reg& reg, Ref ref) {
-    if (ref.kind == Ref::Kind::Slot) b_.point(reg, slot_tiles_[ref.index]);
+  void emit_half(const DoubleBufferedSteps& split, int set, bool previous_may_be_none) {
+    const int other = 1 - set;
+    const Label no_previous = b_.label(), no_next = b_.label();
+    const Step& load = plan_->steps()[split.prefetched.front()];
+    b_.point(destination_, *sink_);
+    point(first_, load.first, set);
+    b_.Vmov(load.type, destination_, first_, one_);
+    if (previous_may_be_none && !split.trailing_stores.empty()) b_.Bgeu(previous_, chunks_, no_previous);
+    emit_trailing_stores(split, other);
+    b_.bind(no_previous);
+    b_.Addi(next_, chunk_number_, 1);
+    b_.Bgeu(next_, chunks_, no_next);
+    emit_chunk_position(next_);
+    emit_steps(split.prefetched, other);
+    b_.bind(no_next);
+    emit_chunk_position(chunk_number_);
+    emit_steps(split.in_place, set);
+    b_.move(previous_, chunk_number_);
+    b_.move(chunk_number_, next_);
+  }
+
+  // The trailing stores of the chunk numbered in previous_, from `set`.
+  void emit_trailing_stores(const DoubleBufferedSteps& split, int set) {
+    if (split.trailing_stores.empty()) return;
+    emit_chunk_position(previous_);
+    emit_steps(split.trailing_stores, set);
+  }
+
+  void emit_steps(const std::vector<size_t>& steps, int set) {
+    for (const size_t k : steps) emit(plan_->steps()[k], set);
+  }
+
+  R point(Reg& reg, Ref ref, int set) {
+    if (ref.kind == Ref::Kind::Slot) b_.point(reg, slot_tiles_[set][ref.index]);
     if (ref.kind == Ref::Kind::Scalar) b_.point(reg, *scalar_tile_, kScalarBytes * ref.index);
     if (ref.kind == Ref::Kind::Argument) b_.point(reg, *argument_tile_, kScalarBytes * ref.index);
     return reg;
   }
   R count_of(Shape shape) const { return shape == Shape::Full ? R(cols_) : R(one_); }
 
-  void emit(const Step& s) {
+  void emit(const Step& s, int set) {
+    const auto point_in_set = [&](Reg& reg, Ref ref) { return point(reg, ref, set); };
     if (s.access >= 0) {
-      emit_dma(s);
+      emit_dma(s, point_in_set(first_, s.first));
     } else if (s.argument >= 0) {
-      emit_argument_load(s);
+      if (segmented()) b_.Add(second_, kArgumentBlock, segment_);
+      fused::emit_argument_load(b_, s, segmented() ? R(second_) : kArgumentBlock, point_in_set(first_, s.first),
+                                count_of(s.shape), address_, count_);
     } else {
-      emit_vector_step(b_, s, count_of(s.shape), one_, cols_, destination_, first_, second_,
-                       [&](Reg& reg, Ref ref) { return point(reg, ref); });
+      emit_vector_step(b_, s, count_of(s.shape), one_, cols_, destination_, first_, second_, point_in_set);
     }
-  }
-
-  // An Argument's value: one element (or n whole entries) into the argument tile, or repeated over a slot.
-  void emit_argument_load(const Step& s) {
-    if (segmented()) b_.Add(second_, kArgumentBlock, segment_);
-    fused::emit_argument_load(b_, s, segmented() ? R(second_) : kArgumentBlock, point(first_, s.first),
-                              count_of(s.shape), address_, count_);
   }
 
   void add_index(R to, R index, int64_t stride) { add_scaled(b_, to, index, stride, scratch_); }
@@ -359,8 +470,8 @@ class LoopedRowEmitter {
     return dims;
   }
 
-  // One access of the chunk (a full step) or of the row's one element (a per-row step).
-  void emit_dma(const Step& s) {
+  // One access of the chunk (a full step) or of the row's one element (a per-row step), to or from `spad`.
+  void emit_dma(const Step& s, R spad) {
     const FusedAccess& access = *accesses_[s.access];
     const bool load = s.access < static_cast<int>(spec_.loads.size());
     const auto bytes = static_cast<int64_t>(isa::element_bytes(access.type));
@@ -375,7 +486,6 @@ class LoopedRowEmitter {
     b_.add_constant(address_, access.offset * bytes);
     for (size_t d = 0; d < outer_index_.size(); ++d)
       add_index(address_, outer_index_[d], layout_.outer_strides[s.access][d]);
-    const R spad = point(first_, s.first);
     if (s.shape != Shape::Full) {  // one element
       emit_strided_move(b_, spec_.name, load, bytes, spad, address_, {{1, 0}}, one_, one_, count_, stride_);
       return;
@@ -395,15 +505,17 @@ class LoopedRowEmitter {
 
   int chunk_dim_ = 0;  // the reduced dimension cut into chunks
   int64_t block_ = 1, chunk_ = 1, rows_ = 1, cores_ = 1;
+  int sets_ = 1;                             // of the slots other than the carries
   std::vector<int> depth_;                   // per node: a reduction's pass, else -1
   std::vector<std::vector<size_t>> passes_;  // per pass: its steps
   std::vector<size_t> prologue_, full_stores_, row_stores_;
 
-  KernelBuilder b_;  // before the registers, which it must outlive
-  std::vector<Tile> slot_tiles_;
-  std::optional<Tile> scalar_tile_, argument_tile_;
+  KernelBuilder b_;                            // before the registers, which it must outlive
+  std::vector<std::vector<Tile>> slot_tiles_;  // per set, per slot (a carry's tile is in every set)
+  std::optional<Tile> scalar_tile_, argument_tile_, sink_;
   std::optional<Label> segment_table_;
-  Reg row_, one_, chunk_start_, chunk_count_, cols_, segment_, segment_elements_;
+  Reg row_, one_, chunk_number_, chunks_, previous_, next_, chunk_start_, chunk_count_, cols_, segment_,
+      segment_elements_;
   std::vector<Reg> outer_index_, reduced_index_;
   Reg destination_, first_, second_, address_, scratch_, count_, stride_;
   std::map<int, Reg> pointers_;

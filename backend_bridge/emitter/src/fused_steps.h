@@ -45,6 +45,34 @@ void emit_vector_step(KernelBuilder& b, const Step& s, R count, R rows, R cols, 
   }
 }
 
+// A tile's steps (those numbered in `which`, in order) as a double-buffered loop issues them. `prefetched`: loads and
+// Argument fills into slots no earlier step of the tile touches, which can go a tile ahead into the other set of slots
+// (`may_prefetch` may refuse a load, as the tiled kernel does one that needs a vtr); `trailing_stores`: the stores
+// that end the tile, which go out after the next tile's loads; `in_place`: the rest. `loads` is the spec's count of
+// loads (a step's access at or above it is a store), `slots` the plan's count of slots.
+struct DoubleBufferedSteps {
+  std::vector<size_t> prefetched, in_place, trailing_stores;
+};
+template <typename MayPrefetch>
+DoubleBufferedSteps split_for_double_buffering(const std::vector<Step>& steps, const std::vector<size_t>& which,
+                                               int loads, size_t slots, MayPrefetch may_prefetch) {
+  DoubleBufferedSteps split;
+  size_t end = which.size();
+  while (end > 0 && steps[which[end - 1]].access >= loads) --end;
+  std::vector<char> touched(slots, 0);
+  for (size_t position = 0; position < which.size(); ++position) {
+    const Step& step = steps[which[position]];
+    const bool into_untouched_slot = step.first.kind == Ref::Kind::Slot && !touched[step.first.index];
+    const bool early = (step.argument >= 0 && (step.first.kind == Ref::Kind::Argument || into_untouched_slot)) ||
+                       (step.access >= 0 && step.access < loads && into_untouched_slot &&
+                        step.index.kind == Ref::Kind::None && may_prefetch(step));
+    (early ? split.prefetched : position >= end ? split.trailing_stores : split.in_place).push_back(which[position]);
+    for (const Ref& ref : {step.destination, step.first, step.second})
+      if (ref.kind == Ref::Kind::Slot) touched[ref.index] = 1;
+  }
+  return split;
+}
+
 // Registers holding the addresses of the first `most` arguments the accesses name, loaded from the argument block
 // (the others are loaded per use).
 inline std::map<int, Reg> pointer_registers(KernelBuilder& b, const std::vector<const FusedAccess*>& accesses,

@@ -147,10 +147,14 @@ Label KernelBuilder::label() {
 void KernelBuilder::bind(Label label) {
   if (label.id < 0 || label.id >= static_cast<int>(label_position_.size())) fail("binds a label it did not make");
   if (label_position_[label.id] >= 0 || label_data_offset_[label.id] >= 0) fail("binds a label twice");
-  label_position_[label.id] = static_cast<int64_t>(instructions_.size());
-  // Code after an unconditional jump or a halt is reached only through its label.
+  // Code after an unconditional jump or a halt is reached only through its labels: this one, and any bound here
+  // before it, whose paths the state already holds.
+  const auto here = static_cast<int64_t>(instructions_.size());
+  const bool another_label_here =
+      std::find(label_position_.begin(), label_position_.end(), here) != label_position_.end();
+  label_position_[label.id] = here;
   bool falls_through = true;
-  if (!instructions_.empty()) {
+  if (!instructions_.empty() && !another_label_here) {
     const isa::Instruction& last = instructions_.back();
     falls_through = !(last.opcode == isa::Opcode::Halt || (last.opcode == isa::Opcode::Jal && last.rd == 0));
   }
