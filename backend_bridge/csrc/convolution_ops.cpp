@@ -1,6 +1,8 @@
 // Native convolution for PyTorch's custom-device hook (convolution_overrideable and its backward), so nn.Conv1d,
 // nn.Conv2d and their transposes with any stride, padding, dilation and groups, float32, composed from native kernels:
 //   im2col   patches are a strided view of the zero-padded input, made contiguous by a copy kernel;
+//   implicit GEMM  ungrouped stride-1 convolutions whose kernel rows are whole K steps read their patches where they
+//            lie in the padded NHWC input, one GEMM kernel (conv_f32) and no im2col copy (implicit_convolution);
 //   products on the matrix engine: ungrouped convolutions of kernels larger than 1 x 1 channels-last, one GEMM
 //            for the whole batch, patches [N*OH*OW x KH*KW*C] @ weights [KH*KW*C x O]; ungrouped 1 x 1 kernels one
 //            batched launch, weights [O x C] @ input [C x OH*OW] per sample; grouped ones per sample and group,
@@ -23,8 +25,11 @@
 #include <torch/library.h>
 
 #include <array>
+#include <optional>
+#include <vector>
 
 #include "bridge.h"
+#include "kernel_launcher.h"
 
 namespace npusim::bridge {
 namespace {
@@ -159,9 +164,72 @@ at::Tensor channels_last_weights(const at::Tensor& weight, const Geometry& g) {
   return weight.permute({2, 3, 1, 0}).reshape({g.patch(), g.outputs});
 }
 
-// The convolution of the padded NCHW `source` by channels-last weights [KH*KW*C, O], as NCHW.
-at::Tensor convolution_channels_last(const at::Tensor& source, const at::Tensor& weights, const Geometry& g) {
-  const at::Tensor rows = at::mm(channels_last_patches(source, g), weights);
+// An implicit GEMM (gemm_loop.h): the patches are read where they lie in the zero-padded NHWC input rather than
+// gathered by a copy. Each image's outputs are computed in rows as wide as its padded rows (OH x Wp positions), so
+// that the window of the next position starts C channels on: one image's rows are a single stride, a kernel row's
+// window (KW x C) is one run of A's columns, and the runs are a padded row (dh of them) apart. The Wp - OW extra
+// positions per row are computed and dropped by the transpose back to NCHW; they read up to KW - 1 pixels past
+// their image, so the buffer has a padded row to spare at its end. Stride 1 and undilated kernel columns only (with
+// a stride, the next position's window is not the next pixel's), and kernel rows of whole K steps (KW x C a
+// multiple of the systolic array's rows); nullopt otherwise, before anything is launched. Also nullopt where the
+// extra positions would cost the matrix engines more cycles than the im2col copy costs the DRAM, both at their peak
+// rates: on the default chip, a 3 x 3 convolution over 32 x 32 pixels takes the implicit GEMM (6 % more positions, a
+// copy of 38 MB saved), over 14 x 14 the copy (14 % more positions, each with 2304 products).
+bool implicit_gemm_pays(const Geometry& g, const config::ChipConfig& chip) {
+  const double extra_products =
+      static_cast<double>(g.batch * g.out_h * (g.padded_w() - g.out_w)) * static_cast<double>(g.patch() * g.outputs);
+  const double extra_cycles =
+      extra_products / static_cast<double>(chip.core_systolic_rows * chip.core_systolic_cols * chip.chip_cores);
+  const double copied_bytes = 2.0 * static_cast<double>(output_positions(g) * g.patch()) * sizeof(float);
+  const double copy_cycles = copied_bytes / (chip.dram_bandwidth_gbps / chip.chip_clock_ghz);
+  return extra_cycles < copy_cycles;
+}
+std::optional<at::Tensor> implicit_convolution(const at::Tensor& input, const at::Tensor& weights, const Geometry& g) {
+  const config::ChipConfig& chip = runtime_device(input).config();
+  if (g.stride != std::array<int64_t, 2>{1, 1} || g.dilation[1] != 1 || g.outputs_short_of_the_windows() ||
+      !emitter::reads_columns_in_runs(g.kernel_w * g.channels, chip) || !implicit_gemm_pays(g, chip))
+    return std::nullopt;
+  const int64_t pixel = g.channels, row = g.padded_w() * pixel, image = g.padded_h() * row;
+  const at::Tensor buffer = at::zeros({g.batch * image + row}, input.options());
+  const at::Tensor nhwc = buffer.narrow(0, 0, g.batch * image).view({g.batch, g.padded_h(), g.padded_w(), pixel});
+  // Transposed whole, then copied into the border in rows of W x C: a transpose into rows of the padded image would
+  // move tiles of one image row (on the default chip 3x the cycles of both).
+  nhwc.narrow(1, g.padding[0], g.height)
+      .narrow(2, g.padding[1], g.width)
+      .copy_(input.permute({0, 2, 3, 1}).contiguous());
+  const int64_t positions = g.out_h * g.padded_w();
+  const at::Tensor wide = at::empty({g.batch, positions, g.outputs}, input.options());
+  emitter::MatmulSpec spec;
+  spec.m = positions;
+  spec.k = g.patch();
+  spec.n = g.outputs;
+  spec.a_row = pixel;
+  spec.a_col = 1;
+  spec.b_row = g.outputs;
+  spec.b_col = 1;
+  spec.c_row = g.outputs;
+  spec.c_col = 1;
+  spec.batch = g.batch;
+  spec.a_batch = image;
+  spec.c_batch = positions * g.outputs;
+  spec.a_run = g.kernel_w * pixel;
+  spec.a_run_stride = g.dilation[0] * row;
+  const std::vector<uint64_t> addresses = {device_address(wide), device_address(buffer), device_address(weights)};
+  if (!launched_natively([&] { launch_matmul(input.device().index(), runtime_device(input), spec, addresses); }))
+    return std::nullopt;
+  return wide
+      .transpose(1, 2)  // likewise: a whole transpose, then a copy without the extra positions
+      .contiguous()
+      .view({g.batch, g.outputs, g.out_h, g.padded_w()})
+      .narrow(3, 0, g.out_w)
+      .contiguous();
+}
+
+// The convolution of the NCHW `input` by channels-last weights [KH*KW*C, O], as NCHW: an implicit GEMM where it
+// can, else the patches gathered by a copy from the padded input, then one GEMM.
+at::Tensor convolution_channels_last(const at::Tensor& input, const at::Tensor& weights, const Geometry& g) {
+  if (std::optional<at::Tensor> output = implicit_convolution(input, weights.contiguous(), g)) return *output;
+  const at::Tensor rows = at::mm(channels_last_patches(padded(input, g), g), weights);
   return rows.view({g.batch, g.out_h, g.out_w, g.outputs}).permute({0, 3, 1, 2}).contiguous();
 }
 
@@ -214,9 +282,10 @@ at::Tensor convolution_pointwise(const at::Tensor& padded_input, const at::Tenso
   return products.view({g.batch, g.outputs, g.out_h, g.out_w});
 }
 
-// The convolution of the padded input `source` (no bias).
-at::Tensor convolution(const at::Tensor& source, const at::Tensor& weight, const Geometry& g) {
-  if (runs_channels_last(g)) return convolution_channels_last(source, channels_last_weights(weight, g), g);
+// The convolution of the input (no bias).
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const Geometry& g) {
+  if (runs_channels_last(g)) return convolution_channels_last(input, channels_last_weights(weight, g), g);
+  const at::Tensor source = padded(input, g);
   if (runs_pointwise(g)) return convolution_pointwise(source, weight, g);
   at::Tensor output = at::empty({g.batch, g.outputs, g.out_h, g.out_w}, source.options());
   for (int64_t n = 0; n < g.batch; ++n) {
@@ -269,8 +338,7 @@ at::Tensor input_gradient(const at::Tensor& weight, const at::Tensor& grad_outpu
   };
   if (runs_channels_last(g) && input_gradient_is_convolution(g)) {
     const Geometry gradient = input_gradient_geometry(g);
-    return convolution_channels_last(padded(grad_output, gradient), half_turned_channels_last_weights(weight, g),
-                                     gradient);
+    return convolution_channels_last(grad_output, half_turned_channels_last_weights(weight, g), gradient);
   }
   if (runs_channels_last(g)) {
     const at::Tensor grad_rows = grad_output.permute({0, 2, 3, 1}).reshape({output_positions(g), g.outputs});
@@ -378,7 +446,7 @@ at::Tensor npusim_convolution(const at::Tensor& input_, const at::Tensor& weight
     output = input_gradient(weight, input.contiguous(), g);
   } else {
     const Geometry g = geometry(input, weight, stride, padding, dilation, groups);
-    output = convolution(padded(input, g), weight, g);
+    output = convolution(input, weight, g);
   }
   if (bias.defined()) output.add_(bias.view({1, -1, 1, 1}));
   const at::Tensor result = as_given(output, input_);
@@ -416,10 +484,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(
     const Geometry g = transposed_geometry(input, weight, stride, padding, dilation, output_padding, groups);
     if (output_mask[0]) {
       const Geometry forward = geometry(grad_output, weight, stride, padding, dilation, groups);
-      grad_input = convolution(padded(grad_output, forward), weight, forward)
-                       .narrow(2, 0, g.out_h)
-                       .narrow(3, 0, g.out_w)
-                       .contiguous();
+      grad_input = convolution(grad_output, weight, forward).narrow(2, 0, g.out_h).narrow(3, 0, g.out_w).contiguous();
     }
     if (output_mask[1]) grad_weight = weight_gradient(grad_output, input.contiguous(), g);
   } else {

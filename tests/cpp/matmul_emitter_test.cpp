@@ -32,6 +32,11 @@ void PrintTo(const MatmulCase& c, std::ostream* out) { *out << c.name; }
 
 class EmittedMatmul : public ::testing::TestWithParam<MatmulCase> {};
 
+// Where column k of A is, from A's row (gemm_loop.h): in its run when the columns come in runs.
+int64_t a_column(const emitter::MatmulSpec& s, int64_t k) {
+  return s.a_run > 0 ? k / s.a_run * s.a_run_stride + k % s.a_run * s.a_col : k * s.a_col;
+}
+
 // Runs the kernel for `s` on all cores of `config` and checks it against the tiled reference.
 void expect_matches_reference(const emitter::MatmulSpec& s, const config::ChipConfig& config) {
   runtime::Device device(config, runtime::Mode::Functional);
@@ -58,7 +63,7 @@ void expect_matches_reference(const emitter::MatmulSpec& s, const config::ChipCo
       for (int64_t n = 0; n < s.n; ++n) {
         float accumulator = 0.0f;
         for (int64_t k = 0; k < s.k; ++k)
-          accumulator = std::fma(a[e * s.a_batch + m * s.a_row + k * s.a_col],
+          accumulator = std::fma(a[e * s.a_batch + m * s.a_row + a_column(s, k)],
                                  b[e * s.b_batch + k * s.b_row + n * s.b_col], accumulator);
         c[e * s.c_batch + m * s.c_row + n * s.c_col] = accumulator;
       }
@@ -97,7 +102,29 @@ INSTANTIATE_TEST_SUITE_P(
                    {13, 9, 11, 9, 1, 11, 1, 11, 1, isa::ElementType::F32, std::nullopt, 5, 13 * 9, 9 * 11, 13 * 11}},
         // one A (a 1 x 1 convolution's weights) against a batch of B
         MatmulCase{"BatchSharingItsFirstOperand",
-                   {6, 10, 21, 10, 1, 21, 1, 21, 1, isa::ElementType::F32, std::nullopt, 4, 0, 10 * 21, 6 * 21}}),
+                   {6, 10, 21, 10, 1, 21, 1, 21, 1, isa::ElementType::F32, std::nullopt, 4, 0, 10 * 21, 6 * 21}},
+        // An implicit GEMM: a 3 x 3 convolution of 8 channels-last channels over 2 padded images of 7 x 9 pixels,
+        // output rows as wide as the padded image (5 x 9, the last two columns of each discarded by the caller):
+        // A[m][(i, j, c)] at image + m * 8 + i * 9 * 8 + j * 8 + c, runs of 3 x 8 (three K steps each) 72 apart.
+        MatmulCase{"ImplicitConvolution",
+                   {5 * 9,
+                    72,
+                    6,
+                    8,
+                    1,
+                    6,
+                    1,
+                    6,
+                    1,
+                    isa::ElementType::F32,
+                    std::nullopt,
+                    2,
+                    7 * 9 * 8,
+                    0,
+                    5 * 9 * 6,
+                    {},
+                    24,
+                    9 * 8}}),
     [](const ::testing::TestParamInfo<MatmulCase>& info) { return std::string(info.param.name); });
 
 // bfloat16 as the upper half of a float32, rounded to nearest-even (no NaNs here).
@@ -193,7 +220,7 @@ TEST(EmittedMatmulEpilogue, ScalesAddsTheBiasInFloat32AndRoundsOnce) {
         for (int64_t n = 0; n < s.n; ++n) {
           float accumulator = 0.0f;
           for (int64_t k = 0; k < s.k; ++k)
-            accumulator = std::fma(a[e * s.a_batch + m * s.a_row + k * s.a_col],
+            accumulator = std::fma(a[e * s.a_batch + m * s.a_row + a_column(s, k)],
                                    b[e * s.b_batch + k * s.b_row + n * s.b_col], accumulator);
           const float bias_value = bias[e * s.epilogue.bias_batch + m * s.epilogue.bias_row + n * s.epilogue.bias_col];
           const float scaled = accumulator * s.epilogue.alpha, scaled_bias = bias_value * s.epilogue.beta;

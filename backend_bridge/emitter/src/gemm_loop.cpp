@@ -30,6 +30,8 @@
 #include <cmath>
 #include <vector>
 
+#include "npusim/emitter/matmul.h"
+
 namespace npusim::emitter::gemm {
 namespace {
 
@@ -69,6 +71,10 @@ class Loop::Emitter {
     for (int64_t stride : {spec.a_row, spec.a_col, spec.b_row, spec.b_col})
       if (!stride_fits(stride, bytes_, config))
         throw Unsupported(fmt::format("matmul stride {} does not fit a DMA immediate", stride));
+    if (spec.a_run > 0 && (a_transposed_ || !reads_columns_in_runs(spec.a_run, config) || spec.k % spec.a_run != 0))
+      throw Unsupported(
+          fmt::format("A's columns in runs of {} (K {}) need runs of whole K steps of {} and A not transposed",
+                      spec.a_run, spec.k, tile_k_));
     // B is read along whichever of its dimensions is contiguous; mx.ldwt takes the transposed layout.
     b_transposed_ = spec.b_row < spec.b_col;
   }
@@ -300,6 +306,22 @@ class Loop::Emitter {
     b_.Add(dram, dram, entry);
   }
 
+  // A's K-step block of the block at row m0, at load_k0_: within its run when A's columns come in runs.
+  void point_at_a(R dram, R m0) {
+    if (spec_.a_run == 0) {
+      point_at(dram, a_, m0, spec_.a_row, load_k0_, spec_.a_col, bytes_, load_block_, spec_.a_batch);
+      return;
+    }
+    Reg run = b_.reg("run"), within = b_.reg("column in the run"), scratch = b_.reg("scratch");
+    b_.li(scratch, spec_.a_run);
+    b_.Divu(run, load_k0_, scratch);
+    b_.Remu(within, load_k0_, scratch);
+    point_at(dram, a_, m0, spec_.a_row, within, spec_.a_col, bytes_, load_block_, spec_.a_batch);
+    b_.li(scratch, spec_.a_run_stride * bytes_);
+    b_.Mul(run, run, scratch);
+    b_.Add(dram, dram, run);
+  }
+
   // One 3-D DMA between DRAM at `dram` and the packed scratchpad tile at `spad`: `inner` elements element_stride
   // apart, in `rows` rows row_stride apart, in `planes` planes plane_stride apart (strides in elements of `bytes`).
   void move(bool load, R spad, R dram, R inner, int64_t element_stride, R rows, int64_t row_stride, R planes,
@@ -358,7 +380,7 @@ class Loop::Emitter {
       clamp(kt, tile_k_, spec_.k, load_k0_);
       b_.SemWaitDma(free_);
       Reg dram = b_.reg("DRAM");
-      point_at(dram, a_, p.m0, spec_.a_row, load_k0_, spec_.a_col, bytes_, load_block_, spec_.a_batch);
+      point_at_a(dram, p.m0);
       p.m0 = Reg();  // B needs the block's columns only: one register more for its ragged sub-tile
       b_.bind(load_slot_, slots_);
       Reg a_arrival;

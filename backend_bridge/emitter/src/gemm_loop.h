@@ -15,12 +15,18 @@ namespace npusim::emitter::gemm {
 // The product's operands. Strides in elements: A[m][k] at A + a_offset + m*a_row + k*a_col, likewise B[k][n]; entry
 // e of a batch starts e * a_batch (b_batch) elements on. A and B hold `type` (f32, f16 or bf16; i8 for an i32 C),
 // read from the argument block's entries a_argument and b_argument.
+//
+// With a_run > 0, A's columns come in runs of a_run, a_run_stride elements apart: A[m][k] at A + a_offset + m*a_row
+// + (k / a_run)*a_run_stride + (k % a_run)*a_col. So the patches of a convolution are read where they lie in its
+// input (an implicit GEMM: a run is a kernel row's window, KW x C channels-last), not gathered by a copy first. A run
+// must be a whole number of K steps (the systolic array's rows), so that no K step straddles two; A not transposed.
 struct Operands {
   isa::ElementType type = isa::ElementType::F32;
   int64_t batch = 1, m = 0, n = 0, k = 0;
   int a_argument = 1, b_argument = 2;
   int64_t a_offset = 0, a_row = 0, a_col = 0, a_batch = 0;
   int64_t b_offset = 0, b_row = 0, b_col = 0, b_batch = 0;
+  int64_t a_run = 0, a_run_stride = 0;
 };
 
 // A finished block, in registers the epilogue reads (and must not change): its batch entry (r0 for one product), its

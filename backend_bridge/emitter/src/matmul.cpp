@@ -17,7 +17,7 @@ namespace {
 using isa::ElementType;
 
 std::string kernel_name(const MatmulSpec& spec) {
-  std::string name = fmt::format("matmul_{}", isa::type_name(spec.type));
+  std::string name = fmt::format("{}_{}", spec.a_run > 0 ? "conv" : "matmul", isa::type_name(spec.type));
   if (spec.epilogue.alpha != 1.0f) name += "+scale";
   if (spec.epilogue.bias) name += spec.epilogue.beta != 1.0f ? "+scaled_bias" : "+bias";
   return name;
@@ -39,6 +39,8 @@ gemm::Operands operands(const MatmulSpec& spec) {
   o.b_row = spec.b_row;
   o.b_col = spec.b_col;
   o.b_batch = spec.b_batch;
+  o.a_run = spec.a_run;
+  o.a_run_stride = spec.a_run_stride;
   return o;
 }
 
@@ -172,6 +174,10 @@ class ScaleAndBias : public gemm::Epilogue {
 };
 
 }  // namespace
+
+bool reads_columns_in_runs(int64_t run, const config::ChipConfig& config) {
+  return run > 0 && run % config.core_systolic_rows == 0;
+}
 
 Kernel emit_matmul(const MatmulSpec& spec, const config::ChipConfig& config) {
   if (spec.m < 1 || spec.k < 1 || spec.n < 1 || spec.batch < 1)

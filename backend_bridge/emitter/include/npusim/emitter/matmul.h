@@ -35,7 +35,14 @@ struct MatmulSpec {
   std::optional<isa::ElementType> output_type;  // none: `type`
   int64_t batch = 1, a_batch = 0, b_batch = 0, c_batch = 0;
   MatmulEpilogue epilogue;
+  // Implicit GEMM (gemm_loop.h): A's columns in runs of a_run, a_run_stride elements apart; 0: one run (k * a_col).
+  // A kernel reading its A so is named conv_<type>: it is a convolution reading the patches where they lie.
+  int64_t a_run = 0, a_run_stride = 0;
 };
+
+// Whether the GEMM loop reads an A whose columns come in runs of `run` (MatmulSpec::a_run): each run a whole number
+// of K steps, the systolic array's rows.
+bool reads_columns_in_runs(int64_t run, const config::ChipConfig& config);
 
 // The argument block is the addresses of C, A, B, and the bias's with an epilogue bias. Throws Unsupported for
 // strides beyond the immediate field. The kernel is named for what it fuses: matmul_f32, matmul_f32+bias, ...

@@ -46,7 +46,7 @@ constexpr size_t field_count() {
 template <typename T, typename Visit>
 constexpr void for_fields(const T& value, Visit&& visit) {
   constexpr size_t n = field_count<T>();
-  static_assert(n > 0 && n <= 16, "a kernel spec has 1 to 16 fields; add a case below for more");
+  static_assert(n > 0 && n <= 18, "a kernel spec has 1 to 18 fields; add a case below for more");
   // clang-format off
   if constexpr (n == 1) { const auto& [a] = value; visit(a); }
   else if constexpr (n == 2) { const auto& [a, b] = value; visit(a, b); }
@@ -63,7 +63,9 @@ constexpr void for_fields(const T& value, Visit&& visit) {
   else if constexpr (n == 13) { const auto& [a, b, c, d, e, f, g, h, i, j, k, l, m] = value; visit(a, b, c, d, e, f, g, h, i, j, k, l, m); }
   else if constexpr (n == 14) { const auto& [a, b, c, d, e, f, g, h, i, j, k, l, m, o] = value; visit(a, b, c, d, e, f, g, h, i, j, k, l, m, o); }
   else if constexpr (n == 15) { const auto& [a, b, c, d, e, f, g, h, i, j, k, l, m, o, p] = value; visit(a, b, c, d, e, f, g, h, i, j, k, l, m, o, p); }
-  else { const auto& [a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q] = value; visit(a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q); }
+  else if constexpr (n == 16) { const auto& [a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q] = value; visit(a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q); }
+  else if constexpr (n == 17) { const auto& [a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q, r] = value; visit(a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q, r); }
+  else { const auto& [a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q, r, t] = value; visit(a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q, r, t); }
   // clang-format on
 }
 
