@@ -351,13 +351,17 @@ class LoopedRowEmitter {
   }
 
   // The steps over every chunk of the row, double-buffered where there are two sets and the steps load something
-  // ahead. A segment of no elements has no chunks.
+  // ahead into slots (the arguments' loads are the row's prologue). A segment of no elements has no chunks.
   void emit_chunks(const std::vector<size_t>& steps) {
-    DoubleBufferedSteps split = split_for_double_buffering(plan_->steps(), steps, static_cast<int>(spec_.loads.size()),
-                                                           plan_->slots().size(), [](const Step&) { return true; });
-    std::erase_if(split.prefetched, [&](size_t k) { return plan_->steps()[k].first.kind != Ref::Kind::Slot; });
+    const DoubleBufferedSteps split =
+        split_for_double_buffering(plan_->steps(), steps, static_cast<int>(spec_.loads.size()), plan_->slots().size(),
+                                   [](const Step&) { return true; });
+    const bool prefetches_into_slots =
+        !split.prefetched.empty() && std::all_of(split.prefetched.begin(), split.prefetched.end(), [&](size_t k) {
+          return plan_->steps()[k].first.kind == Ref::Kind::Slot;
+        });
     emit_chunk_total();
-    if (sets_ == 2 && !split.prefetched.empty()) {
+    if (sets_ == 2 && prefetches_into_slots) {
       emit_double_buffered_chunks(split);
       return;
     }
