@@ -166,15 +166,18 @@ at::Tensor channels_last_weights(const at::Tensor& weight, const Geometry& g) {
 
 // An implicit GEMM (gemm_loop.h): the patches are read where they lie in the zero-padded NHWC input rather than
 // gathered by a copy. Each image's outputs are computed in rows as wide as its padded rows (OH x Wp positions), so
-// that the window of the next position starts C channels on: one image's rows are a single stride, a kernel row's
-// window (KW x C) is one run of A's columns, and the runs are a padded row (dh of them) apart. The Wp - OW extra
-// positions per row are computed and dropped by the transpose back to NCHW; they read up to KW - 1 pixels past
-// their image, so the buffer has a padded row to spare at its end. Stride 1 and undilated kernel columns only (with
-// a stride, the next position's window is not the next pixel's), and kernel rows of whole K steps (KW x C a
-// multiple of the systolic array's rows); nullopt otherwise, before anything is launched. Also nullopt where the
-// extra positions would cost the matrix engines more cycles than the im2col copy costs the DRAM, both at their peak
-// rates: on the default chip, a 3 x 3 convolution over 32 x 32 pixels takes the implicit GEMM (6 % more positions, a
-// copy of 38 MB saved), over 14 x 14 the copy (14 % more positions, each with 2304 products).
+// that the window of the next position starts C channels on: one image's positions are a single stride, a kernel
+// row's window (KW x C) is one run of the patches' columns, and the runs are dh padded rows apart. The Wp - OW extra
+// positions per row are computed and dropped (or, for the weights' gradient, meet zeros in the output's gradient);
+// they read up to KW - 1 pixels past their image, so the buffer has a padded row to spare at its end.
+//
+// Taken for stride 1 and undilated kernel columns (with a stride, the next position's window is not the next pixel's),
+// when the runs the product reads are whole K steps, and where the extra positions cost the matrix engines less than
+// half the cycles the im2col copy costs the DRAM, both at their peak rates (half: the wide output's and gradient's
+// own moves take some of the saving back). On the default chip, measured forward and backward with
+// bench/conv_roofline.py: a 3 x 3 convolution of 64 channels over 32 x 32 pixels takes the implicit GEMM (6 % more
+// positions; 1.62x -> 1.38x its roofline forward, 1.64x -> 1.39x backward), of 128 channels over 16 x 16 (12.5 % more)
+// and of 256 over 14 x 14 (14 % more) the copy, with which they were as fast or faster.
 bool implicit_gemm_pays(const Geometry& g, const config::ChipConfig& chip) {
   const double extra_products =
       static_cast<double>(g.batch * g.out_h * (g.padded_w() - g.out_w)) * static_cast<double>(g.patch() * g.outputs);
@@ -182,22 +185,43 @@ bool implicit_gemm_pays(const Geometry& g, const config::ChipConfig& chip) {
       extra_products / static_cast<double>(chip.core_systolic_rows * chip.core_systolic_cols * chip.chip_cores);
   const double copied_bytes = 2.0 * static_cast<double>(output_positions(g) * g.patch()) * sizeof(float);
   const double copy_cycles = copied_bytes / (chip.dram_bandwidth_gbps / chip.chip_clock_ghz);
-  return extra_cycles < copy_cycles;
+  return 2 * extra_cycles < copy_cycles;
 }
-std::optional<at::Tensor> implicit_convolution(const at::Tensor& input, const at::Tensor& weights, const Geometry& g) {
-  const config::ChipConfig& chip = runtime_device(input).config();
-  if (g.stride != std::array<int64_t, 2>{1, 1} || g.dilation[1] != 1 || g.outputs_short_of_the_windows() ||
-      !emitter::reads_columns_in_runs(g.kernel_w * g.channels, chip) || !implicit_gemm_pays(g, chip))
-    return std::nullopt;
-  const int64_t pixel = g.channels, row = g.padded_w() * pixel, image = g.padded_h() * row;
-  const at::Tensor buffer = at::zeros({g.batch * image + row}, input.options());
-  const at::Tensor nhwc = buffer.narrow(0, 0, g.batch * image).view({g.batch, g.padded_h(), g.padded_w(), pixel});
-  // Transposed whole, then copied into the border in rows of W x C: a transpose into rows of the padded image would
-  // move tiles of one image row (on the default chip 3x the cycles of both).
-  nhwc.narrow(1, g.padding[0], g.height)
+// `run`: the run of K the product reads its operand in (a kernel row's window, or an image's positions).
+bool takes_implicit_gemm(const Geometry& g, const config::ChipConfig& chip, int64_t run) {
+  return g.stride == std::array<int64_t, 2>{1, 1} && g.dilation[1] == 1 && !g.outputs_short_of_the_windows() &&
+         emitter::reads_columns_in_runs(run, chip) && implicit_gemm_pays(g, chip);
+}
+int64_t wide_positions(const Geometry& g) { return g.out_h * g.padded_w(); }  // an image's, extra ones included
+
+// The zero-padded NHWC input with a padded row to spare, [N x Hp x Wp x C + Wp x C]. Transposed whole, then copied
+// into the border in rows of W x C: a transpose into rows of the padded image would move tiles of one image row (on
+// the default chip 3x the cycles of both).
+at::Tensor padded_nhwc(const at::Tensor& input, const Geometry& g) {
+  const int64_t image = g.padded_h() * g.padded_w() * g.channels;
+  const at::Tensor buffer = at::zeros({g.batch * image + g.padded_w() * g.channels}, input.options());
+  buffer.narrow(0, 0, g.batch * image)
+      .view({g.batch, g.padded_h(), g.padded_w(), g.channels})
+      .narrow(1, g.padding[0], g.height)
       .narrow(2, g.padding[1], g.width)
       .copy_(input.permute({0, 2, 3, 1}).contiguous());
-  const int64_t positions = g.out_h * g.padded_w();
+  return buffer;
+}
+
+// C = A @ B with A's columns in runs (MatmulSpec::a_run), every operand a contiguous float32 tensor; false when the
+// kernel cannot be built.
+bool launched_implicit_gemm(const emitter::MatmulSpec& spec, const at::Tensor& c, const at::Tensor& a,
+                            const at::Tensor& b) {
+  const std::vector<uint64_t> addresses = {device_address(c), device_address(a), device_address(b)};
+  return launched_natively([&] { launch_matmul(c.device().index(), runtime_device(c), spec, addresses); });
+}
+
+// The convolution as one implicit GEMM for the batch: the wide positions [N, OH x Wp] (rows) by the weights
+// [KH x KW x C, O], each kernel row's window a run of K.
+std::optional<at::Tensor> implicit_convolution(const at::Tensor& input, const at::Tensor& weights, const Geometry& g) {
+  const int64_t pixel = g.channels, row = g.padded_w() * pixel, positions = wide_positions(g);
+  if (!takes_implicit_gemm(g, runtime_device(input).config(), g.kernel_w * pixel)) return std::nullopt;
+  const at::Tensor buffer = padded_nhwc(input, g);
   const at::Tensor wide = at::empty({g.batch, positions, g.outputs}, input.options());
   emitter::MatmulSpec spec;
   spec.m = positions;
@@ -205,24 +229,48 @@ std::optional<at::Tensor> implicit_convolution(const at::Tensor& input, const at
   spec.n = g.outputs;
   spec.a_row = pixel;
   spec.a_col = 1;
-  spec.b_row = g.outputs;
-  spec.b_col = 1;
-  spec.c_row = g.outputs;
-  spec.c_col = 1;
+  spec.b_row = spec.c_row = g.outputs;
+  spec.b_col = spec.c_col = 1;
   spec.batch = g.batch;
-  spec.a_batch = image;
+  spec.a_batch = g.padded_h() * row;
   spec.c_batch = positions * g.outputs;
   spec.a_run = g.kernel_w * pixel;
   spec.a_run_stride = g.dilation[0] * row;
-  const std::vector<uint64_t> addresses = {device_address(wide), device_address(buffer), device_address(weights)};
-  if (!launched_natively([&] { launch_matmul(input.device().index(), runtime_device(input), spec, addresses); }))
-    return std::nullopt;
+  if (!launched_implicit_gemm(spec, wide, buffer, weights)) return std::nullopt;
   return wide
-      .transpose(1, 2)  // likewise: a whole transpose, then a copy without the extra positions
+      .transpose(1, 2)  // a whole transpose, then a copy without the extra positions (as padded_nhwc, the other way)
       .contiguous()
       .view({g.batch, g.outputs, g.out_h, g.padded_w()})
       .narrow(3, 0, g.out_w)
       .contiguous();
+}
+
+// The weights' gradient as implicit GEMMs, one per kernel row i (a batch entry): the patches' transpose
+// [KW x C, N x OH x Wp] (read in columns, each image's positions a run of K) by the output's gradient at the wide
+// positions [N x OH x Wp, O], zero at the extra ones; as [O, C, KH, KW].
+std::optional<at::Tensor> implicit_weight_gradient(const at::Tensor& input, const at::Tensor& grad_output,
+                                                   const Geometry& g) {
+  const int64_t pixel = g.channels, row = g.padded_w() * pixel, positions = wide_positions(g);
+  if (!takes_implicit_gemm(g, runtime_device(input).config(), positions)) return std::nullopt;
+  const at::Tensor buffer = padded_nhwc(input, g);
+  const at::Tensor grad_wide = at::zeros({g.batch, g.out_h, g.padded_w(), g.outputs}, grad_output.options());
+  grad_wide.narrow(2, 0, g.out_w).copy_(grad_output.permute({0, 2, 3, 1}).contiguous());
+  const at::Tensor by_kernel_row = at::empty({g.kernel_h, g.kernel_w * pixel, g.outputs}, input.options());
+  emitter::MatmulSpec spec;
+  spec.m = g.kernel_w * pixel;
+  spec.k = g.batch * positions;
+  spec.n = g.outputs;
+  spec.a_row = 1;
+  spec.a_col = pixel;
+  spec.b_row = spec.c_row = g.outputs;
+  spec.b_col = spec.c_col = 1;
+  spec.batch = g.kernel_h;
+  spec.a_batch = g.dilation[0] * row;
+  spec.c_batch = g.kernel_w * pixel * g.outputs;
+  spec.a_run = positions;
+  spec.a_run_stride = g.padded_h() * row;
+  if (!launched_implicit_gemm(spec, by_kernel_row, buffer, grad_wide)) return std::nullopt;
+  return by_kernel_row.view({g.kernel_h, g.kernel_w, pixel, g.outputs}).permute({3, 2, 0, 1}).contiguous();
 }
 
 // The convolution of the NCHW `input` by channels-last weights [KH*KW*C, O], as NCHW: an implicit GEMM where it
@@ -304,6 +352,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
 at::Tensor weight_gradient(const at::Tensor& input, const at::Tensor& grad_output, const Geometry& g) {
   const std::vector<int64_t> weight_sizes{g.outputs, g.group_channels(), g.kernel_h, g.kernel_w};
   if (runs_channels_last(g)) {
+    if (std::optional<at::Tensor> gradient = implicit_weight_gradient(input, grad_output, g)) return *gradient;
     const at::Tensor by_output = grad_output.permute({1, 0, 2, 3}).reshape({g.outputs, output_positions(g)});
     return at::mm(by_output, channels_last_patches(padded(input, g), g))
         .view({g.outputs, g.kernel_h, g.kernel_w, g.channels})

@@ -32,6 +32,13 @@ void PrintTo(const MatmulCase& c, std::ostream* out) { *out << c.name; }
 
 class EmittedMatmul : public ::testing::TestWithParam<MatmulCase> {};
 
+// `spec` with A's columns in runs (an implicit GEMM, gemm_loop.h).
+emitter::MatmulSpec in_runs(emitter::MatmulSpec spec, int64_t run, int64_t run_stride) {
+  spec.a_run = run;
+  spec.a_run_stride = run_stride;
+  return spec;
+}
+
 // Where column k of A is, from A's row (gemm_loop.h): in its run when the columns come in runs.
 int64_t a_column(const emitter::MatmulSpec& s, int64_t k) {
   return s.a_run > 0 ? k / s.a_run * s.a_run_stride + k % s.a_run * s.a_col : k * s.a_col;
@@ -106,25 +113,13 @@ INSTANTIATE_TEST_SUITE_P(
         // An implicit GEMM: a 3 x 3 convolution of 8 channels-last channels over 2 padded images of 7 x 9 pixels,
         // output rows as wide as the padded image (5 x 9, the last two columns of each discarded by the caller):
         // A[m][(i, j, c)] at image + m * 8 + i * 9 * 8 + j * 8 + c, runs of 3 x 8 (three K steps each) 72 apart.
-        MatmulCase{"ImplicitConvolution",
-                   {5 * 9,
-                    72,
-                    6,
-                    8,
-                    1,
-                    6,
-                    1,
-                    6,
-                    1,
-                    isa::ElementType::F32,
-                    std::nullopt,
-                    2,
-                    7 * 9 * 8,
-                    0,
-                    5 * 9 * 6,
-                    {},
-                    24,
-                    9 * 8}}),
+        MatmulCase{"ImplicitConvolution", in_runs({5 * 9, 72, 6, 8, 1, 6, 1, 6, 1, isa::ElementType::F32, std::nullopt,
+                                                   2, 7 * 9 * 8, 0, 5 * 9 * 6},
+                                                  24, 9 * 8)},
+        // A weight gradient's product for one kernel row, patches^T @ dY: A [(j, c)][(image, position)] read in
+        // columns (a transposed A), K in runs of an image's positions: 2 images of 48 positions, the positions 8
+        // channels apart, the images 512 elements apart.
+        MatmulCase{"ImplicitConvolutionWeightGradient", in_runs({24, 96, 6, 1, 8, 6, 1, 6, 1}, 48, 512)}),
     [](const ::testing::TestParamInfo<MatmulCase>& info) { return std::string(info.param.name); });
 
 // bfloat16 as the upper half of a float32, rounded to nearest-even (no NaNs here).

@@ -90,20 +90,25 @@ def test_stride_one_input_gradients_need_no_col2im_adds(kernel_size, padding, de
 
 # Stride 1 with kernel rows of whole K steps (KW x C a multiple of the default chip's 16 array rows): an implicit
 # GEMM, the patches read where they lie in the padded input (conv_f32), for the output and for the input's gradient,
-# which is the convolution of the output's gradient (O channels; padding d (k - 1) - p).
+# which is the convolution of the output's gradient (O channels; padding d (k - 1) - p). The weights' gradient too when
+# an image's wide positions (OH x Wp) are whole K steps: the last number, conv_f32 kernels in the backward.
 IMPLICIT_GEMM_CONVOLUTIONS = [
-    ("3x3 padded", (2, 16, 20, 20), (16, 16, 3, 3), {"padding": 1}),
-    ("3x5, rows dilated, padded unevenly", (2, 16, 18, 21), (16, 16, 3, 5), {"padding": (2, 1), "dilation": (2, 1)}),
-    ("1-D", (3, 16, 40), (16, 16, 3), {"padding": 1}),
+    ("3x3 padded", (2, 16, 20, 20), (16, 16, 3, 3), {"padding": 1}, 1),
+    ("3x3 padded, weight gradient too", (2, 16, 16, 14), (16, 16, 3, 3), {"padding": 1}, 2),
+    ("3x5, rows dilated, padded unevenly", (2, 16, 18, 21), (16, 16, 3, 5), {"padding": (2, 1), "dilation": (2, 1)}, 1),
+    ("1-D", (3, 16, 40), (16, 16, 3), {"padding": 1}, 1),
+    ("1-D, weight gradient too", (3, 16, 46), (32, 16, 3), {"padding": 1}, 2),
 ]
 
 
 @pytest.mark.parametrize(
-    "name, input_shape, weight_shape, options",
+    "name, input_shape, weight_shape, options, in_backward",
     IMPLICIT_GEMM_CONVOLUTIONS,
     ids=[c[0] for c in IMPLICIT_GEMM_CONVOLUTIONS],
 )
-def test_stride_one_convolutions_read_their_patches_in_place(name, input_shape, weight_shape, options, device):
+def test_stride_one_convolutions_read_their_patches_in_place(
+    name, input_shape, weight_shape, options, in_backward, device
+):
     conv = F.conv1d if len(input_shape) == 3 else F.conv2d
     inputs = (random(*input_shape, seed=7), random(*weight_shape, seed=8), random(weight_shape[0], seed=9))
     out, grads, expected, expected_grads, report = forward_and_backward(
@@ -114,7 +119,7 @@ def test_stride_one_convolutions_read_their_patches_in_place(name, input_shape, 
     for kernel in report.kernels:
         by_op.setdefault(kernel.op, []).append(kernel.name)
     assert by_op["aten::convolution"].count("conv_f32") == 1, by_op
-    assert by_op["aten::convolution_backward"].count("conv_f32") == 1, by_op  # the input's gradient
+    assert by_op["aten::convolution_backward"].count("conv_f32") == in_backward, by_op
     # Sums of up to 2400 products (the weights' gradient over every position): absolute errors of a few 1e-5.
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-4)
     for grad, expected_grad in zip(grads, expected_grads, strict=True):
@@ -125,17 +130,20 @@ def test_an_implicit_gemm_convolution_is_bit_identical_in_both_modes():
     code = """
         import json, torch, torch.nn.functional as F, npusim
         g = torch.Generator().manual_seed(0)
-        x, w = torch.randn(2, 16, 12, 12, generator=g), torch.randn(16, 16, 3, 3, generator=g)
+        x, w = torch.randn(2, 16, 12, 14, generator=g), torch.randn(16, 16, 3, 3, generator=g)
+        x, w = x.to("npusim").requires_grad_(), w.to("npusim").requires_grad_()
         with npusim.profile() as report:
-            y = F.conv2d(x.to("npusim"), w.to("npusim"), padding=1).cpu()
-        print(json.dumps({"bits": y.view(torch.int32).flatten().tolist(), "kernels": [k.name for k in report.kernels]}))
+            y = F.conv2d(x, w, padding=1)
+            y.square().sum().backward()
+        bits = [t.detach().cpu().view(torch.int32).flatten().tolist() for t in (y, x.grad, w.grad)]
+        print(json.dumps({"bits": bits, "kernels": [k.name for k in report.kernels]}))
     """
     results = {}
     for mode in ("functional", "timed"):
         process = run_python(code, NPUSIM_MODE=mode)
         assert process.returncode == 0, process.stderr
         results[mode] = json.loads(process.stdout.splitlines()[-1])
-        assert "conv_f32" in results[mode]["kernels"]
+        assert results[mode]["kernels"].count("conv_f32") == 3  # the output, the input's and the weights' gradients
     assert results["functional"]["bits"] == results["timed"]["bits"]
 
 

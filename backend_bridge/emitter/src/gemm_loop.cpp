@@ -71,10 +71,9 @@ class Loop::Emitter {
     for (int64_t stride : {spec.a_row, spec.a_col, spec.b_row, spec.b_col})
       if (!stride_fits(stride, bytes_, config))
         throw Unsupported(fmt::format("matmul stride {} does not fit a DMA immediate", stride));
-    if (spec.a_run > 0 && (a_transposed_ || !reads_columns_in_runs(spec.a_run, config) || spec.k % spec.a_run != 0))
-      throw Unsupported(
-          fmt::format("A's columns in runs of {} (K {}) need runs of whole K steps of {} and A not transposed",
-                      spec.a_run, spec.k, tile_k_));
+    if (spec.a_run > 0 && (!reads_columns_in_runs(spec.a_run, config) || spec.k % spec.a_run != 0))
+      throw Unsupported(fmt::format("A's columns in runs of {} (K {}) need runs of whole K steps of {}", spec.a_run,
+                                    spec.k, tile_k_));
     // B is read along whichever of its dimensions is contiguous; mx.ldwt takes the transposed layout.
     b_transposed_ = spec.b_row < spec.b_col;
   }

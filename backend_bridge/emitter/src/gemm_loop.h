@@ -19,7 +19,9 @@ namespace npusim::emitter::gemm {
 // With a_run > 0, A's columns come in runs of a_run, a_run_stride elements apart: A[m][k] at A + a_offset + m*a_row
 // + (k / a_run)*a_run_stride + (k % a_run)*a_col. So the patches of a convolution are read where they lie in its
 // input (an implicit GEMM: a run is a kernel row's window, KW x C channels-last), not gathered by a copy first. A run
-// must be a whole number of K steps (the systolic array's rows), so that no K step straddles two; A not transposed.
+// must be a whole number of K steps (the systolic array's rows), so that no K step straddles two. A transposed A
+// (a_row 1) reads its runs the same way: a convolution's weight gradient, patches^T @ dY, with K the positions of
+// every image, an image a run.
 struct Operands {
   isa::ElementType type = isa::ElementType::F32;
   int64_t batch = 1, m = 0, n = 0, k = 0;
