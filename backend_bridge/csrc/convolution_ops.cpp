@@ -248,10 +248,17 @@ std::optional<at::Tensor> implicit_convolution(const at::Tensor& input, const at
 // The weights' gradient as implicit GEMMs, one per kernel row i (a batch entry): the patches' transpose
 // [KW x C, N x OH x Wp] (read in columns, each image's positions a run of K) by the output's gradient at the wide
 // positions [N x OH x Wp, O], zero at the extra ones; as [O, C, KH, KW].
+// Only for products of at least kWeightGradientRows rows (KW x C): each K step of a transposed A loads a weight tile
+// and turns its block on the vector engine for those rows alone. In the ResNet example (16 channels, 48 rows) the
+// implicit products took several times the cycles of the gathered ones, far more than the copies they save (its
+// training step 3.57 -> 4.45 ms); with 64 channels (192 rows, bench/conv_roofline.py's first layer) the backward went
+// from 1.52x to 1.39x its roofline.
+constexpr int64_t kWeightGradientRows = 128;
 std::optional<at::Tensor> implicit_weight_gradient(const at::Tensor& input, const at::Tensor& grad_output,
                                                    const Geometry& g) {
   const int64_t pixel = g.channels, row = g.padded_w() * pixel, positions = wide_positions(g);
-  if (!takes_implicit_gemm(g, runtime_device(input).config(), positions)) return std::nullopt;
+  if (g.kernel_w * pixel < kWeightGradientRows || !takes_implicit_gemm(g, runtime_device(input).config(), positions))
+    return std::nullopt;
   const at::Tensor buffer = padded_nhwc(input, g);
   const at::Tensor grad_wide = at::zeros({g.batch, g.out_h, g.padded_w(), g.outputs}, grad_output.options());
   grad_wide.narrow(2, 0, g.out_w).copy_(grad_output.permute({0, 2, 3, 1}).contiguous());

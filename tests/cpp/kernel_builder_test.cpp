@@ -146,6 +146,48 @@ TEST(KernelBuilder, PlacesABackEdgeSyncAtTheExposedAccess) {
   expect_four_tiles_of_sevens_without_hazards(config, kernel);
 }
 
+// A loop body that stores a tile on some iterations only, then always, then fills it again: both stores are exposed
+// to the previous iteration's fill. The back edge's sync before the first store does not cover the second, which the
+// first one's block may be skipped to reach, so the second gets its own (the GEMM loop's ragged sub-tile store raced
+// the next block's mx.st on the datacenter preset when its full sub-tiles' store was skipped). The first iteration
+// stores the unfilled tile one tile before the output, which the test leaves out.
+TEST(KernelBuilder, ABackEdgeSyncInAConditionalBlockDoesNotCoverWhatFollowsIt) {
+  config::ChipConfig config = test_config();
+  constexpr int64_t kElements = 4096;  // a fill long enough for a store it is not ordered before to overlap it
+  KernelBuilder b("conditional_store", config);
+  const emitter::Tile data = b.tile(Space::Scratchpad, kElements * 4, "data");
+  Reg out = b.reg("out"), buffer = b.reg("buffer"), n = b.reg("n"), left = b.reg("left"), odd = b.reg("odd");
+  b.Ld(out, emitter::kArgumentBlock, 0);
+  b.point(buffer, data);
+  b.li(n, kElements);
+  b.li(left, 4);
+  const emitter::Label loop = b.label(), even = b.label();
+  b.bind(loop);
+  b.Andi(odd, left, 1);
+  b.Beq(odd, emitter::kZero, even);
+  b.DmaStore32(out, buffer, n, 4);
+  b.bind(even);
+  b.DmaStore32(out, buffer, n, 4);
+  b.add_constant(out, kElements * 4);
+  b.Vfill(ElementType::I32, buffer, n, 7);
+  b.Addi(left, left, -1);
+  b.Bne(left, emitter::kZero, loop);
+  b.DmaStore32(out, buffer, n, 4);
+  b.Halt();
+  const emitter::Kernel kernel = b.finish(1);
+  // One before each store in the loop (the back edge's), one before the store after it.
+  EXPECT_EQ(count(kernel, isa::Opcode::SemPostVector), 3) << kernel.assembly();
+  runtime::Device device(config, runtime::Mode::Timed);
+  const uint64_t out_buffer = device.allocate(5 * kElements * 4);
+  const uint64_t arguments[] = {out_buffer};
+  device.launch(kernel.name, device.load_program(kernel.words), arguments, 1);
+  std::vector<int32_t> result(4 * kElements);
+  device.copy_device_to_host(result.data(), out_buffer + kElements * 4, 4 * kElements * 4);
+  EXPECT_EQ(result, std::vector<int32_t>(4 * kElements, 7));
+  const runtime::CommandRecord record = device.take_records().back();
+  EXPECT_EQ(record.stats.hazards, 0u) << record.first_hazard;
+}
+
 // Two labels bound at one place after a jump: the code there is reached through both, so the vector engine's fill,
 // pending on the branch to the first label, must be ordered before the store although the jump's path fenced it.
 TEST(KernelBuilder, TwoLabelsAtOnePlaceAfterAJumpKeepBothPaths) {

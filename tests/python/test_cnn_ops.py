@@ -91,13 +91,14 @@ def test_stride_one_input_gradients_need_no_col2im_adds(kernel_size, padding, de
 # Stride 1 with kernel rows of whole K steps (KW x C a multiple of the default chip's 16 array rows): an implicit
 # GEMM, the patches read where they lie in the padded input (conv_f32), for the output and for the input's gradient,
 # which is the convolution of the output's gradient (O channels; padding d (k - 1) - p). The weights' gradient too when
-# an image's wide positions (OH x Wp) are whole K steps: the last number, conv_f32 kernels in the backward.
+# an image's wide positions (OH x Wp) are whole K steps and KW x C at least 128: the last number, conv_f32 kernels in
+# the backward.
 IMPLICIT_GEMM_CONVOLUTIONS = [
     ("3x3 padded", (2, 16, 20, 20), (16, 16, 3, 3), {"padding": 1}, 1),
-    ("3x3 padded, weight gradient too", (2, 16, 16, 14), (16, 16, 3, 3), {"padding": 1}, 2),
+    ("3x3 padded, weight gradient too", (2, 48, 16, 14), (16, 48, 3, 3), {"padding": 1}, 2),
     ("3x5, rows dilated, padded unevenly", (2, 16, 18, 21), (16, 16, 3, 5), {"padding": (2, 1), "dilation": (2, 1)}, 1),
     ("1-D", (3, 16, 40), (16, 16, 3), {"padding": 1}, 1),
-    ("1-D, weight gradient too", (3, 16, 46), (32, 16, 3), {"padding": 1}, 2),
+    ("1-D, weight gradient too", (3, 48, 46), (32, 48, 3), {"padding": 1}, 2),
 ]
 
 
@@ -130,7 +131,7 @@ def test_an_implicit_gemm_convolution_is_bit_identical_in_both_modes():
     code = """
         import json, torch, torch.nn.functional as F, npusim
         g = torch.Generator().manual_seed(0)
-        x, w = torch.randn(2, 16, 12, 14, generator=g), torch.randn(16, 16, 3, 3, generator=g)
+        x, w = torch.randn(2, 48, 12, 14, generator=g), torch.randn(16, 48, 3, 3, generator=g)
         x, w = x.to("npusim").requires_grad_(), w.to("npusim").requires_grad_()
         with npusim.profile() as report:
             y = F.conv2d(x, w, padding=1)

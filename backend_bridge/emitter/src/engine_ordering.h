@@ -14,8 +14,13 @@
 // state there gets a sync placed just before the exposed access, inside the body: the next iteration waits where it
 // needs to, not at the back edge (so a matrix engine can start the next block's products while the DMA engine stores
 // this block's results). Such a sync orders the previous iteration only, so it changes nothing in the state.
+// What orders an access must be on every path to it: after a join, an earlier access, fence or retirement that only
+// some paths have covers nothing (a store in a block that a branch skips does not make a later store safe). A sync
+// F -> E that every path in the body passes before an access of E covers that access's conflicts with F at the back
+// edge too, since it waits for everything F was given, the previous iteration's work included.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -33,9 +38,21 @@ class EngineOrdering {
     Engine engine;
     bool write;
     uint8_t ordered_after;  // engines whose later instructions are known to follow this access
-    int64_t serial;         // its position in the log
+    int64_t serial;         // its position in the log; after a join, the oldest of the paths', or -1 when some path
+                            // lacks it (it then covers nothing)
   };
-  using State = std::map<int, std::vector<Access>>;  // per tile id
+  // Per tile, the latest serials of accesses that every engine is ordered after (they leave the pending ones).
+  struct Retired {
+    int64_t write = -1, any = -1;
+  };
+  using BySource = std::array<int64_t, kQueueEngines>;  // a log position per engine synced from
+  struct State {
+    std::map<int, std::vector<Access>> pending;  // per tile id
+    std::map<int, Retired> retired;              // per tile id
+    int64_t last_fence = -1;                     // the log position of the latest fence
+    // The log position of the latest sync from -> to, per engine `to` waiting: synced[to][from].
+    std::array<BySource, kQueueEngines> synced = {BySource{-1, -1, -1}, BySource{-1, -1, -1}, BySource{-1, -1, -1}};
+  };
 
   // Records an access by `engine` to `tile` made by the instruction that will stand at `instruction` in the program;
   // returns the syncs to emit before it (already applied).
@@ -52,8 +69,10 @@ class EngineOrdering {
     Sync sync;
     size_t instruction;  // the sync goes before the instruction at this index
   };
-  // The syncs a branch back to the code logged since `position` needs, one per engine pair at its earliest place.
-  std::vector<Placement> loop_back(size_t position) const;
+  // The syncs a branch back to the code logged since `position` needs: one per engine pair at its earliest place,
+  // and one more before a later access that code can reach without passing that place (a label bound between them,
+  // at an instruction index in `labels`: a conditional block's sync does not cover what follows it).
+  std::vector<Placement> loop_back(size_t position, const std::vector<int64_t>& labels) const;
   // Instructions were inserted at `instruction`: the logged ones from there on move by `count`.
   void shift(size_t instruction, size_t count);
 
@@ -63,19 +82,14 @@ class EngineOrdering {
     Engine engine;
     bool write;
     int64_t covered_since;  // the latest serial of an access (or fence) this one is ordered after, as above; or -1
+    BySource synced_from;   // per engine F: the log position of the latest sync F -> this engine before it, or -1
     size_t instruction;
-  };
-  // Per tile, the latest serials of accesses that every engine is ordered after (they leave the state).
-  struct Retired {
-    int64_t write = -1, any = -1;
   };
   std::vector<Sync> conflicts(int tile, Engine engine, bool write) const;
   void apply(const Sync& sync);
 
   State state_;
   std::vector<Logged> log_;
-  std::map<int, Retired> retired_;
-  int64_t last_fence_ = -1;
 };
 
 }  // namespace npusim::emitter

@@ -281,7 +281,7 @@ void KernelBuilder::emit(isa::Opcode opcode, std::vector<Operand> operands) {
     const bool backward = label_position_[label] >= 0;
     if (backward) {
       std::vector<EngineOrdering::Placement> placements =
-          ordering_->tracker.loop_back(ordering_->loop_log_position[label]);
+          ordering_->tracker.loop_back(ordering_->loop_log_position[label], label_position_);
       // Latest first, so that each insertion leaves the places of the earlier ones where they were.
       std::sort(placements.begin(), placements.end(),
                 [](const auto& x, const auto& y) { return x.instruction > y.instruction; });
