@@ -153,10 +153,16 @@ void copy_device_to_host(const at::Tensor& source, const at::Tensor& destination
   destination.copy_(host);
 }
 
+// The element types vcvt converts between: those the vector engine computes in, and float64, which it only converts.
+std::optional<isa::ElementType> conversion_type(at::ScalarType type) {
+  if (type == at::kDouble) return isa::ElementType::F64;
+  return element_type(type);
+}
+
 // Converts `source` into `destination` (same shape, other dtype) with a vcvt kernel. PyTorch wraps integers that do
 // not fit a narrower integer type where the ISA saturates, so those conversions are not native (false).
 bool convert_on_device(const at::Tensor& source, const at::Tensor& destination) {
-  const auto from = element_type(source.scalar_type()), to = element_type(destination.scalar_type());
+  const auto from = conversion_type(source.scalar_type()), to = conversion_type(destination.scalar_type());
   if (!from || !to) return false;
   const bool integer_from = at::isIntegralType(source.scalar_type(), false),
              integer_to = at::isIntegralType(destination.scalar_type(), false);
@@ -197,9 +203,9 @@ bool narrow_integers_on_device(const at::Tensor& source, const at::Tensor& desti
 // by copying its bytes into the low half of each (zeroed) int32 and extending the sign bit, then converts as int32.
 bool convert_through_int32_on_device(const at::Tensor& source, const at::Tensor& destination) {
   const bool to_short =
-      destination.scalar_type() == at::kShort && element_type(source.scalar_type()) && !source.is_complex();
+      destination.scalar_type() == at::kShort && conversion_type(source.scalar_type()) && !source.is_complex();
   const bool from_short =
-      source.scalar_type() == at::kShort && element_type(destination.scalar_type()) && !destination.is_complex();
+      source.scalar_type() == at::kShort && conversion_type(destination.scalar_type()) && !destination.is_complex();
   if ((!to_short && !from_short) || may_share_memory(source, destination)) return false;
   const at::TensorOptions int32 = source.options().dtype(at::kInt);
   if (to_short) {

@@ -141,9 +141,11 @@ TEST(Assembler, ConstantsMayUseLabelsDefinedLater) {
 
 TEST(Assembler, RejectsTypeSuffixesAnInstructionDoesNotTake) {
   EXPECT_EQ(error_of("vexp.i32 r1, r2, r3\n").message(), "'vexp' does not take type i32; it takes f32 f16 bf16");
-  EXPECT_EQ(error_of("vcvt.f32.f64 r1, r2, r3\n").message(),
-            "'vcvt.f32.f64' needs destination and source type suffixes (f32 f16 bf16 i8 u8 i32 i64 bool), as in "
+  EXPECT_EQ(error_of("vcvt.f32.i16 r1, r2, r3\n").message(),
+            "'vcvt.f32.i16' needs destination and source type suffixes (f32 f16 bf16 i8 u8 i32 i64 bool f64), as in "
             "vcvt.f32.f32");
+  EXPECT_EQ(error_of("vadd.f64 r1, r2, r3, r4\n").message(),
+            "'vadd' does not take type f64; it takes f32 f16 bf16 i8 u8 i32 i64");  // f64 is only converted
   EXPECT_EQ(error_of("vadd r1, r2, r3, r4\n").message(),
             "'vadd' needs an element type suffix (f32 f16 bf16 i8 u8 i32 i64), as in vadd.f32");
   EXPECT_EQ(error_of("add.f32 r1, r2, r3\n").message(), "unknown mnemonic 'add.f32'");

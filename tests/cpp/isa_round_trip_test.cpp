@@ -87,6 +87,9 @@ TEST(Decoder, RejectsTypesAnInstructionDoesNotTake) {
   Instruction add{Opcode::Add, 1, 2, 3};
   add.type = ElementType::F16;  // untyped instructions keep the type field zero
   EXPECT_THROW(decode(encode(add)), IllegalInstruction);
+  Instruction wide_add{Opcode::Vadd, 1, 2, 3, 4};
+  wide_add.type = ElementType::F64;  // f64 is for vcvt only
+  EXPECT_THROW(decode(encode(wide_add)), IllegalInstruction);
   Instruction convert{Opcode::Vcvt, 1, 2, 0, 3};
   convert.imm = 9;  // no element type 9
   EXPECT_THROW(decode(encode(convert)), IllegalInstruction);

@@ -398,8 +398,8 @@ std::string random_tile_program(uint32_t seed, int count) {
         break;
       }
       case 2:
-        text += fmt::format(" vcvt.{}.{} r10, r11, r13\n", isa::type_name(type_of(isa::TypeForm::Any)),
-                            isa::type_name(type_of(isa::TypeForm::Any)));
+        text += fmt::format(" vcvt.{}.{} r10, r11, r13\n", isa::type_name(type_of(isa::TypeForm::Conversion)),
+                            isa::type_name(type_of(isa::TypeForm::Conversion)));
         break;
       case 3: {  // reductions over r14 rows of at most 64 columns
         const char* const ops[] = {"vrsum", "vrmax", "vrmin", "vargmax", "vargmin"};

@@ -332,6 +332,7 @@ CONVERTIBLE = [
     torch.int32,
     torch.int64,
     torch.bool,
+    torch.float64,
 ]
 
 
@@ -385,6 +386,50 @@ def test_int16_converts_to_and_from_other_dtypes_natively(device):
     assert torch.equal(narrowed.cpu(), values.to(torch.int8))
     assert torch.equal(transposed.cpu(), values.t().to(torch.float32))
     assert torch.equal(from_float.cpu(), floats.to(torch.int16)) and torch.equal(from_long.cpu(), values)
+
+
+def same_floats(actual, expected):
+    """Equal bit for bit (the sign of a zero counts), NaNs wherever the other has a NaN, whatever their payload."""
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[expected.element_size()]
+    nan = expected.isnan()
+    return (
+        actual.dtype == expected.dtype
+        and torch.equal(actual.isnan(), nan)
+        and torch.equal(actual.masked_fill(nan, 0).view(bits), expected.masked_fill(nan, 0).view(bits))
+    )
+
+
+def test_float64_converts_on_the_device_rounding_as_the_cpu_does(device):
+    # float64 is a storage type on npusim: vcvt converts to and from it, nothing computes in it. Rounding cases: to
+    # float32 once (a tie broken by a bit beyond float32's, the ranges' ends, denormals, overflow); to float16 and
+    # bfloat16 through float32, twice, as PyTorch's own conversion does (1 + 2^-11 + 2^-40 rounds to 1, not up);
+    # integers beyond 2^53 to the nearest float64.
+    floats = torch.tensor(
+        [1 + 2**-24 + 2**-50, 1 + 2**-11 + 2**-40, 1 + 2**-8 + 2**-40, 3.4028235e38, 1e39, -1e300, 1e-40, 1e-320]
+        + [5e-324, -0.0, float("inf"), float("-inf"), float("nan"), 65504.0, 65520.0, -2.5, 0.1],
+        dtype=torch.float64,
+    )
+    integers = torch.tensor([2**53 + 1, -(2**62) - 3, 2**63 - 1, -(2**63), 0, -7, 123456789])
+    with npusim.profile() as report:
+        narrowed = {target: floats.to(device).to(target) for target in (torch.float32, torch.float16, torch.bfloat16)}
+        widened = {source: floats.to(source).to(device).double() for source in (torch.float32, torch.bfloat16)}
+        from_integers = integers.to(device).double()
+        strided = floats.view(17, 1).expand(17, 3).t().to(device).float()  # a broadcast, transposed view
+        complex_pair = torch.complex(floats, -floats).to(device).to(torch.complex64).to(torch.complex128)
+        from_short = torch.tensor([-32768, -1, 32767], dtype=torch.int16).to(device).double()
+        zero_dim = [floats.to(device)[k].float() for k in (0, 12)]  # 0-dim views into the tensor
+    assert report.fallbacks == {}, report.fallbacks
+    for k, result in zip((0, 12), zero_dim, strict=True):
+        assert result.dim() == 0 and same_floats(result.cpu(), floats[k].float()), k
+    for target, result in narrowed.items():
+        assert same_floats(result.cpu(), floats.to(target)), target
+    for source, result in widened.items():
+        assert same_floats(result.cpu(), floats.to(source).double()), source
+    assert torch.equal(from_integers.cpu(), integers.double())
+    assert same_floats(strided.cpu(), floats.view(17, 1).expand(17, 3).t().float())
+    expected_pair = torch.complex(floats, -floats).to(torch.complex64).to(torch.complex128)
+    assert same_floats(torch.view_as_real(complex_pair.cpu()), torch.view_as_real(expected_pair))
+    assert from_short.cpu().tolist() == [-32768.0, -1.0, 32767.0]
 
 
 def test_float_to_integer_conversion_saturates_as_the_isa_documents(device):

@@ -415,7 +415,7 @@ class FusedEmitter {
       b_.point(destination_, *sink_);
       point(first_, load.first, set);
       b_.li(count_, 1);
-      b_.Vmov(load.type, destination_, first_, count_);
+      b_.Vmov(fused::moved_type(load.type), destination_, first_, count_);
     }
     if (previous_may_be_none) {
       b_.li(scratch_, tiles_);

@@ -406,7 +406,7 @@ class LoopedRowEmitter {
     const Step& load = plan_->steps()[split.prefetched.front()];
     b_.point(destination_, *sink_);
     point(first_, load.first, set);
-    b_.Vmov(load.type, destination_, first_, one_);
+    b_.Vmov(fused::moved_type(load.type), destination_, first_, one_);
     if (previous_may_be_none && !split.trailing_stores.empty()) b_.Bgeu(previous_, chunks_, no_previous);
     emit_trailing_stores(split, other);
     b_.bind(no_previous);

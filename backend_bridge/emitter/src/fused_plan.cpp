@@ -281,7 +281,7 @@ void Plan::fill(Ref destination, Shape shape, int node) {
 // their bits: a copy moves bf16 and int16 elements as f16 ones, and an addition would turn those whose bits read as
 // an f16 NaN (bf16 infinities, int16 -1) into the canonical NaN.
 void Plan::broadcast(Ref destination, Shape shape, int node) {
-  ElementType type = type_of(node);
+  ElementType type = moved_type(type_of(node));  // the bits, added to zeros or selected
   if (type == ElementType::Bool) type = ElementType::U8;
   if (isa::element_bytes(type) == 2) {
     const Ref everywhere = temporary(shape, ElementType::Bool);
@@ -421,7 +421,7 @@ void Plan::plan_node(int i) {
     const Ref input = tile(node.a, shape);
     values_[i] = allocate(shape, type);
     if (source == type) {
-      vector(Opcode::Vmov, type, values_[i], input, {}, shape);
+      vector(Opcode::Vmov, moved_type(type), values_[i], input, {}, shape);
     } else {
       convert(type, source, values_[i], input, shape);
     }

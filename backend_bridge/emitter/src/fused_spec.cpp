@@ -100,6 +100,8 @@ int operand_count(Op op) {
   return is_arithmetic(op) || is_compare(op) ? 2 : 1;
 }
 
+ElementType moved_type(ElementType type) { return type == ElementType::F64 ? ElementType::I64 : type; }
+
 bool node_per_row(const FusedSpec& spec, size_t i, const std::vector<char>& per_row) {
   const FusedNode& node = spec.nodes[i];
   if (node.op == Op::Load) {
@@ -164,6 +166,11 @@ void validate(const FusedSpec& spec) {
         throw node_error(fmt::format("operand {} is node {}, a store, which has no value", "abc"[k], operands[k]));
     }
     const auto type_of = [&](int operand) { return spec.nodes[operand].type; };
+    const bool f64 =
+        node.type == ElementType::F64 || std::any_of(operands, operands + operand_count(node.op),
+                                                     [&](int operand) { return type_of(operand) == ElementType::F64; });
+    if (f64 && node.op != Op::Load && node.op != Op::Convert && node.op != Op::Store)
+      throw node_error("f64 values are only loaded, converted and stored (nothing computes in f64)");
     // An indexed access: a load or store of the spec whose strides are all 0 (the indices say where each point goes).
     const auto check_indexed = [&](const FusedNode& indexed, const std::vector<FusedAccess>& accesses,
                                    const char* kind) {

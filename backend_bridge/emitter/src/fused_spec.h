@@ -19,6 +19,8 @@ bool is_random(FusedOpcode op);            // RandomUniform, RandomNormal
 // constant, an argument, or a load with strides 0.
 bool read_by_the_scalar_core(const FusedSpec& spec, int node);
 int operand_count(FusedOpcode op);  // of a, b, c
+// The type a vector move (vmov) of `type`'s elements takes: f64, which only vcvt takes, moves as i64 (the same bytes).
+isa::ElementType moved_type(isa::ElementType type);
 
 // Throws std::invalid_argument for the first problem of the spec, naming the kernel and the node.
 void validate(const FusedSpec& spec);

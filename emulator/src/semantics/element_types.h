@@ -8,6 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "npusim/emulator/trap.h"
 #include "npusim/isa/isa.h"
 
 namespace npusim::emulator::semantics {
@@ -18,12 +19,12 @@ struct Bool {
 };
 
 template <typename T>
-inline constexpr bool kIsFloat =
-    std::is_same_v<T, float> || std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16>;
+inline constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, Eigen::half> ||
+                                 std::is_same_v<T, Eigen::bfloat16> || std::is_same_v<T, double>;
 
-// The type an element is computed in.
+// The type an element is computed in (f64 is only converted: vcvt is the one instruction that takes it).
 template <typename T>
-using Compute = std::conditional_t<kIsFloat<T>, float, int64_t>;
+using Compute = std::conditional_t<std::is_same_v<T, double>, double, std::conditional_t<kIsFloat<T>, float, int64_t>>;
 
 template <typename T>
 Compute<T> widen(T value) {
@@ -33,11 +34,14 @@ Compute<T> widen(T value) {
     return static_cast<Compute<T>>(value);
 }
 
-// Floats round to nearest-even; integers wrap (two's complement); bool tests for non-zero.
+// Floats round to nearest-even (f16 and bf16 through f32, as PyTorch's conversions of float64 do); integers wrap
+// (two's complement); bool tests for non-zero.
 template <typename T, typename From>
 T narrow(From value) {
   if constexpr (std::is_same_v<T, Bool>)
     return Bool{static_cast<uint8_t>(value != From{0})};
+  else if constexpr (std::is_same_v<T, double>)
+    return static_cast<double>(value);
   else if constexpr (kIsFloat<T>)
     return T(static_cast<float>(value));
   else
@@ -61,10 +65,12 @@ void store(std::byte* base, uint64_t index, T value) {
   std::memcpy(base + index * sizeof(T), &value, sizeof(T));
 }
 
-// Calls visit(T{}) with the host type of `type`.
+// Calls visit(T{}) with the host type of `type`, one the vector engine computes in: the decoder lets f64 reach only
+// vcvt, which visits with visit_conversion_type.
 template <typename Visit>
 decltype(auto) visit_type(isa::ElementType type, Visit&& visit) {
   switch (type) {
+    case isa::ElementType::F64: throw Trap("f64 is only converted (vcvt), never computed in");
     case isa::ElementType::F32: return visit(float{});
     case isa::ElementType::F16: return visit(Eigen::half{});
     case isa::ElementType::BF16: return visit(Eigen::bfloat16{});
@@ -75,6 +81,13 @@ decltype(auto) visit_type(isa::ElementType type, Visit&& visit) {
     case isa::ElementType::Bool: break;
   }
   return visit(Bool{});
+}
+
+// visit_type, and double for f64.
+template <typename Visit>
+decltype(auto) visit_conversion_type(isa::ElementType type, Visit&& visit) {
+  if (type == isa::ElementType::F64) return visit(double{});
+  return visit_type(type, std::forward<Visit>(visit));
 }
 
 static_assert(sizeof(Bool) == 1 && sizeof(Eigen::half) == 2 && sizeof(Eigen::bfloat16) == 2);

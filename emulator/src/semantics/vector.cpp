@@ -126,10 +126,11 @@ To convert(From value) {
   } else {
     using Limits = std::numeric_limits<To>;
     if constexpr (kIsFloat<From>) {
-      const float x = static_cast<float>(value);
+      using Float = Compute<From>;  // f32, or f64 for f64
+      const Float x = static_cast<Float>(value);
       if (std::isnan(x)) return To{0};
-      if (x <= static_cast<float>(Limits::min())) return Limits::min();
-      if (x >= static_cast<float>(Limits::max())) return Limits::max();  // f32(INT64_MAX) rounds up to 2^63
+      if (x <= static_cast<Float>(Limits::min())) return Limits::min();
+      if (x >= static_cast<Float>(Limits::max())) return Limits::max();  // f32(INT64_MAX) rounds up to 2^63, f64's too
       return static_cast<To>(std::trunc(x));
     } else {
       const int64_t x = widen(value);
@@ -282,8 +283,8 @@ void Vtr(ExecContext& c, const Instruction& i) {
 
 // The source is read whole before anything is written, so converting in place (even to a wider type) is defined.
 void Vcvt(ExecContext& c, const Instruction& i) {
-  visit_type(i.type, [&]<typename To>(To) {
-    visit_type(static_cast<isa::ElementType>(i.imm), [&]<typename From>(From) {
+  visit_conversion_type(i.type, [&]<typename To>(To) {
+    visit_conversion_type(static_cast<isa::ElementType>(i.imm), [&]<typename From>(From) {
       const uint64_t count = c.reg(i.rs3);
       c.stats().vector_elements += count;
       const std::byte* source = c.scratchpad(c.reg(i.rs1), count, sizeof(From)).data();

@@ -212,6 +212,23 @@ TEST_F(Vcvt, IntegersSaturateAndBoolTestsForNonZero) {
   EXPECT_EQ((vector_op<uint8_t, float>("vcvt.f32.bool r13, r10, r14", {0, 1})), (std::vector<float>{0.0f, 1.0f}));
   EXPECT_EQ((vector_op<int32_t, float>("vcvt.f32.i32 r13, r10, r14", {16777217})), (std::vector<float>{16777216.0f}));
 }
+TEST_F(Vcvt, F64IsConvertedToAndFromAsPyTorchConvertsFloat64) {
+  // To f32 once, to nearest-even; to f16 and bf16 through f32 (1 + 2^-11 + 2^-40 rounds to f32's 1 + 2^-11, a tie
+  // that f16 breaks to 1, where one rounding would give 1 + 2^-10: PyTorch's conversion rounds twice as well).
+  const double tie_in_f32 = 1.0 + 0x1p-24 + 0x1p-50, tie_in_f16 = 1.0 + 0x1p-11 + 0x1p-40;
+  EXPECT_EQ((vector_op<double, float>("vcvt.f32.f64 r13, r10, r14", {tie_in_f32, 1e39, -1e-50})),
+            (std::vector<float>{1.0f + 0x1p-23f, INFINITY, -0.0f}));
+  EXPECT_EQ(float(vector_op<double, Half>("vcvt.f16.f64 r13, r10, r14", {tie_in_f16})[0]), 1.0f);
+  EXPECT_EQ((vector_op<float, double>("vcvt.f64.f32 r13, r10, r14", {0.1f, -3e38f})),
+            (std::vector<double>{static_cast<double>(0.1f), static_cast<double>(-3e38f)}));
+  // Integers round once; back to integers truncates and saturates, NaN giving 0, as from f32.
+  EXPECT_EQ((vector_op<int64_t, double>("vcvt.f64.i64 r13, r10, r14", {(int64_t{1} << 53) + 1, INT64_MIN})),
+            (std::vector<double>{0x1p53, -0x1p63}));
+  EXPECT_EQ((vector_op<double, int64_t>("vcvt.i64.f64 r13, r10, r14", {9007199254740991.0, -2.9, 1e300, kNan})),
+            (std::vector<int64_t>{9007199254740991, -2, INT64_MAX, 0}));
+  EXPECT_EQ((vector_op<double, uint8_t>("vcvt.bool.f64 r13, r10, r14", {0.0, -0.0, 1e-320, kNan})),
+            (std::vector<uint8_t>{0, 0, 1, 1}));
+}
 TEST_F(Vcvt, ConvertsInPlaceToAWiderType) {
   const auto out = tile("vcvt.f32.f16 r10, r10, r14\n fence\n vmov.f32 r13, r10, r14", 2, 8,
                         {bytes_of(std::vector<Half>{Half(0.5f), Half(-2.0f)})});

@@ -16,14 +16,17 @@ namespace npusim::isa {
 // core.vector_special_function_cycles per lane group instead of one.
 enum class TimingClass : uint8_t { Scalar, ScalarMemory, Branch, Dma, Vector, VectorSpecial, Matrix, Sync, System };
 
-// Element types of typed instructions, encoded in the 4-bit type field. bool is one byte holding 0 or 1.
-enum class ElementType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I8 = 3, U8 = 4, I32 = 5, I64 = 6, Bool = 7 };
-inline constexpr int kElementTypeCount = 8;
-inline constexpr std::array<std::string_view, kElementTypeCount> kElementTypeNames = {"f32", "f16", "bf16", "i8",
-                                                                                      "u8",  "i32", "i64",  "bool"};
-inline constexpr std::array<uint8_t, kElementTypeCount> kElementTypeBytes = {4, 2, 2, 1, 1, 4, 8, 1};
+// Element types of typed instructions, encoded in the 4-bit type field. bool is one byte holding 0 or 1. f64 is a
+// storage type only: `vcvt` converts to and from it (so that float64 tensors convert on the device), and nothing
+// computes in it.
+enum class ElementType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I8 = 3, U8 = 4, I32 = 5, I64 = 6, Bool = 7, F64 = 8 };
+inline constexpr int kElementTypeCount = 9;
+inline constexpr std::array<std::string_view, kElementTypeCount> kElementTypeNames = {"f32", "f16", "bf16", "i8", "u8",
+                                                                                      "i32", "i64", "bool", "f64"};
+inline constexpr std::array<uint8_t, kElementTypeCount> kElementTypeBytes = {4, 2, 2, 1, 1, 4, 8, 1, 8};
 constexpr std::string_view type_name(ElementType type) { return kElementTypeNames[static_cast<int>(type)]; }
 constexpr uint64_t element_bytes(ElementType type) { return kElementTypeBytes[static_cast<int>(type)]; }
+// The float types the vector engine computes in (f64 is not one).
 constexpr bool is_float(ElementType type) { return static_cast<int>(type) <= static_cast<int>(ElementType::BF16); }
 std::optional<ElementType> find_element_type(std::string_view name);
 
@@ -40,8 +43,8 @@ constexpr TypeSet allowed_types(TypeForm form) {
     case TypeForm::Float: return floats;
     case TypeForm::Numeric: return floats | integers;
     case TypeForm::Integer: return integers;
-    case TypeForm::Any:
-    case TypeForm::Conversion: return floats | integers | type_bit(Bool);
+    case TypeForm::Any: return floats | integers | type_bit(Bool);
+    case TypeForm::Conversion: return floats | integers | type_bit(Bool) | type_bit(F64);
     case TypeForm::MatrixInput: return floats | type_bit(I8);
     case TypeForm::MatrixOutput: return floats | type_bit(I32);
   }
