@@ -1,0 +1,127 @@
+// cumsum and cumprod along any dimension: the dimension moved last and made contiguous (a device copy when needed),
+// the scan kernel over the rows, and the result moved back. float32, int32 and int64 natively (bool and narrower
+// integers are scanned as int64, as PyTorch promotes them); other types take the CPU fallback. prod is the running
+// product's last element.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
+#include <torch/library.h>
+
+#include "bridge.h"
+#include "runtime/kernel_launcher.h"
+
+namespace npusim::bridge {
+namespace {
+
+std::optional<isa::ElementType> scan_type(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return isa::ElementType::F32;
+    case at::kInt: return isa::ElementType::I32;
+    case at::kLong: return isa::ElementType::I64;
+    default: return std::nullopt;
+  }
+}
+
+at::ScalarType result_type(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  if (dtype) return *dtype;
+  return at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong : self.scalar_type();
+}
+
+// The scan of `self` along `dim` into `out`: the running sum, or the product.
+at::Tensor& scan_out(bool product, const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
+                     at::Tensor& out) {
+  const auto type = scan_type(result_type(self, dtype));
+  if (type && out.scalar_type() == result_type(self, dtype) && self.device() == out.device()) {
+    dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+    at::native::resize_output(out, self.sizes());
+    if (self.numel() == 0) return out;
+    const at::Tensor shaped = self.dim() == 0 ? self.reshape({1}) : self;
+    const at::Tensor rows = shaped.to(out.scalar_type()).movedim(dim, -1).contiguous();
+    at::Tensor scanned = at::empty(rows.sizes(), rows.options());
+    const emitter::CumsumSpec spec{rows.numel() / rows.size(-1), rows.size(-1), *type, product};
+    const uint64_t addresses[] = {device_address(scanned), device_address(rows)};
+    if (launched_natively([&] { launch_cumsum(out.device().index(), runtime_device(out), spec, addresses); }))
+      return out.copy_(scanned.movedim(-1, dim).reshape(self.sizes()));
+  }
+  torch::jit::Stack stack{self, dim, dtype, out};
+  call_cpu_fallback(product ? "aten::cumprod" : "aten::cumsum", "out", stack);
+  return out;
+}
+
+at::Tensor& npusim_cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
+                              at::Tensor& out) {
+  return scan_out(false, self, dim, dtype, out);
+}
+at::Tensor npusim_cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  at::Tensor out = at::empty({0}, self.options().dtype(result_type(self, dtype)));
+  return scan_out(false, self, dim, dtype, out);
+}
+at::Tensor& npusim_cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
+                               at::Tensor& out) {
+  return scan_out(true, self, dim, dtype, out);
+}
+at::Tensor npusim_cumprod(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  at::Tensor out = at::empty({0}, self.options().dtype(result_type(self, dtype)));
+  return scan_out(true, self, dim, dtype, out);
+}
+
+// The product along `dim`: the running product's last element (a sequential product, where the CPU's reduction
+// multiplies in another order: floats may differ in their last bits).
+at::Tensor& npusim_prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                            at::Tensor& out) {
+  const at::ScalarType type = result_type(self, dtype);
+  if (scan_type(type) && out.scalar_type() == type && self.device() == out.device() && self.dim() > 0 &&
+      self.numel() > 0) {
+    dim = at::maybe_wrap_dim(dim, self.dim());
+    at::Tensor scanned = at::empty({0}, self.options().dtype(type));
+    scan_out(true, self, dim, dtype, scanned);
+    at::Tensor last = scanned.select(dim, -1);
+    if (keepdim) last = last.unsqueeze(dim);
+    at::native::resize_output(out, last.sizes());
+    return out.copy_(last);
+  }
+  torch::jit::Stack stack{self, dim, keepdim, dtype, out};
+  call_cpu_fallback("aten::prod", "int_out", stack);
+  return out;
+}
+at::Tensor npusim_prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  at::Tensor out = at::empty({0}, self.options().dtype(result_type(self, dtype)));
+  return npusim_prod_out(self, dim, keepdim, dtype, out);
+}
+
+// The product of every element: rows of up to kProductRow elements (the last one padded with ones) multiplied along,
+// then the rows' products the same way, until one is left.
+at::Tensor npusim_prod(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  constexpr int64_t kProductRow = 1024;
+  const at::ScalarType type = result_type(self, dtype);
+  if (!scan_type(type) || self.numel() == 0) {
+    torch::jit::Stack stack{self, dtype};
+    call_cpu_fallback("aten::prod", "", stack);
+    return stack[0].toTensor();
+  }
+  at::Tensor values = self.reshape({-1}).to(type);
+  while (values.numel() > 1) {
+    const int64_t rows = (values.numel() + kProductRow - 1) / kProductRow,
+                  padding = rows * kProductRow - values.numel();
+    if (rows > 1 && padding > 0) values = at::cat({values, at::ones({padding}, values.options())});
+    values = npusim_prod_dim(values.view({rows, -1}), 1, false, std::nullopt);
+  }
+  const at::Tensor product = values.reshape({});
+  return product.is_alias_of(self) ? product.clone() : product;  // one element: a new tensor, never a view of self
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("prod", npusim_prod);
+  m.impl("prod.dim_int", npusim_prod_dim);
+  m.impl("prod.int_out", npusim_prod_out);
+  m.impl("cumsum", npusim_cumsum);
+  m.impl("cumsum.out", npusim_cumsum_out);
+  m.impl("cumprod", npusim_cumprod);
+  m.impl("cumprod.out", npusim_cumprod_out);
+}
+
+}  // namespace npusim::bridge
