@@ -2,6 +2,8 @@
 // partial-tile shapes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <bit>
 #include <random>
 
@@ -120,6 +122,20 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& info) {
       return emitter::op_name(info.param.op) + "_" + std::to_string(info.index);
     });
+
+TEST(ElementwiseEmitter, TheOpTableNamesThePyTorchFunctionsTheGlueRegisters) {
+  using emitter::ElementwiseOp;
+  const std::vector<ElementwiseOp> unary = emitter::unary_pytorch_functions();
+  const auto listed = [&](ElementwiseOp op) { return std::find(unary.begin(), unary.end(), op) != unary.end(); };
+  EXPECT_TRUE(listed(ElementwiseOp::SinhF32) && listed(ElementwiseOp::NegF32) && listed(ElementwiseOp::SiluF32));
+  EXPECT_EQ(unary.size(), 24u);  // neg .. silu: the functions registered with their in-place and out= variants
+  EXPECT_FALSE(listed(ElementwiseOp::MulF32));   // two inputs: registered by hand, named for its fallback
+  EXPECT_FALSE(listed(ElementwiseOp::GeluF32));  // gelu's `approximate` picks GeluF32 or GeluTanhF32
+  EXPECT_EQ(emitter::pytorch_function(ElementwiseOp::SinhF32), "sinh");
+  EXPECT_EQ(emitter::pytorch_function(ElementwiseOp::MaxF32), "maximum");
+  EXPECT_EQ(emitter::pytorch_function(ElementwiseOp::GeluF32), std::nullopt);
+  for (ElementwiseOp op : unary) EXPECT_EQ(emitter::input_count(op), 1) << emitter::op_name(op);
+}
 
 TEST(ElementwiseEmitter, EmptyShapeEmitsAProgramThatOnlyHalts) {
   const auto kernel =

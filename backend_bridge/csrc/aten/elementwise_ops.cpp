@@ -20,10 +20,10 @@
 
 #include "bridge.h"
 #include "integer_pointwise.h"
-#include "runtime/kernel_launcher.h"
 #include "outermost_dimension.h"
 #include "pointwise_formula.h"
 #include "pointwise_output.h"
+#include "runtime/kernel_launcher.h"
 
 namespace npusim::bridge {
 
@@ -172,41 +172,11 @@ at::Tensor& add_or_sub_(at::Tensor& self, const at::Tensor& other, const at::Sca
   return add_or_sub_out<Op>(self, other, alpha, self);
 }
 
-const char* aten_name(ElementwiseOp op) {
-  switch (op) {
-    case ElementwiseOp::MulF32: return "aten::mul";
-    case ElementwiseOp::DivF32: return "aten::div";
-    case ElementwiseOp::MaxF32: return "aten::maximum";
-    case ElementwiseOp::XlogyF32: return "aten::xlogy";
-    case ElementwiseOp::HypotF32: return "aten::hypot";
-    case ElementwiseOp::MinF32: return "aten::minimum";
-    case ElementwiseOp::NegF32: return "aten::neg";
-    case ElementwiseOp::AbsF32: return "aten::abs";
-    case ElementwiseOp::ExpF32: return "aten::exp";
-    case ElementwiseOp::LogF32: return "aten::log";
-    case ElementwiseOp::TanhF32: return "aten::tanh";
-    case ElementwiseOp::SigmoidF32: return "aten::sigmoid";
-    case ElementwiseOp::SqrtF32: return "aten::sqrt";
-    case ElementwiseOp::RsqrtF32: return "aten::rsqrt";
-    case ElementwiseOp::ReciprocalF32: return "aten::reciprocal";
-    case ElementwiseOp::ErfF32: return "aten::erf";
-    case ElementwiseOp::SinF32: return "aten::sin";
-    case ElementwiseOp::CosF32: return "aten::cos";
-    case ElementwiseOp::Log1pF32: return "aten::log1p";
-    case ElementwiseOp::Expm1F32: return "aten::expm1";
-    case ElementwiseOp::SinhF32: return "aten::sinh";
-    case ElementwiseOp::CoshF32: return "aten::cosh";
-    case ElementwiseOp::TanF32: return "aten::tan";
-    case ElementwiseOp::FloorF32: return "aten::floor";
-    case ElementwiseOp::CeilF32: return "aten::ceil";
-    case ElementwiseOp::RoundF32: return "aten::round";
-    case ElementwiseOp::TruncF32: return "aten::trunc";
-    case ElementwiseOp::FracF32: return "aten::frac";
-    case ElementwiseOp::SignF32: return "aten::sign";
-    case ElementwiseOp::SiluF32: return "aten::silu";
-    default: break;
-  }
-  return "aten::unknown";
+// The op's PyTorch function as the CPU fallback names it ("aten::sinh"), from the op table.
+std::string aten_name(ElementwiseOp op) {
+  const std::optional<std::string> function = emitter::pytorch_function(op);
+  TORCH_INTERNAL_ASSERT(function, "npusim: elementwise op ", emitter::op_name(op), " names no PyTorch function");
+  return "aten::" + *function;
 }
 
 // mul, div, maximum, minimum, xlogy and hypot: a native kernel, or the CPU fallback of the op's out overload.
@@ -223,7 +193,7 @@ at::Tensor& binary_out(const at::Tensor& self, const at::Tensor& other, at::Tens
     if (launch_integer_binary(op, self, other, out)) return out;
   }
   torch::jit::Stack stack{self, other, out};
-  call_cpu_fallback(aten_name(Op), Op == ElementwiseOp::XlogyF32 ? "OutTensor" : "out", stack);
+  call_cpu_fallback(aten_name(Op).c_str(), Op == ElementwiseOp::XlogyF32 ? "OutTensor" : "out", stack);
   return out;
 }
 template <ElementwiseOp Op>
@@ -347,41 +317,57 @@ bool launch_unary(ElementwiseOp op, const at::Tensor& self, at::Tensor& out, con
 
 namespace {
 // floor, ceil, round and trunc of integers are the integers themselves: a copy on the device.
-constexpr bool rounds_to_integers(ElementwiseOp op) {
+bool rounds_to_integers(ElementwiseOp op) {
   return op == ElementwiseOp::FloorF32 || op == ElementwiseOp::CeilF32 || op == ElementwiseOp::RoundF32 ||
          op == ElementwiseOp::TruncF32;
 }
 
-template <ElementwiseOp Op>
-at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
-  if (launch_unary(Op, self, out)) return out;
-  if constexpr (Op == ElementwiseOp::NegF32 || Op == ElementwiseOp::AbsF32) {
-    if (launch_integer_unary(Op == ElementwiseOp::NegF32 ? emitter::FusedOpcode::Neg : emitter::FusedOpcode::Abs, self,
-                             out))
-      return out;
-  }
-  if (rounds_to_integers(Op) && at::isIntegralType(self.scalar_type(), /*includeBool=*/false) &&
+at::Tensor& unary_out(ElementwiseOp op, const at::Tensor& self, at::Tensor& out) {
+  if (launch_unary(op, self, out)) return out;
+  if ((op == ElementwiseOp::NegF32 || op == ElementwiseOp::AbsF32) &&
+      launch_integer_unary(op == ElementwiseOp::NegF32 ? emitter::FusedOpcode::Neg : emitter::FusedOpcode::Abs, self,
+                           out))
+    return out;
+  if (rounds_to_integers(op) && at::isIntegralType(self.scalar_type(), /*includeBool=*/false) &&
       out.scalar_type() == self.scalar_type() && out.device() == self.device()) {
     at::native::resize_output(out, self.sizes());
     return out.is_same(self) ? out : out.copy_(self);
   }
   torch::jit::Stack stack{self, out};
-  call_cpu_fallback(aten_name(Op), "out", stack);
+  call_cpu_fallback(aten_name(op).c_str(), "out", stack);
   return out;
 }
-// Like PyTorch, functions other than neg, abs and rounding give floats for integer and bool inputs.
-template <ElementwiseOp Op>
-at::Tensor unary(const at::Tensor& self) {
-  constexpr bool keeps_dtype = Op == ElementwiseOp::NegF32 || Op == ElementwiseOp::AbsF32 || rounds_to_integers(Op) ||
-                               Op == ElementwiseOp::FracF32;
-  const bool promotes = !keeps_dtype && at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
-  at::Tensor out = at::empty({0}, self.options().dtype(promotes ? c10::get_default_dtype() : self.dtype()));
-  return unary_out<Op>(self, out);
-}
-template <ElementwiseOp Op>
-at::Tensor& unary_(at::Tensor& self) {
-  return unary_out<Op>(self, self);
-}
+
+// A PyTorch function of one tensor that a row of the op table names (aten::sinh), as one boxed kernel for its
+// functional, in-place and out= variants. Like PyTorch, functions other than neg, abs, frac and rounding give floats
+// for integer and bool inputs.
+class UnaryFunction final : public c10::OperatorKernel {
+ public:
+  explicit UnaryFunction(ElementwiseOp op) : op_(op) {}
+
+  void operator()(const c10::OperatorHandle& handle, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
+    const c10::FunctionSchema& schema = handle.schema();
+    const size_t count = schema.arguments().size();
+    const at::Tensor self = torch::jit::peek(*stack, 0, count).toTensor();
+    at::Tensor out;
+    if (schema.arguments().back().is_out()) {
+      out = torch::jit::peek(*stack, count - 1, count).toTensor();
+    } else if (schema.is_mutable()) {
+      out = self;
+    } else {
+      const bool keeps_dtype = op_ == ElementwiseOp::NegF32 || op_ == ElementwiseOp::AbsF32 ||
+                               rounds_to_integers(op_) || op_ == ElementwiseOp::FracF32;
+      const bool promotes = !keeps_dtype && at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
+      out = at::empty({0}, self.options().dtype(promotes ? c10::get_default_dtype() : self.dtype()));
+    }
+    unary_out(op_, self, out);
+    torch::jit::drop(*stack, count);
+    torch::jit::push(*stack, out);
+  }
+
+ private:
+  ElementwiseOp op_;
+};
 
 // sgn of real floats is their sign (abs's gradient uses it); other types, complex ones among them, take the CPU's.
 at::Tensor& npusim_sgn_out(const at::Tensor& self, at::Tensor& out) {
@@ -520,35 +506,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("div.out_mode", npusim_div_mode_out);
   m.impl("div.Tensor_mode", npusim_div_mode);
   m.impl("div_.Tensor_mode", npusim_div_mode_);
-#define NPUSIM_UNARY(name, op)                 \
-  m.impl(name, unary<ElementwiseOp::op>);      \
-  m.impl(name "_", unary_<ElementwiseOp::op>); \
-  m.impl(name ".out", unary_out<ElementwiseOp::op>);
-  NPUSIM_UNARY("neg", NegF32)
-  NPUSIM_UNARY("abs", AbsF32)
-  NPUSIM_UNARY("exp", ExpF32)
-  NPUSIM_UNARY("log", LogF32)
-  NPUSIM_UNARY("tanh", TanhF32)
-  NPUSIM_UNARY("sigmoid", SigmoidF32)
-  NPUSIM_UNARY("sqrt", SqrtF32)
-  NPUSIM_UNARY("rsqrt", RsqrtF32)
-  NPUSIM_UNARY("reciprocal", ReciprocalF32)
-  NPUSIM_UNARY("erf", ErfF32)
-  NPUSIM_UNARY("sign", SignF32)
-  NPUSIM_UNARY("sin", SinF32)
-  NPUSIM_UNARY("cos", CosF32)
-  NPUSIM_UNARY("log1p", Log1pF32)
-  NPUSIM_UNARY("expm1", Expm1F32)
-  NPUSIM_UNARY("sinh", SinhF32)
-  NPUSIM_UNARY("cosh", CoshF32)
-  NPUSIM_UNARY("tan", TanF32)
-  NPUSIM_UNARY("floor", FloorF32)
-  NPUSIM_UNARY("ceil", CeilF32)
-  NPUSIM_UNARY("round", RoundF32)
-  NPUSIM_UNARY("trunc", TruncF32)
-  NPUSIM_UNARY("frac", FracF32)
-  NPUSIM_UNARY("silu", SiluF32)
-#undef NPUSIM_UNARY
+  for (const ElementwiseOp op : emitter::unary_pytorch_functions()) {
+    const std::string function = *emitter::pytorch_function(op);
+    for (const std::string& variant : {function, function + "_", function + ".out"})
+      m.impl(variant.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<UnaryFunction>(op)));
+  }
   m.impl("sgn", npusim_sgn);
   m.impl("sgn_", npusim_sgn_);
   m.impl("sgn.out", npusim_sgn_out);

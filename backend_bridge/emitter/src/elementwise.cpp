@@ -128,6 +128,16 @@ FusedSpec as_fused(const ElementwiseSpec& spec) {
 }  // namespace
 
 std::string op_name(ElementwiseOp op) { return definition(op).name; }
+std::optional<std::string> pytorch_function(ElementwiseOp op) {
+  const char* function = definition(op).function;
+  return function ? std::optional<std::string>(function) : std::nullopt;
+}
+std::vector<ElementwiseOp> unary_pytorch_functions() {
+  std::vector<ElementwiseOp> ops;
+  for (const elementwise_table::OpDefinition& row : elementwise_table::definitions())
+    if (row.function && row.inputs.size() == 1) ops.push_back(row.op);
+  return ops;
+}
 int input_count(ElementwiseOp op) {
   return op == ElementwiseOp::Copy || op == ElementwiseOp::Convert ? 1 : static_cast<int>(definition(op).inputs.size());
 }

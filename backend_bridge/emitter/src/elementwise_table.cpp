@@ -71,6 +71,8 @@ int large_exp_half(Graph& g, int x) {
   return g.mul(g.mul(e, g.constant(0.5f)), e);
 }
 
+}  // namespace
+
 const std::vector<OpDefinition>& definitions() {
   using enum ElementwiseOp;
   using enum isa::ElementType;
@@ -125,7 +127,8 @@ const std::vector<OpDefinition>& definitions() {
          const int zero = g.constant(0);
          const int zero_factor = g.node(Op::And, g.node(Op::Eq, x[0], zero), g.node(Op::Eq, x[1], x[1]));
          return g.where(zero_factor, zero, g.mul(x[0], g.node(Op::Log, x[1])));
-       }},
+       },
+       "xlogy"},
       // Scaled by the larger magnitude m, so that nothing overflows before the result does (within about two ulps);
       // 0 where m is 0 (n / m would be NaN) and inf where either is infinite, even beside a NaN, as C's hypot.
       {HypotF32,
@@ -140,7 +143,8 @@ const std::vector<OpDefinition>& definitions() {
          const int infinite = g.node(Op::Or, g.node(Op::Eq, a, inf), g.node(Op::Eq, b, inf));
          const int zero = g.constant(0);
          return g.where(infinite, inf, g.where(g.node(Op::Eq, larger, zero), zero, scaled));
-       }},
+       },
+       "hypot"},
       // PyTorch's formula: r = fmod(a, b), + b where r != 0 and its sign differs from b's.
       {RemainderF32,
        "remainder_f32",
@@ -153,10 +157,10 @@ const std::vector<OpDefinition>& definitions() {
        }},
       {AddF32, "add_f32", {F32, F32}, F32, binary<Op::Add>},
       {SubF32, "sub_f32", {F32, F32}, F32, binary<Op::Sub>},
-      {MulF32, "mul_f32", {F32, F32}, F32, binary<Op::Mul>},
-      {DivF32, "div_f32", {F32, F32}, F32, binary<Op::Div>},
-      {MaxF32, "max_f32", {F32, F32}, F32, binary<Op::Maximum>},
-      {MinF32, "min_f32", {F32, F32}, F32, binary<Op::Minimum>},
+      {MulF32, "mul_f32", {F32, F32}, F32, binary<Op::Mul>, "mul"},
+      {DivF32, "div_f32", {F32, F32}, F32, binary<Op::Div>, "div"},
+      {MaxF32, "max_f32", {F32, F32}, F32, binary<Op::Maximum>, "maximum"},
+      {MinF32, "min_f32", {F32, F32}, F32, binary<Op::Minimum>, "minimum"},
       // Inputs grad, x: grad where x > 0 (x <= 0 is false for NaN, which keeps grad, as the CPU does).
       {ReluBackwardF32,
        "relu_backward_f32",
@@ -210,20 +214,20 @@ const std::vector<OpDefinition>& definitions() {
       // Batch norm's two steps in one pass, each rounded: a b + c, and (a - b) c.
       {MulAddF32, "mul_add_f32", {F32, F32, F32}, F32, [](Graph& g, In x) { return g.add(g.mul(x[0], x[1]), x[2]); }},
       {SubMulF32, "sub_mul_f32", {F32, F32, F32}, F32, [](Graph& g, In x) { return g.mul(g.sub(x[0], x[1]), x[2]); }},
-      {NegF32, "neg_f32", {F32}, F32, unary<Op::Neg>},
-      {AbsF32, "abs_f32", {F32}, F32, unary<Op::Abs>},
-      {ExpF32, "exp_f32", {F32}, F32, unary<Op::Exp>},
-      {LogF32, "log_f32", {F32}, F32, unary<Op::Log>},
-      {TanhF32, "tanh_f32", {F32}, F32, unary<Op::Tanh>},
-      {SigmoidF32, "sigmoid_f32", {F32}, F32, unary<Op::Sigmoid>},
-      {SqrtF32, "sqrt_f32", {F32}, F32, unary<Op::Sqrt>},
-      {RsqrtF32, "rsqrt_f32", {F32}, F32, unary<Op::Rsqrt>},
-      {ReciprocalF32, "reciprocal_f32", {F32}, F32, unary<Op::Reciprocal>},
-      {ErfF32, "erf_f32", {F32}, F32, unary<Op::Erf>},
-      {SinF32, "sin_f32", {F32}, F32, unary<Op::Sin>},
-      {CosF32, "cos_f32", {F32}, F32, unary<Op::Cos>},
-      {Log1pF32, "log1p_f32", {F32}, F32, unary<Op::Log1p>},
-      {Expm1F32, "expm1_f32", {F32}, F32, unary<Op::Expm1>},
+      {NegF32, "neg_f32", {F32}, F32, unary<Op::Neg>, "neg"},
+      {AbsF32, "abs_f32", {F32}, F32, unary<Op::Abs>, "abs"},
+      {ExpF32, "exp_f32", {F32}, F32, unary<Op::Exp>, "exp"},
+      {LogF32, "log_f32", {F32}, F32, unary<Op::Log>, "log"},
+      {TanhF32, "tanh_f32", {F32}, F32, unary<Op::Tanh>, "tanh"},
+      {SigmoidF32, "sigmoid_f32", {F32}, F32, unary<Op::Sigmoid>, "sigmoid"},
+      {SqrtF32, "sqrt_f32", {F32}, F32, unary<Op::Sqrt>, "sqrt"},
+      {RsqrtF32, "rsqrt_f32", {F32}, F32, unary<Op::Rsqrt>, "rsqrt"},
+      {ReciprocalF32, "reciprocal_f32", {F32}, F32, unary<Op::Reciprocal>, "reciprocal"},
+      {ErfF32, "erf_f32", {F32}, F32, unary<Op::Erf>, "erf"},
+      {SinF32, "sin_f32", {F32}, F32, unary<Op::Sin>, "sin"},
+      {CosF32, "cos_f32", {F32}, F32, unary<Op::Cos>, "cos"},
+      {Log1pF32, "log1p_f32", {F32}, F32, unary<Op::Log1p>, "log1p"},
+      {Expm1F32, "expm1_f32", {F32}, F32, unary<Op::Expm1>, "expm1"},
       // The hyperbolic functions: no cancellation near 0 (sinh from expm1), and beyond |x| = 20 (where exp(-|x|) no
       // longer shows) the square of exp(|x| / 2), which stays finite as far as the result does (exp(|x|) overflows
       // about 0.7 earlier). Each result is within about two ulps.
@@ -237,7 +241,8 @@ const std::vector<OpDefinition>& definitions() {
          const int large = large_exp_half(g, x[0]);
          const int magnitude = g.where(g.lt(g.constant(20), g.node(Op::Abs, x[0])), large, small);
          return g.where(g.lt(g.constant(20), g.neg(x[0])), g.neg(large), magnitude);
-       }},
+       },
+       "sinh"},
       {CoshF32,
        "cosh_f32",
        {F32},
@@ -247,18 +252,20 @@ const std::vector<OpDefinition>& definitions() {
          const int small =
              g.mul(g.add(g.node(Op::Exp, magnitude), g.node(Op::Exp, g.neg(magnitude))), g.constant(0.5f));
          return g.where(g.lt(g.constant(20), magnitude), large_exp_half(g, x[0]), small);
-       }},
+       },
+       "cosh"},
       // Both correctly rounded from the same x: the quotient is within about two ulps, near the poles too.
       {TanF32,
        "tan_f32",
        {F32},
        F32,
-       [](Graph& g, In x) { return g.div(g.node(Op::Sin, x[0]), g.node(Op::Cos, x[0])); }},
-      {FloorF32, "floor_f32", {F32}, F32, unary<Op::Floor>},
-      {CeilF32, "ceil_f32", {F32}, F32, unary<Op::Ceil>},
-      {RoundF32, "round_f32", {F32}, F32, unary<Op::Round>},
-      {TruncF32, "trunc_f32", {F32}, F32, unary<Op::Trunc>},
-      {FracF32, "frac_f32", {F32}, F32, [](Graph& g, In x) { return g.sub(x[0], g.node(Op::Trunc, x[0])); }},
+       [](Graph& g, In x) { return g.div(g.node(Op::Sin, x[0]), g.node(Op::Cos, x[0])); },
+       "tan"},
+      {FloorF32, "floor_f32", {F32}, F32, unary<Op::Floor>, "floor"},
+      {CeilF32, "ceil_f32", {F32}, F32, unary<Op::Ceil>, "ceil"},
+      {RoundF32, "round_f32", {F32}, F32, unary<Op::Round>, "round"},
+      {TruncF32, "trunc_f32", {F32}, F32, unary<Op::Trunc>, "trunc"},
+      {FracF32, "frac_f32", {F32}, F32, [](Graph& g, In x) { return g.sub(x[0], g.node(Op::Trunc, x[0])); }, "frac"},
       // x > 0 as -x < 0 and x < 0 (both false for NaN), each made 1.0 or 0.0, subtracted.
       {SignF32,
        "sign_f32",
@@ -267,7 +274,8 @@ const std::vector<OpDefinition>& definitions() {
        [](Graph& g, In x) {
          const int zero = g.constant(0);
          return g.sub(g.convert(g.lt(g.neg(x[0]), zero), F32), g.convert(g.lt(x[0], zero), F32));
-       }},
+       },
+       "sign"},
       {GeluF32,
        "gelu_f32",
        {F32},
@@ -285,7 +293,7 @@ const std::vector<OpDefinition>& definitions() {
          const int inner = g.mul(g.add(g.mul(cube, g.constant(kGeluCubic)), x[0]), g.constant(kSqrt2OverPi));
          return g.mul(g.mul(x[0], g.constant(0.5f)), g.add(g.node(Op::Tanh, inner), g.constant(1)));
        }},
-      {SiluF32, "silu_f32", {F32}, F32, [](Graph& g, In x) { return g.mul(x[0], g.node(Op::Sigmoid, x[0])); }},
+      {SiluF32, "silu_f32", {F32}, F32, [](Graph& g, In x) { return g.mul(x[0], g.node(Op::Sigmoid, x[0])); }, "silu"},
       {MishF32,
        "mish_f32",
        {F32},
@@ -393,8 +401,6 @@ const std::vector<OpDefinition>& definitions() {
   };
   return table;
 }
-
-}  // namespace
 
 const OpDefinition& definition(ElementwiseOp op) {
   for (const OpDefinition& entry : definitions())

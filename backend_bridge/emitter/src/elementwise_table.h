@@ -1,7 +1,8 @@
 // The elementwise operations' definitions, all in one table: each op's name, the types it computes on, and its body,
 // the nodes of a fused kernel's dataflow program (fused.h) that compute the result from the inputs' values.
 // elementwise.cpp wraps a body in loads and a store and emits it as a fused kernel, so an eager op is a small graph on
-// the same pointwise loop as torch.compile's fused kernels; adding an op is an enumerator and a row here.
+// the same pointwise loop as torch.compile's fused kernels; adding an op is an enumerator and a row here (and, for a
+// PyTorch function of one tensor, the row's function name is all the glue needs).
 #pragma once
 
 #include <array>
@@ -54,7 +55,12 @@ struct OpDefinition {
   std::vector<isa::ElementType> inputs;
   isa::ElementType result;
   Body body;
+  // The PyTorch function the op is (aten::sinh), or none. The glue registers a one-input function with its in-place
+  // and out= variants from this row alone, and names the op's CPU fallback by it.
+  const char* function = nullptr;
 };
+// Every row, in table order.
+const std::vector<OpDefinition>& definitions();
 const OpDefinition& definition(ElementwiseOp op);
 
 }  // namespace npusim::emitter::elementwise_table

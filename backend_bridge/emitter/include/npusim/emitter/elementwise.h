@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -156,5 +157,11 @@ int element_bytes(ElementwiseOp op);
 Kernel emit_elementwise(const ElementwiseSpec& spec, const config::ChipConfig& config);
 
 std::string op_name(ElementwiseOp op);
+
+// The PyTorch function an op is ("sinh" for aten::sinh), if the op table names one.
+std::optional<std::string> pytorch_function(ElementwiseOp op);
+// The ops of one input that the op table names a PyTorch function for, in table order: the glue registers each
+// function, its in-place and its out= variant from this list.
+std::vector<ElementwiseOp> unary_pytorch_functions();
 
 }  // namespace npusim::emitter
