@@ -297,6 +297,11 @@ uint64_t Device::load_program(std::span<const uint64_t> words) {
   return address;
 }
 
+void Device::unload_program(uint64_t program) {
+  wait_idle();
+  reserved_allocator_.free(program);
+}
+
 void Device::launch(const std::string& kernel_name, uint64_t program, std::span<const uint64_t> arguments,
                     uint64_t core_mask, StreamId stream) {
   try {

@@ -62,6 +62,22 @@ TEST(Device, LaunchReturnsBeforeTheKernelHasRun) {
   EXPECT_EQ(read_word(device, cell), 1u);
 }
 
+TEST(Device, AnUnloadedProgramRunsToTheEndAndItsSpaceIsReused) {
+  runtime::Device device(test_config(), runtime::Mode::Functional);
+  const std::vector<uint64_t> words = isa::assemble(kAddAfterSpin, "add.s");
+  const uint64_t cell = device.allocate(8);
+  write_word(device, cell, 0);
+  const uint64_t program = device.load_program(words);
+  const uint64_t arguments[] = {cell, 5, 200'000};
+  device.launch("add", program, arguments);
+  device.unload_program(program);  // waits for the launch: the kernel ran whole
+  EXPECT_EQ(read_word(device, cell), 5u);
+  // Loading and unloading without end fits in the code region: the freed image's space comes back.
+  for (int k = 0; k < 100'000; ++k) device.unload_program(device.load_program(words));
+  EXPECT_EQ(device.load_program(words), program);
+  EXPECT_THROW(device.unload_program(program + 8), std::invalid_argument);
+}
+
 TEST(Device, CommandsOnOneStreamRunInOrderPastTheRingCapacity) {
   runtime::Device device(test_config(), runtime::Mode::Functional);
   Adder adder(device);

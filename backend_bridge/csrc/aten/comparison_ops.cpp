@@ -14,8 +14,8 @@
 
 #include "bridge.h"
 #include "integer_pointwise.h"
-#include "runtime/kernel_launcher.h"
 #include "pointwise_output.h"
+#include "runtime/kernel_launcher.h"
 
 namespace npusim::bridge {
 namespace {

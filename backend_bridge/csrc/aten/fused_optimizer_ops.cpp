@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "bridge.h"
-#include "runtime/kernel_launcher.h"
 #include "npusim/emitter/adam.h"
 #include "npusim/emitter/sgd.h"
+#include "runtime/kernel_launcher.h"
 
 namespace npusim::bridge {
 namespace {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "bridge.h"
-#include "runtime/kernel_launcher.h"
 #include "pointwise_output.h"
+#include "runtime/kernel_launcher.h"
 
 namespace npusim::bridge {
 namespace {

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "bridge.h"
-#include "runtime/kernel_launcher.h"
 #include "npusim/emitter/fused.h"
+#include "runtime/kernel_launcher.h"
 
 namespace npusim::bridge {
 

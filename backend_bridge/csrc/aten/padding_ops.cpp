@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "bridge.h"
-#include "runtime/kernel_launcher.h"
 #include "pointwise_output.h"
+#include "runtime/kernel_launcher.h"
 #include "tensor_kernel.h"
 
 namespace npusim::bridge {

@@ -9,8 +9,8 @@
 #include <limits>
 
 #include "bridge.h"
-#include "runtime/kernel_launcher.h"
 #include "pointwise_output.h"
+#include "runtime/kernel_launcher.h"
 
 namespace npusim::bridge {
 

@@ -15,9 +15,9 @@
 #include <span>
 
 #include "bridge.h"
+#include "pointwise_formula.h"
 #include "runtime/device_generator.h"
 #include "runtime/kernel_launcher.h"
-#include "pointwise_formula.h"
 #include "tensor_kernel.h"
 
 namespace npusim::bridge {

@@ -13,8 +13,8 @@
 #include <torch/library.h>
 
 #include "bridge.h"
-#include "runtime/kernel_launcher.h"
 #include "pointwise_output.h"
+#include "runtime/kernel_launcher.h"
 
 namespace npusim::bridge {
 namespace {

@@ -23,9 +23,9 @@
 #include <torch/library.h>
 
 #include "bridge.h"
+#include "outermost_dimension.h"
 #include "runtime/device_pointers.h"
 #include "runtime/kernel_launcher.h"
-#include "outermost_dimension.h"
 
 namespace npusim::bridge {
 

@@ -102,6 +102,9 @@ class Device {
   // Places a program image in the device's code region (not counted in the memory statistics); the address stays
   // valid for the device's lifetime.
   uint64_t load_program(std::span<const uint64_t> words);
+  // Frees a program image once every command submitted so far has run (it waits for them): for a host that builds
+  // programs without end, as a fuzzer does; the kernel cache keeps its programs for the device's lifetime.
+  void unload_program(uint64_t program);
   // Runs the program on the cores in `core_mask`; each core starts with r1 = address of `arguments`. Returns at once
   // (NPUSIM_LAUNCH_BLOCKING=1: once the kernel has run, raising its error there).
   void launch(const std::string& kernel_name, uint64_t program, std::span<const uint64_t> arguments,
