@@ -102,7 +102,7 @@ sanitizer_tests() {
 # Left out of the sanitizer run (a ctest -E regex), run by the plain build only: the fuzz smoke runs that host the
 # emulator and the SystemC model in one process, where SystemC's unannotated stack switches give ASan false reports
 # (docs/robustness.md).
-SANITIZER_TESTS_EXCLUDED='^(TimedProgramFuzz|RingFuzz)\.'
+SANITIZER_TESTS_EXCLUDED='^(TimedProgramFuzz|RingFuzz|FusedKernelFuzz)\.'
 
 setup() {
   install_debian_packages
