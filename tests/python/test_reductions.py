@@ -310,6 +310,40 @@ def test_histc_of_integers_counts_as_cuda_does(dtype, device):
         torch.histc(experts.to(device), 0, 0, 8)
 
 
+@pytest.mark.parametrize(
+    "bins, low, high",
+    [(10, -2, 2), (1, 0, 1), (1000, -3, 3), (7, 0, 0), (5, 1, 1 + 1e-6)],
+    ids=["in range and out", "one bin", "blocks of elements", "the data's range", "edges closer than an ulp"],
+)
+def test_histc_of_float32_counts_as_the_cpu_does(bins, low, high, device, monkeypatch):
+    # 1000 bins make the 10,000 elements three blocks of comparisons; NaN is ignored (but is no range of its own).
+    monkeypatch.setenv("NPUSIM_FALLBACK", "error")
+    values = torch.randn(10_000, generator=torch.Generator().manual_seed(0)) * 2
+    if low != high:
+        values[::97] = float("nan")
+    counts = torch.histc(values.to(device), bins, low, high)
+    assert counts.dtype == torch.float32
+    assert torch.equal(counts.cpu(), torch.histc(values, bins, low, high))
+    out = torch.empty(0, device=device)
+    torch.histc(values.to(device), bins, low, high, out=out)
+    assert torch.equal(out.cpu(), counts.cpu())
+
+
+@pytest.mark.parametrize(
+    "values, low, high, message",
+    [
+        ([1.0, 2.0], 3, 1, "max must be larger than min"),
+        ([1.0, 2.0], 0, float("inf"), r"range of \[0, inf\] is not finite"),
+        ([1.0, float("nan")], 0, 0, "is not finite"),
+    ],
+)
+def test_histc_of_float32_refuses_the_ranges_the_cpu_refuses(values, low, high, message, device):
+    with pytest.raises(RuntimeError, match=message):
+        torch.histc(torch.tensor(values), 4, low, high)
+    with pytest.raises(RuntimeError, match=message):
+        torch.histc(torch.tensor(values, device=device), 4, low, high)
+
+
 ZERO_DIM_REDUCTIONS = {
     "mean": lambda x: x.mean(),
     "mean over dim -1": lambda x: x.mean(-1, keepdim=True),

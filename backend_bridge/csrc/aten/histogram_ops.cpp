@@ -2,22 +2,65 @@
 // load-balancing loss of mixture-of-experts models in transformers counts tokens per expert this way). Each element's
 // bin is (x - min) * bins / (max - min), the top edge in the last bin, elements outside [min, max] ignored, as CUDA
 // computes it; the counts come from comparing the bins with 0..bins-1 (a bool sum per bin), in the input's dtype.
-// Float inputs take the CPU fallback, whose kernel is PyTorch's own.
+// float32 histc as the CPU computes it; other float dtypes take the CPU fallback (the CPU counts in the input's
+// dtype, so half and bfloat16 counts stop growing where that dtype runs out of integers: not worth mimicking).
 #include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/aminmax.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/clamp.h>
 #include <ATen/ops/floor_divide.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
+#include <algorithm>
+#include <cmath>
 
 #include "bridge.h"
 
 namespace npusim::bridge {
 namespace {
 
+// The CPU's float histc, which for consistency with CUDA bins by arithmetic, not by searching the edges: with lo and
+// hi min and max in float32 (the data's range when equal, then widened by one each side), an element x in [lo, hi] is
+// in bin trunc((x - lo) * bins / (hi - lo)) (each step rounded to float32, the top edge in the last bin), so an
+// element a rounding below an edge can land in the bin above it; NaN and elements outside are ignored. The bins are
+// counted by comparing them with 0..bins-1, in blocks of elements so that the comparisons' mask stays small.
+at::Tensor float_histc(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
+  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
+  double low = min.toDouble(), high = max.toDouble();
+  if (low == high && self.numel() > 0) {
+    const auto [data_min, data_max] = at::aminmax(self);
+    low = data_min.item<double>();
+    high = data_max.item<double>();
+  }
+  if (low == high) {
+    low -= 1;
+    high += 1;
+  }
+  TORCH_CHECK(std::isfinite(low) && std::isfinite(high), "torch.histc: range of [", low, ", ", high, "] is not finite");
+  TORCH_CHECK(low < high, "torch.histc: max must be larger than min");
+  const auto lowest = static_cast<float>(low), highest = static_cast<float>(high);
+  // A tensor, not a scalar, so that the device divides rather than multiplies by a rounded reciprocal.
+  const at::Tensor width = at::full({1}, highest - lowest, self.options());
+  const at::Tensor values = self.reshape({-1});
+  const at::Tensor bin_numbers = at::arange(bins, self.options().dtype(at::kLong)).unsqueeze(0);
+  constexpr int64_t kComparisonsPerBlock = int64_t{1} << 22;
+  const int64_t block = std::max<int64_t>(1, kComparisonsPerBlock / bins);
+  at::Tensor counts = at::zeros({bins}, self.options().dtype(at::kLong));
+  for (int64_t start = 0; start < values.numel(); start += block) {
+    const at::Tensor part = values.narrow(0, start, std::min(block, values.numel() - start));
+    const at::Tensor in_range = (part >= lowest).logical_and_(part <= highest);
+    const at::Tensor bin = at::clamp(((part - lowest) * bins / width).trunc().to(at::kLong), std::nullopt, bins - 1);
+    counts += (at::where(in_range, bin, -1).unsqueeze(1) == bin_numbers).sum(0);
+  }
+  return counts.to(self.scalar_type());
+}
+
 at::Tensor npusim_histc(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
+  if (self.scalar_type() == at::kFloat) return float_histc(self, bins, min, max);
   if (!at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) {
     torch::jit::Stack stack{self, bins, min, max};
     call_cpu_fallback("aten::histc", "", stack);
