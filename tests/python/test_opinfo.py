@@ -88,6 +88,8 @@ NATIVE_OPS = """
     squeeze_copy stack std_mean.unbiased sum_to_size t t_copy tensordot tile transpose transpose_copy trapezoid
     trapz unbind unbind_copy unflatten unsafe_chunk unsafe_split unsqueeze unsqueeze_copy var_mean.unbiased view
     view_as view_as_complex view_copy vsplit vstack zero_ zeros zeros_like
+    fft.fft fft.fft2 fft.fftn fft.hfft fft.hfft2 fft.hfftn fft.ifft fft.ifft2 fft.ifftn fft.ihfft fft.ihfft2
+    fft.ihfftn fft.irfft fft.irfft2 fft.irfftn fft.rfft fft.rfft2 fft.rfftn stft istft conj_physical
 """.split()
 
 
@@ -102,6 +104,10 @@ SELECTED = [op for op in op_db if full_name(op) in NATIVE_OPS]
 SUMMING_PRODUCTS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "__rmatmul__", "nn.functional.linear",
                     "nn.functional.conv1d", "nn.functional.conv2d", "dot", "vdot", "mv", "addmv", "addbmm", "cov",
                     "corrcoef", "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d"}  # fmt: skip
+
+# npusim computes a discrete Fourier transform as a product with the DFT matrix (N multiply-adds per value), the CPU
+# with an FFT (log N steps): the two round differently, by a few units in the last place of the largest terms.
+FOURIER_TRANSFORMS = {op.name for op in op_db if op.name.startswith("fft.") or op.name in ("stft", "istft")}
 
 # PyTorch's float32 polygamma (so digamma's gradient) sums its zeta function with float32 powers and is off by up to
 # ~3e-5 relative near the poles, where npusim's agrees with the float64 result (test_formula_ops.py checks that).
@@ -173,7 +179,7 @@ ROUNDED_ONCE_F16 = {"nn.functional.mse_loss", "nn.functional.nll_loss", "prod"}
 
 
 def tolerance(op, dtype):
-    if op.name in SUMMING_PRODUCTS | AMPLIFYING_ROUNDING and dtype == torch.float32:
+    if op.name in SUMMING_PRODUCTS | AMPLIFYING_ROUNDING | FOURIER_TRANSFORMS and dtype == torch.float32:
         return {"atol": 1e-4, "rtol": 1e-5}
     if op.name in CPU_LESS_EXACT and dtype == torch.float32:
         return {"atol": 1e-4, "rtol": 5e-5}
@@ -256,7 +262,7 @@ instantiate_device_type_tests(TestNpusimOpInfo, globals(), only_for="privateuse1
 
 # How many of the whole database's float32 entries run natively and match the CPU (bench/opinfo_coverage.py, which
 # prints the operators the rest would fall back on): a ratchet, raised when coverage grows, so that it cannot fall.
-RECORDED_NATIVE_ENTRIES = 505
+RECORDED_NATIVE_ENTRIES = 524
 
 
 def test_native_coverage_of_the_whole_database_does_not_fall():

@@ -9,10 +9,12 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/hypot.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/tanh.h>
+#include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
 
 #include <bit>
@@ -324,6 +326,12 @@ bool rounds_to_integers(ElementwiseOp op) {
 
 at::Tensor& unary_out(ElementwiseOp op, const at::Tensor& self, at::Tensor& out) {
   if (launch_unary(op, self, out)) return out;
+  // A complex64 value's magnitude, the hypotenuse of its parts (a spectrogram's).
+  if (op == ElementwiseOp::AbsF32 && self.scalar_type() == at::kComplexFloat && out.scalar_type() == at::kFloat &&
+      out.device() == self.device()) {
+    const at::Tensor parts = at::view_as_real(self.resolve_conj());
+    return at::hypot_out(out, parts.select(-1, 0), parts.select(-1, 1));
+  }
   if ((op == ElementwiseOp::NegF32 || op == ElementwiseOp::AbsF32) &&
       launch_integer_unary(op == ElementwiseOp::NegF32 ? emitter::FusedOpcode::Neg : emitter::FusedOpcode::Abs, self,
                            out))
@@ -358,7 +366,9 @@ class UnaryFunction final : public c10::OperatorKernel {
       const bool keeps_dtype = op_ == ElementwiseOp::NegF32 || op_ == ElementwiseOp::AbsF32 ||
                                rounds_to_integers(op_) || op_ == ElementwiseOp::FracF32;
       const bool promotes = !keeps_dtype && at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
-      out = at::empty({0}, self.options().dtype(promotes ? c10::get_default_dtype() : self.dtype()));
+      at::ScalarType type = promotes ? c10::typeMetaToScalarType(c10::get_default_dtype()) : self.scalar_type();
+      if (op_ == ElementwiseOp::AbsF32 && self.is_complex()) type = c10::toRealValueType(type);  // a magnitude
+      out = at::empty({0}, self.options().dtype(type));
     }
     unary_out(op_, self, out);
     torch::jit::drop(*stack, count);

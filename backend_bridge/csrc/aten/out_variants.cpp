@@ -6,6 +6,7 @@
 // through its own out= variant cannot be listed: the two would call each other without end.
 #include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
 
 #include <string>
@@ -56,16 +57,19 @@ void from_functional(torch::Library& m, const char* out_schema, const char* name
   m.impl(out_schema, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<FromFunctional>(name, overload)));
 }
 
-// conj_physical of a real tensor is a copy. Not from the functional form: that one computes a complex tensor's
-// conjugate through this out= variant.
+// conj_physical of a real tensor is a copy; of a complex64 one, a copy whose imaginary parts are negated in place.
+// Not from the functional form: that one computes a complex tensor's conjugate through this out= variant.
 at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
-  if (self.is_complex() || out.scalar_type() != self.scalar_type() || out.device() != self.device()) {
+  const bool native = !self.is_complex() || self.scalar_type() == at::kComplexFloat;
+  if (!native || out.scalar_type() != self.scalar_type() || out.device() != self.device()) {
     torch::jit::Stack stack{self, out};
     call_cpu_fallback("aten::conj_physical", "out", stack);
     return out;
   }
   at::native::resize_output(out, self.sizes());
-  return out.is_same(self) ? out : out.copy_(self);
+  if (!out.is_same(self)) out.copy_(self);
+  if (self.is_complex()) at::view_as_real(out).select(-1, 1).neg_();
+  return out;
 }
 
 }  // namespace
