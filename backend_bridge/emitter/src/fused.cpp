@@ -110,12 +110,9 @@ class FusedEmitter {
   void split_steps(bool layout_known) {
     std::vector<size_t> every_step(plan_.steps().size());
     for (size_t k = 0; k < every_step.size(); ++k) every_step[k] = k;
-    fused::DoubleBufferedSteps split = fused::split_for_double_buffering(
+    split_ = fused::split_for_double_buffering(
         plan_.steps(), every_step, static_cast<int>(spec_.loads.size()), slots_.size(),
         [&](const Step& step) { return !(layout_known && transposed_load(step)); });
-    prefetched_ = std::move(split.prefetched);
-    in_place_ = std::move(split.in_place);
-    trailing_stores_ = std::move(split.trailing_stores);
   }
 
   // ---- tiles and cores
@@ -158,7 +155,7 @@ class FusedEmitter {
     int64_t rows = most_rows((usable - kSinkBytes) / 2 - arguments);
     const bool computes = std::any_of(plan_.steps().begin(), plan_.steps().end(),
                                       [](const Step& step) { return step.access < 0 && step.argument < 0; });
-    sets_ = rows >= 1 && !prefetched_.empty() && computes ? 2 : 1;
+    sets_ = rows >= 1 && !split_.prefetched.empty() && computes ? 2 : 1;
     if (sets_ == 1) rows = most_rows(usable - arguments);
     if (rows < 1)
       throw fused::RowTooLong(
@@ -378,69 +375,42 @@ class FusedEmitter {
     b_.move(elements_, chunk_rows_);
   }
 
-  // Two sets of slots, the tile loop unrolled by two so that each half's tiles are static. Each half issues, for its
-  // tile i in set h: a one-element vmov from a prefetched slot into the sink (so the vector engine's sync on the DMA
-  // engine is taken before tile i - 1's stores join the DMA queue), tile i - 1's trailing stores from the other set,
-  // tile i + 1's prefetched loads into the other set, then tile i's remaining steps. Each engine's queue runs in order
-  // and a sync waits for everything queued before it; in this order the vector engine computes tile i while the DMA
-  // engine stores tile i - 1 and loads tile i + 1.
+  // Two sets of slots (fused_steps.h, emit_double_buffered_loop): the cores take tiles c, c + n, ...
   void emit_double_buffered_loop() {
     sink_ = b_.tile(Space::Scratchpad, kSinkBytes, "prefetch sink");
-    const Label loop = b_.label(), last_in_first_set = b_.label(), done = b_.label();
-    b_.Csrr(tile_, isa::Csr::CoreId);
-    b_.li(scratch_, tiles_);
-    b_.Bgeu(tile_, scratch_, done);
-    b_.move(previous_, scratch_);  // none yet
-    emit_tile_position(tile_);
-    for (size_t k : prefetched_) emit(plan_.steps()[k], 0);
-    b_.bind(loop);
-    emit_half(0, /*previous_may_be_none=*/true);
-    b_.li(scratch_, tiles_);
-    b_.Bgeu(tile_, scratch_, last_in_first_set);
-    emit_half(1, /*previous_may_be_none=*/false);
-    b_.li(scratch_, tiles_);
-    b_.Bltu(tile_, scratch_, loop);
-    emit_stores(previous_, 1);
-    b_.Jal(kZero, done);
-    b_.bind(last_in_first_set);
-    emit_stores(previous_, 0);
-    b_.bind(done);
-  }
-
-  void emit_half(int set, bool previous_may_be_none) {
-    const int other = 1 - set;
-    const Label no_previous = b_.label(), no_next = b_.label();
-    if (!prefetched_.empty()) {
-      const Step& load = plan_.steps()[prefetched_.front()];
-      b_.point(destination_, *sink_);
-      point(first_, load.first, set);
-      b_.li(count_, 1);
-      b_.Vmov(fused::moved_type(load.type), destination_, first_, count_);
-    }
-    if (previous_may_be_none) {
+    const auto tiles = [this]() -> R {
       b_.li(scratch_, tiles_);
-      b_.Bgeu(previous_, scratch_, no_previous);
-    }
-    emit_stores(previous_, other);
-    b_.bind(no_previous);
-    b_.move(next_, tile_);
-    b_.add_constant(next_, cores_);
-    b_.li(scratch_, tiles_);
-    b_.Bgeu(next_, scratch_, no_next);
-    emit_tile_position(next_);
-    for (size_t k : prefetched_) emit(plan_.steps()[k], other);
-    b_.bind(no_next);
-    emit_tile_position(tile_);
-    for (size_t k : in_place_) emit(plan_.steps()[k], set);
-    b_.move(previous_, tile_);
-    b_.move(tile_, next_);
-  }
-
-  // The trailing stores of the tile numbered in `tile`, from `set`.
-  void emit_stores(R tile, int set) {
-    if (trailing_stores_.empty()) return;
-    emit_tile_position(tile);
-    for (size_t k : trailing_stores_) emit(plan_.steps()[k], set);
+      return scratch_;
+    };
+    fused::emit_double_buffered_loop(b_, split_,
+                                     {.current = tile_,
+                                      .next = next_,
+                                      .previous = previous_,
+                                      .start =
+                                          [&](Label none) {
+                                            b_.Csrr(tile_, isa::Csr::CoreId);
+                                            b_.Bgeu(tile_, tiles(), none);
+                                            b_.move(previous_, scratch_);  // none yet
+                                          },
+                                      .bound = tiles,
+                                      .advance =
+                                          [&] {
+                                            b_.move(next_, tile_);
+                                            b_.add_constant(next_, cores_);
+                                          },
+                                      .position = [&](R tile) { emit_tile_position(tile); },
+                                      .sync =
+                                          [&](int set) {
+                                            const Step& load = plan_.steps()[split_.prefetched.front()];
+                                            b_.point(destination_, *sink_);
+                                            point(first_, load.first, set);
+                                            b_.li(count_, 1);
+                                            b_.Vmov(fused::moved_type(load.type), destination_, first_, count_);
+                                          },
+                                      .steps =
+                                          [&](const std::vector<size_t>& steps, int set) {
+                                            for (const size_t k : steps) emit(plan_.steps()[k], set);
+                                          }});
   }
 
   bool one_element_steps() const {
@@ -646,7 +616,7 @@ class FusedEmitter {
   int sets_ = 1;
   // Double buffering: the steps that load a tile ahead (the loads into slots no earlier step touches), the stores the
   // plan ends with, and the rest, in the plan's order.
-  std::vector<size_t> prefetched_, trailing_stores_, in_place_;
+  fused::DoubleBufferedSteps split_;
 
   KernelBuilder b_;                            // before the registers, which it must outlive
   std::vector<std::vector<Tile>> slot_tiles_;  // per set

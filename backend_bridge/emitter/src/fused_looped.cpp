@@ -376,56 +376,30 @@ class LoopedRowEmitter {
     b_.bind(done);
   }
 
-  // The chunk loop unrolled by two, each half's slots static, as the tiled kernel's tile loop (fused.cpp): for chunk i
-  // in set h, a one-element vmov from a prefetched slot into the sink (the vector engine's sync on the DMA engine,
-  // taken before chunk i - 1's stores join the DMA queue), chunk i - 1's trailing stores from the other set, chunk
-  // i + 1's prefetched loads into the other set, then chunk i's remaining steps. So the vector engine computes chunk
-  // i while the DMA engine stores chunk i - 1 and loads chunk i + 1; the carries are shared by both sets.
+  // The chunk loop double-buffered as the tiled kernel's tile loop (fused_steps.h, emit_double_buffered_loop); the
+  // carries are shared by both sets.
   void emit_double_buffered_chunks(const DoubleBufferedSteps& split) {
-    const Label loop = b_.label(), last_in_first_set = b_.label(), done = b_.label();
-    b_.move(chunk_number_, kZero);
-    b_.Beq(chunks_, kZero, done);
-    b_.move(previous_, chunks_);  // none yet
-    emit_chunk_position(chunk_number_);
-    emit_steps(split.prefetched, 0);
-    b_.bind(loop);
-    emit_half(split, 0, /*previous_may_be_none=*/true);
-    b_.Bgeu(chunk_number_, chunks_, last_in_first_set);
-    emit_half(split, 1, /*previous_may_be_none=*/false);
-    b_.Bltu(chunk_number_, chunks_, loop);
-    emit_trailing_stores(split, 1);
-    b_.Jal(kZero, done);
-    b_.bind(last_in_first_set);
-    emit_trailing_stores(split, 0);
-    b_.bind(done);
-  }
-
-  void emit_half(const DoubleBufferedSteps& split, int set, bool previous_may_be_none) {
-    const int other = 1 - set;
-    const Label no_previous = b_.label(), no_next = b_.label();
-    const Step& load = plan_->steps()[split.prefetched.front()];
-    b_.point(destination_, *sink_);
-    point(first_, load.first, set);
-    b_.Vmov(fused::moved_type(load.type), destination_, first_, one_);
-    if (previous_may_be_none && !split.trailing_stores.empty()) b_.Bgeu(previous_, chunks_, no_previous);
-    emit_trailing_stores(split, other);
-    b_.bind(no_previous);
-    b_.Addi(next_, chunk_number_, 1);
-    b_.Bgeu(next_, chunks_, no_next);
-    emit_chunk_position(next_);
-    emit_steps(split.prefetched, other);
-    b_.bind(no_next);
-    emit_chunk_position(chunk_number_);
-    emit_steps(split.in_place, set);
-    b_.move(previous_, chunk_number_);
-    b_.move(chunk_number_, next_);
-  }
-
-  // The trailing stores of the chunk numbered in previous_, from `set`.
-  void emit_trailing_stores(const DoubleBufferedSteps& split, int set) {
-    if (split.trailing_stores.empty()) return;
-    emit_chunk_position(previous_);
-    emit_steps(split.trailing_stores, set);
+    emit_double_buffered_loop(b_, split,
+                              {.current = chunk_number_,
+                               .next = next_,
+                               .previous = previous_,
+                               .start =
+                                   [&](Label none) {
+                                     b_.move(chunk_number_, kZero);
+                                     b_.Beq(chunks_, kZero, none);
+                                     b_.move(previous_, chunks_);  // none yet
+                                   },
+                               .bound = [&]() -> R { return chunks_; },
+                               .advance = [&] { b_.Addi(next_, chunk_number_, 1); },
+                               .position = [&](R chunk) { emit_chunk_position(chunk); },
+                               .sync =
+                                   [&](int set) {
+                                     const Step& load = plan_->steps()[split.prefetched.front()];
+                                     b_.point(destination_, *sink_);
+                                     point(first_, load.first, set);
+                                     b_.Vmov(fused::moved_type(load.type), destination_, first_, one_);
+                                   },
+                               .steps = [&](const std::vector<size_t>& steps, int set) { emit_steps(steps, set); }});
   }
 
   void emit_steps(const std::vector<size_t>& steps, int set) {

@@ -1,7 +1,7 @@
 // Emitting a fused plan's steps (fused_plan.h), for each walker of its tiles: the tiled kernel (fused.cpp), the
 // looped-row kernel (fused_looped.cpp) and the GEMM epilogue (fused_gemm.cpp). A walker knows where a tile lies and
-// how many elements it has; these write the instructions of a vector step, of an Argument's load, and of a strided
-// move of a tile between DRAM and a slot.
+// how many elements it has; these write the instructions of a vector step, of an Argument's load, of a strided move
+// of a tile between DRAM and a slot, and the double-buffered loop the tiled and looped-row kernels share.
 #pragma once
 
 #include <fmt/format.h>
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -161,6 +162,65 @@ inline void emit_strided_move(KernelBuilder& b, std::string_view kernel, bool lo
   } else {
     b.emit(stores[size], {address, spad, count, immediate});
   }
+}
+
+// How a double-buffered loop numbers its units (the tiled kernel's tiles, the looped-row kernel's chunks): `start`
+// sets the current unit to the first one and the previous to none (any number at or above the bound), or goes to
+// the label when there is no unit; `bound` returns a register holding that bound; `advance` sets the next unit after
+// the current one; `position` computes where the unit numbered in a register lies; `sync` is the vector engine's sync
+// on the DMA engine, a one-element move out of a slot of the set that the prefetched loads write; `steps` issues
+// the steps numbered in the list on the slots of the set.
+struct UnitWalk {
+  R current, next, previous;
+  std::function<void(Label none)> start;
+  std::function<R()> bound;
+  std::function<void()> advance;
+  std::function<void(R unit)> position;
+  std::function<void(int set)> sync;
+  std::function<void(const std::vector<size_t>& steps, int set)> steps;
+};
+
+// The loop over the units with two sets of slots, unrolled by two so that each half's slots are static. Each half
+// issues, for its unit i in set h: the sync through set h (taken before unit i - 1's stores join the DMA queue), unit
+// i - 1's trailing stores from the other set, unit i + 1's prefetched loads into the other set, then unit i's
+// remaining steps. Each engine's queue runs in order and a sync waits for everything queued before it; in this order
+// the vector engine computes unit i while the DMA engine stores unit i - 1 and loads unit i + 1.
+inline void emit_double_buffered_loop(KernelBuilder& b, const DoubleBufferedSteps& split, const UnitWalk& walk) {
+  const auto trailing_stores = [&](int set) {
+    if (split.trailing_stores.empty()) return;
+    walk.position(walk.previous);
+    walk.steps(split.trailing_stores, set);
+  };
+  const auto half = [&](int set, bool previous_may_be_none) {
+    const Label no_previous = b.label(), no_next = b.label();
+    walk.sync(set);
+    if (previous_may_be_none && !split.trailing_stores.empty()) b.Bgeu(walk.previous, walk.bound(), no_previous);
+    trailing_stores(1 - set);
+    b.bind(no_previous);
+    walk.advance();
+    b.Bgeu(walk.next, walk.bound(), no_next);
+    walk.position(walk.next);
+    walk.steps(split.prefetched, 1 - set);
+    b.bind(no_next);
+    walk.position(walk.current);
+    walk.steps(split.in_place, set);
+    b.move(walk.previous, walk.current);
+    b.move(walk.current, walk.next);
+  };
+  const Label loop = b.label(), last_in_first_set = b.label(), done = b.label();
+  walk.start(done);
+  walk.position(walk.current);
+  walk.steps(split.prefetched, 0);
+  b.bind(loop);
+  half(0, /*previous_may_be_none=*/true);
+  b.Bgeu(walk.current, walk.bound(), last_in_first_set);
+  half(1, /*previous_may_be_none=*/false);
+  b.Bltu(walk.current, walk.bound(), loop);
+  trailing_stores(1);
+  b.Jal(kZero, done);
+  b.bind(last_in_first_set);
+  trailing_stores(0);
+  b.bind(done);
 }
 
 }  // namespace npusim::emitter::fused
