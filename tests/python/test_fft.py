@@ -1,7 +1,8 @@
 """torch.fft on npusim against the CPU: every transform (complex, real-to-complex, complex-to-real, over one or several
 dimensions, each normalisation, padded and cropped signals) runs natively, as products with the DFT matrix, and
 matches the CPU's FFT to float32 rounding, with the strides the CPU's kernels (and the meta functions) give. Signals
-whose DFT matrix would be too large, and float64, take the CPU fallback and still match."""
+too long for one DFT matrix are split in factors (a transform along each, twiddle factors between them); a length
+with no small enough factors (a long prime) and float64 take the CPU fallback and still match."""
 
 import pytest
 import torch
@@ -63,6 +64,28 @@ def test_transform_matches_the_cpu_natively(name, no_fallback):
     torch.testing.assert_close(actual.cpu(), expected, **TOLERANCE)
 
 
+LONG_TRANSFORMS = {
+    "fft of 16384 points (128 x 128)": (lambda t: torch.fft.fft(t), complex_signal(2, 16384)),
+    "ifft of 8196 points (2 x 2 x 3 x 683), orthonormal": (
+        lambda t: torch.fft.ifft(t, norm="ortho"),
+        complex_signal(2, 8196),
+    ),
+    "rfft of a second of 16 kHz audio": (lambda t: torch.fft.rfft(t), real_signal(2, 16000)),
+    "irfft to 4097 points": (lambda t: torch.fft.irfft(t, n=4097), complex_signal(2, 2049)),
+    "irfft over the first dim to 6000 points": (lambda t: torch.fft.irfft(t, n=6000, dim=0), complex_signal(3001, 2)),
+}
+
+
+@pytest.mark.parametrize("name", LONG_TRANSFORMS)
+def test_long_signals_are_split_in_factors_natively(name, no_fallback):
+    transform, signal = LONG_TRANSFORMS[name]
+    expected = transform(signal)
+    actual = transform(signal.to("npusim"))
+    assert actual.stride() == expected.stride()
+    # Relative to the spectrum's largest value: each step rounds in float32.
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=3e-6 * expected.abs().max().item())
+
+
 def test_a_spectrogram_as_a_speech_model_computes_it(no_fallback):
     """Whisper's log-mel front end: a 400-point Hann-windowed STFT with a hop of 160."""
     audio = real_signal(2, 4000)
@@ -115,10 +138,10 @@ def test_conj_physical_of_complex64_negates_the_imaginary_parts(no_fallback):
 @pytest.mark.parametrize(
     "transform, signal",
     [
-        (lambda t: torch.fft.fft(t), complex_signal(2, 4096)),  # a 4096-point DFT matrix would hold 2^26 floats
+        (lambda t: torch.fft.fft(t), complex_signal(2, 4099)),  # a prime too long for one DFT matrix
         (lambda t: torch.fft.rfft(t), real_signal(3, 8).double()),
     ],
-    ids=["too long for a matrix", "float64"],
+    ids=["a long prime length", "float64"],
 )
 def test_what_is_not_native_falls_back_and_still_matches(transform, signal):
     npusim._C.reset_fallback_counts()

@@ -3,16 +3,25 @@
 // entries exp(-+2 pi i k n / N) computed on the host in double and rounded once, the normalisation folded in. A product
 // costs N multiply-adds per output value where an FFT costs log N, but it is what an NPU's matrix engine does well,
 // and for the signal lengths of models (a spectrogram's window, a layer mixing tokens) it is one launch per dimension.
-// Like the CPU's kernels, the results are laid out as the meta functions predict (MKL's layout: the untransformed
-// dimensions outermost, by their input strides, then the transformed ones). complex64 and float32 only: other dtypes
-// take the CPU fallback, and so does a dimension whose matrix would exceed kLargestMatrix.
+// A length whose matrix would exceed kLargestMatrix is split in two factors (the "six-step" FFT: a transform along
+// each factor, a twiddle factor between them), so that a 16384-point signal takes two products with 128-point
+// matrices. Like the CPU's kernels, the results are laid out as the meta functions predict (MKL's layout: the
+// untransformed dimensions outermost, by their input strides, then the transformed ones). complex64 and float32
+// only: other dtypes take the CPU fallback, and so does a length that splits into no factors small enough (a large
+// prime).
+#include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/SpectralOpsUtils.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/complex.h>
+#include <ATen/ops/conj_physical.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm.h>
+#include <ATen/ops/real.h>
 #include <ATen/ops/view_as_complex.h>
 #include <ATen/ops/view_as_real.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -27,8 +36,7 @@ namespace {
 
 using at::native::fft_norm_mode;
 
-// A DFT matrix of more elements than this (2048-point complex transforms) is left to the CPU: building and moving it
-// would cost more than the transform.
+// The most elements of a DFT matrix (a 2048-point complex transform's): longer signals are split in factors.
 constexpr int64_t kLargestMatrix = int64_t{1} << 24;
 
 // The factor each transformed dimension of n points contributes to the normalisation.
@@ -93,10 +101,84 @@ at::Tensor dft_matrix(Product product, int64_t n, int64_t inputs, int64_t output
 
 bool matrix_fits(int64_t rows, int64_t cols) { return rows * cols <= kLargestMatrix; }
 
+// n as first * second with first the largest factor not above sqrt(n) (1 for a prime).
+std::pair<int64_t, int64_t> factors(int64_t n) {
+  int64_t first = static_cast<int64_t>(std::sqrt(static_cast<double>(n)));
+  while (first > 1 && n % first != 0) --first;
+  return {first, n / first};
+}
+
+// Whether an n-point complex transform runs natively: one product, or two of its factors' transforms.
+bool transformable(int64_t n) {
+  if (matrix_fits(2 * n, 2 * n)) return true;
+  const auto [first, second] = factors(n);
+  return first > 1 && transformable(first) && transformable(second);
+}
+
+at::Tensor transform_dimension(const at::Tensor& signal, int64_t dim, Product product, int64_t n, int64_t outputs,
+                               int sign, double scale);
+
+// `grid` (..., first, second) times exp(sign 2 pi i k1 n2 / n) at (k1, n2), in the reals of its values.
+at::Tensor twiddled(const at::Tensor& grid, int64_t n, int sign) {
+  const int64_t first = grid.size(-2), second = grid.size(-1);
+  at::Tensor cosines = at::empty({first, second}, at::TensorOptions().dtype(at::kFloat));
+  at::Tensor sines = at::empty({first, second}, at::TensorOptions().dtype(at::kFloat));
+  auto c = cosines.accessor<float, 2>(), s = sines.accessor<float, 2>();
+  for (int64_t k = 0; k < first; ++k)
+    for (int64_t j = 0; j < second; ++j) {
+      const auto [cosine, sine] = unit_root(k * j, n);
+      c[k][j] = static_cast<float>(cosine);
+      s[k][j] = static_cast<float>(sign * sine);
+    }
+  cosines = cosines.to(grid.device());
+  sines = sines.to(grid.device());
+  const at::Tensor parts = at::view_as_real(grid);
+  const at::Tensor re = parts.select(-1, 0), im = parts.select(-1, 1);
+  return at::complex(re * cosines - im * sines, re * sines + im * cosines);
+}
+
+// An n-point complex transform along `dim` as two: with n = first * second, the point n2 + second * n1 and the
+// frequency k1 + first * k2, a transform of length first along n1, the twiddle factor, then one of length second
+// along n2.
+at::Tensor two_factor_transform(const at::Tensor& signal, int64_t dim, int64_t n, int sign, double scale) {
+  const auto [first, second] = factors(n);
+  const at::Tensor moved = signal.movedim(dim, -1);
+  std::vector<int64_t> sizes(moved.sizes().begin(), moved.sizes().end() - 1);
+  sizes.push_back(first);
+  sizes.push_back(second);
+  at::Tensor grid = moved.reshape(sizes);
+  grid = transform_dimension(grid, -2, Product::ComplexToComplex, first, first, sign, scale);
+  grid = twiddled(grid, n, sign);
+  grid = transform_dimension(grid, -1, Product::ComplexToComplex, second, second, sign, 1.0);
+  sizes.pop_back();
+  sizes.back() = n;
+  return grid.transpose(-1, -2).reshape(sizes).movedim(-1, dim);
+}
+
+// The whole spectrum of a real signal of n points from its terms 0..n/2 along `dim`: X[n - k] = conj(X[k]).
+at::Tensor hermitian_extension(const at::Tensor& half, int64_t dim, int64_t n) {
+  const int64_t terms = half.size(dim);
+  const at::Tensor mirrored =
+      at::view_as_complex(at::view_as_real(half.narrow(dim, 1, n - terms)).flip(dim < 0 ? dim - 1 : dim));
+  return at::cat({half, at::conj_physical(mirrored)}, dim);
+}
+
 // Transforms dimension `dim` of `signal` (complex, or real for RealToComplex) with one product: the dimension moved
 // last, its values as rows of reals, times the matrix.
 at::Tensor transform_dimension(const at::Tensor& signal, int64_t dim, Product product, int64_t n, int64_t outputs,
                                int sign, double scale) {
+  // Lengths too long for one matrix: a complex transform in two factors; a real signal made complex, then one; a
+  // one-sided spectrum made whole, then one.
+  if (product == Product::ComplexToComplex && !matrix_fits(2 * n, 2 * n))
+    return two_factor_transform(signal, dim, n, sign, scale);
+  if (product == Product::RealToComplex && !matrix_fits(n, 2 * outputs)) {
+    const at::Tensor complex = at::complex(signal, at::zeros_like(signal));
+    return transform_dimension(complex, dim, Product::ComplexToComplex, n, n, sign, scale).narrow(dim, 0, outputs);
+  }
+  if (product == Product::ComplexToReal && !matrix_fits(2 * signal.size(dim), n)) {
+    const at::Tensor whole = hermitian_extension(signal, dim, n);
+    return at::real(transform_dimension(whole, dim, Product::ComplexToComplex, n, n, sign, scale));
+  }
   const at::Tensor moved = signal.movedim(dim, -1);
   const int64_t inputs = moved.size(-1);
   const bool complex_in = product != Product::RealToComplex;
@@ -151,8 +233,7 @@ at::Tensor fallback(const char* name, torch::jit::Stack stack) {
 at::Tensor npusim_fft_c2c(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization, bool forward) {
   TORCH_CHECK(self.is_complex(), "_fft_c2c expects a complex input, got ", self.scalar_type());
   if (dim.empty()) return self.clone();
-  const bool fits =
-      std::all_of(dim.begin(), dim.end(), [&](int64_t d) { return matrix_fits(2 * self.size(d), 2 * self.size(d)); });
+  const bool fits = std::all_of(dim.begin(), dim.end(), [&](int64_t d) { return transformable(self.size(d)); });
   if (!native_complex(self) || !fits) return fallback("aten::_fft_c2c", {self, dim, normalization, forward});
   const auto mode = static_cast<fft_norm_mode>(normalization);
   // Computed with the dimensions in the output's order, the innermost transformed last, so that its product lays
@@ -171,9 +252,7 @@ at::Tensor npusim_fft_r2c(const at::Tensor& self, at::IntArrayRef dim, int64_t n
   TORCH_CHECK(!dim.empty(), "_fft_r2c needs at least one dimension to transform");
   const int64_t n = self.size(dim.back());
   const int64_t outputs = onesided ? n / 2 + 1 : n;
-  const bool fits = matrix_fits(n, 2 * outputs) && std::all_of(dim.begin(), dim.end() - 1, [&](int64_t d) {
-                      return matrix_fits(2 * self.size(d), 2 * self.size(d));
-                    });
+  const bool fits = std::all_of(dim.begin(), dim.end(), [&](int64_t d) { return transformable(self.size(d)); });
   if (self.scalar_type() != at::kFloat || !fits)
     return fallback("aten::_fft_r2c", {self, dim, normalization, onesided});
   const auto mode = static_cast<fft_norm_mode>(normalization);
@@ -194,9 +273,8 @@ at::Tensor npusim_fft_c2r(const at::Tensor& self, at::IntArrayRef dim, int64_t n
   TORCH_CHECK(!dim.empty(), "_fft_c2r needs at least one dimension to transform");
   TORCH_CHECK(last_dim_size >= 1, "Invalid number of data points (", last_dim_size, ") specified");
   const int64_t terms = last_dim_size / 2 + 1;
-  const bool fits = matrix_fits(2 * terms, last_dim_size) && std::all_of(dim.begin(), dim.end() - 1, [&](int64_t d) {
-                      return matrix_fits(2 * self.size(d), 2 * self.size(d));
-                    });
+  const bool fits = transformable(last_dim_size) &&
+                    std::all_of(dim.begin(), dim.end() - 1, [&](int64_t d) { return transformable(self.size(d)); });
   if (!native_complex(self) || !fits) return fallback("aten::_fft_c2r", {self, dim, normalization, last_dim_size});
   const auto mode = static_cast<fft_norm_mode>(normalization);
   // MKL transforms the other dimensions first (complex to complex), then the last one, which ends innermost; the
