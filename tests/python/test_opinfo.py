@@ -89,7 +89,7 @@ NATIVE_OPS = """
     trapz unbind unbind_copy unflatten unsafe_chunk unsafe_split unsqueeze unsqueeze_copy var_mean.unbiased view
     view_as view_as_complex view_copy vsplit vstack zero_ zeros zeros_like
     fft.fft fft.fft2 fft.fftn fft.hfft fft.hfft2 fft.hfftn fft.ifft fft.ifft2 fft.ifftn fft.ihfft fft.ihfft2
-    fft.ihfftn fft.irfft fft.irfft2 fft.irfftn fft.rfft fft.rfft2 fft.rfftn stft istft conj_physical
+    fft.ihfftn fft.irfft fft.irfft2 fft.irfftn fft.rfft fft.rfft2 fft.rfftn stft istft conj_physical nextafter frexp
 """.split()
 
 

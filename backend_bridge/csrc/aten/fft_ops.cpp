@@ -2,7 +2,8 @@
 // (a complex value as its two reals, through view_as_real) times the matrix of the discrete Fourier transform, its
 // entries exp(-+2 pi i k n / N) computed on the host in double and rounded once, the normalisation folded in. A product
 // costs N multiply-adds per output value where an FFT costs log N, but it is what an NPU's matrix engine does well,
-// and for the signal lengths of models (a spectrogram's window, a layer mixing tokens) it is one launch per dimension.
+// and for the signal lengths of models (a spectrogram's window, a layer mixing tokens) it is one product (and the
+// copy of its matrix) per dimension.
 // A length whose matrix would exceed kLargestMatrix is split in two factors (the "six-step" FFT: a transform along
 // each factor, a twiddle factor between them), so that a 16384-point signal takes two products with 128-point
 // matrices. Like the CPU's kernels, the results are laid out as the meta functions predict (MKL's layout: the
