@@ -168,8 +168,8 @@ inline void emit_strided_move(KernelBuilder& b, std::string_view kernel, bool lo
 // sets the current unit to the first one and the previous to none (any number at or above the bound), or goes to
 // the label when there is no unit; `bound` returns a register holding that bound; `advance` sets the next unit after
 // the current one; `position` computes where the unit numbered in a register lies; `sync` is the vector engine's sync
-// on the DMA engine, a one-element move out of a slot of the set that the prefetched loads write; `steps` issues
-// the steps numbered in the list on the slots of the set.
+// on the DMA engine, a one-element move out of a slot of the set that the prefetched loads write (taken only when
+// there are prefetched loads); `steps` issues the steps numbered in the list on the slots of the set.
 struct UnitWalk {
   R current, next, previous;
   std::function<void(Label none)> start;
@@ -193,7 +193,8 @@ inline void emit_double_buffered_loop(KernelBuilder& b, const DoubleBufferedStep
   };
   const auto half = [&](int set, bool previous_may_be_none) {
     const Label no_previous = b.label(), no_next = b.label();
-    walk.sync(set);
+    // A plan re-split once the layout is known can have no prefetched loads left: nothing to sync on.
+    if (!split.prefetched.empty()) walk.sync(set);
     if (previous_may_be_none && !split.trailing_stores.empty()) b.Bgeu(walk.previous, walk.bound(), no_previous);
     trailing_stores(1 - set);
     b.bind(no_previous);
