@@ -11,10 +11,13 @@ DEBIAN_PACKAGES=(build-essential cmake ninja-build pkg-config ccache libsystemc-
   chromium-headless-shell)  # the last renders `npusim sweep report`'s page in a test
 # scalesim: SCALE-Sim, the reference the systolic array is validated against (bench/scalesim_validation.py); its 3.0.0
 # converts one-element arrays with int(), which numpy 2.4 rejects, hence numpy<2.4.
-PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest "numpy<2.4" matplotlib ruff==0.17.6 transformers==5.23.0
+PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest pytest-xdist==3.8.0 "numpy<2.4" matplotlib ruff==0.17.6 transformers==5.23.0
   expecttest==0.3.0 scalesim==3.0.0 dask==2026.8.0 distributed==2026.8.0 optuna==5.0.0 pandas==3.1.1 pyarrow==26.0.1
   pyyaml scipy tqdm)
 PYTHON=${PYTHON:-python3}
+# ccache keys on paths relative to the checkout, so that a clone elsewhere (CI's) reuses what an earlier build on this
+# machine compiled; with debug info, ccache would otherwise hash the build's directory into every key.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -40,6 +43,7 @@ import torch
 assert torch.__version__.split("+")[0] == pins["torch"]
 assert version("ruff") == pins["ruff"]  # formatting must not change with ruff releases
 assert version("transformers") == pins["transformers"]  # the GPT-2 test's model code
+assert version("pytest-xdist") == pins["pytest-xdist"]  # the Python tests run on every core (-n)
 assert version("expecttest") == pins["expecttest"]  # PyTorch's OpInfo test machinery imports it
 assert version("scalesim") == pins["scalesim"]  # the reference of tests/python/test_scalesim_validation.py
 assert tuple(map(int, version("numpy").split(".")[:2])) < (2, 4)  # SCALE-Sim 3.0.0 needs numpy < 2.4
@@ -118,6 +122,7 @@ case "${1:-}" in
     npusim run --mode "${NPUSIM_MODE:-timed}" --map-device cuda examples/resnet_training.py
     ;;
   test)
+    all_started=$SECONDS
     setup
     echo "== formatting (clang-format, ruff)"
     git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
@@ -125,10 +130,14 @@ case "${1:-}" in
     "$PYTHON" -m ruff check --quiet .
     "$PYTHON" -m ruff format --check --quiet .
     echo "== C++ tests (GoogleTest through ctest)"
+    started=$SECONDS
     ctest --test-dir build --output-on-failure -j "$(nproc)"
+    echo "== C++ tests took $((SECONDS - started)) s"
     sanitizer_tests
-    echo "== Python tests (pytest)"
-    "$PYTHON" -m pytest tests/python -q
+    echo "== Python tests (pytest, one worker process per core)"
+    started=$SECONDS
+    "$PYTHON" -m pytest tests/python -q -n "$(nproc)"
+    echo "== Python tests took $((SECONDS - started)) s; everything $((SECONDS - all_started)) s"
     ;;
   setup)
     setup

@@ -1,13 +1,18 @@
 """No operator kills the process: every entry of PyTorch's OpInfo database runs on npusim (its sample inputs made on
 the device, in float32, complex64, bfloat16, int64 and bool where the CPU supports them, and float32 gradients), each
 in a child interpreter. An op may raise or take the CPU fallback (other tests check results); it may not crash or
-hang. A child that dies is restarted after the op it died in, so one run names every op that dies."""
+hang. A child that dies is restarted after the op it died in, so one run names every op that dies. The database is
+walked in interleaved shards (entries s, s + SHARDS, ...), one test each, so that parallel test workers share it."""
 
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+
+import pytest
+
+SHARDS = 6
 
 # The child prints each entry's index and name before running it, so that the parent knows where it died.
 CHILD = textwrap.dedent(
@@ -37,7 +42,8 @@ CHILD = textwrap.dedent(
             except Exception:
                 pass
 
-    for index in range(int(sys.argv[1]), len(op_db)):
+    start, step = int(sys.argv[1]), int(sys.argv[2])
+    for index in range(start, len(op_db), step):
         op = op_db[index]
         print(index, op.full_name, flush=True)
         for dtype in DTYPES:
@@ -51,10 +57,11 @@ CHILD_TIMEOUT_S = 900
 
 
 def run_child(start):
-    """Runs op_db from entry `start` on; returns (exit status, the last entry started, the end of stderr)."""
+    """Runs op_db's entries start, start + SHARDS, ...; returns (exit status, whether it finished, the last entry
+    started, the end of stderr)."""
     try:
         child = subprocess.run(
-            [sys.executable, "-c", CHILD, str(start)],
+            [sys.executable, "-c", CHILD, str(start), str(SHARDS)],
             capture_output=True,
             text=True,
             timeout=CHILD_TIMEOUT_S,
@@ -76,9 +83,10 @@ def describe(status):
     return f"exit status {status}"
 
 
-def test_no_opinfo_entry_kills_the_process():
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_no_opinfo_entry_kills_the_process(shard):
     deaths = []
-    start = 0
+    start = shard
     while True:
         status, finished, last, stderr = run_child(start)
         if finished and status == 0:
@@ -86,5 +94,5 @@ def test_no_opinfo_entry_kills_the_process():
         assert last is not None, f"the child died before its first op ({describe(status)}):\n{stderr}"
         index, name = last.split(" ", 1)
         deaths.append(f"{name} (op_db[{index}]): {describe(status)}\n{stderr}")
-        start = int(index) + 1
+        start = int(index) + SHARDS
     assert not deaths, "OpInfo entries that killed the process:\n" + "\n".join(deaths)
