@@ -443,6 +443,25 @@ TEST(FusedKernels, DoubleBufferedTilesLoadATransposedOperandInPlace) {
                   {F32, F32, F32});
 }
 
+TEST(FusedKernels, DoubleBufferedTilesWhoseOnlyLoadIsTransposedTakeNoPrefetchSync) {
+  // A sum over the outer dimension over many tiles: its one load needs a vtr, so once the layout is known nothing
+  // loads a tile ahead, and the two-set loop has no prefetched slot to sync through (it once read a missing one).
+  const int64_t n = 45, c = 203;
+  SpecBuilder s("fused_double_buffered_sum_dim0", {c, n}, 1, 2);
+  s.store(s.op(Op::ReduceSum, F32, s.load(0, F32, {1, c})), 1, F32, {1, 0});
+  const config::ChipConfig config = small_chip();
+  const TileShare share = tile_share(emitter::emit_fused(s.spec, config));
+  EXPECT_EQ(share.sets, 2);
+  EXPECT_GT(share.tiles, 2 * share.cores);
+  const Bytes g = random_buffer(F32, n * c, 66);
+  const auto result = run_and_compare(s.spec, config, {g, Bytes(c * 4)}, {F32, F32});
+  for (int64_t j = 0; j < c; ++j) {
+    float sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<float>(read_element(g, F32, i * c + j));
+    EXPECT_EQ(read_element(result[1], F32, j), sum) << j;
+  }
+}
+
 TEST(FusedKernels, ARowThatFitsOnlyOnceTakesOneSetOfSlots) {
   const int64_t rows = 7, cols = 400;
   SpecBuilder s("fused_one_set_softmax", {rows, cols}, 1, 2);
