@@ -11,9 +11,9 @@ DEBIAN_PACKAGES=(build-essential cmake ninja-build pkg-config ccache libsystemc-
   chromium-headless-shell)  # the last renders `npusim sweep report`'s page in a test
 # scalesim: SCALE-Sim, the reference the systolic array is validated against (bench/scalesim_validation.py); its 3.0.0
 # converts one-element arrays with int(), which numpy 2.4 rejects, hence numpy<2.4.
-PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest pytest-xdist==3.8.0 "numpy<2.4" matplotlib ruff==0.17.6 transformers==5.23.0
-  expecttest==0.3.0 scalesim==3.0.0 dask==2026.8.0 distributed==2026.8.0 optuna==5.0.0 pandas==3.1.1 pyarrow==26.0.1
-  pyyaml scipy tqdm)
+PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest pytest-xdist==3.8.0 "numpy<2.4" matplotlib ruff==0.17.6
+  transformers==5.23.0 expecttest==0.3.0 scalesim==3.0.0 dask==2026.8.0 distributed==2026.8.0 optuna==5.0.0
+  pandas==3.1.1 pyarrow==26.0.1 pyyaml scipy tqdm)
 PYTHON=${PYTHON:-python3}
 # ccache keys on paths relative to the checkout, so that a clone elsewhere (CI's) reuses what an earlier build on this
 # machine compiled; with debug info, ccache would otherwise hash the build's directory into every key.
