@@ -387,7 +387,10 @@ TEST(TriangleKernel, ZeroesTheTriangleInBothModes) {
             if (lower ? j > i + c.diagonal : j < i + c.diagonal)
               std::fill_n(expected.begin() + ((m * c.rows + i) * c.cols + j) * c.element_bytes, c.element_bytes,
                           std::byte{0});
-      const std::vector<Bytes> result = modes.run(emitter::emit_zero_triangle(spec, config), {data}, shape);
+      const emitter::Kernel kernel = emitter::emit_zero_triangle(spec, config);
+      // The rows of the whole batch are shared across the cores, one row at least each.
+      EXPECT_EQ(kernel.cores, std::min<int64_t>(c.matrices * c.rows, config.chip_cores)) << shape;
+      const std::vector<Bytes> result = modes.run(kernel, {data}, shape);
       EXPECT_EQ(result[0], expected) << (lower ? "tril " : "triu ") << shape;
     }
   }

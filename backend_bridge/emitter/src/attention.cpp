@@ -19,6 +19,7 @@
 
 #include "attention_rows.h"
 #include "npusim/emitter/kernel_builder.h"
+#include "units_across_cores.h"
 
 namespace npusim::emitter {
 namespace {
@@ -126,32 +127,26 @@ class AttentionEmitter {
     b_.Ld(value_, kArgumentBlock, 32);
     mask_ = b_.reg("mask in .data");
     b_.La(mask_, b_.data(mask_words()));
-    Reg unit = b_.reg("unit"), step = b_.reg("cores"), units = b_.reg("units"), blocks = b_.reg("query blocks");
-    b_.Csrr(unit, isa::Csr::CoreId);
-    b_.Csrr(step, isa::Csr::CoreCount);
-    b_.li(units, s_.heads * q_blocks);
+    Reg unit = b_.reg("unit"), blocks = b_.reg("query blocks");
     b_.li(blocks, q_blocks);
     attention_rows::fill_scale_and_minus_infinity(b_, constants_, s_.scale);
-    const Label done = b_.label(), next_unit = b_.label();
-    b_.Bgeu(unit, units, done);
-    b_.bind(next_unit);
-    head_ = b_.reg("head");
-    q_block_ = b_.reg("query block");
-    rows_ = b_.reg("rows in the query block");
-    b_.Divu(head_, unit, blocks);
-    b_.Remu(q_block_, unit, blocks);
-    first_query_ = b_.reg("first query");
-    attention_rows::block_rows(b_, first_query_, rows_, q_block_, block_q_, s_.q_len);
-    load_rows(query_, q_, q_block_, rows_);
-    if (half_) widen_rows(q_, rows_);
-    start_rows();
-    key_blocks(full_k_blocks);
-    finish_rows();
-    b_.Add(unit, unit, step);
-    b_.Bltu(unit, units, next_unit);
-    b_.bind(done);
+    const int64_t units = s_.heads * q_blocks, cores = cores_for_units(units, b_.config());
+    for_each_unit_across_cores(b_, unit, units, cores, [&] {
+      head_ = b_.reg("head");
+      q_block_ = b_.reg("query block");
+      rows_ = b_.reg("rows in the query block");
+      b_.Divu(head_, unit, blocks);
+      b_.Remu(q_block_, unit, blocks);
+      first_query_ = b_.reg("first query");
+      attention_rows::block_rows(b_, first_query_, rows_, q_block_, block_q_, s_.q_len);
+      load_rows(query_, q_, q_block_, rows_);
+      if (half_) widen_rows(q_, rows_);
+      start_rows();
+      key_blocks(full_k_blocks);
+      finish_rows();
+    });
     b_.Halt();
-    return b_.finish(std::min<int64_t>(b_.config().chip_cores, s_.heads * q_blocks));
+    return b_.finish(cores);
   }
 
  private:

@@ -20,6 +20,7 @@
 #include "attention_rows.h"
 #include "npusim/emitter/attention.h"
 #include "npusim/emitter/kernel_builder.h"
+#include "units_across_cores.h"
 
 namespace npusim::emitter {
 namespace {
@@ -144,30 +145,24 @@ class GradientEmitter {
     mask_ = b_.reg("mask in .data");
     b_.La(mask_, b_.data(mask_words()));
     attention_rows::fill_scale_and_minus_infinity(b_, constants_, s_.scale);
-    Reg unit = b_.reg("unit"), step = b_.reg("cores"), units = b_.reg("units"), blocks = b_.reg("tall blocks");
-    b_.Csrr(unit, isa::Csr::CoreId);
-    b_.Csrr(step, isa::Csr::CoreCount);
-    b_.li(units, s_.heads * tall_blocks);
+    Reg unit = b_.reg("unit"), blocks = b_.reg("tall blocks");
     b_.li(blocks, tall_blocks);
-    const Label done = b_.label(), next_unit = b_.label();
-    b_.Bgeu(unit, units, done);
-    b_.bind(next_unit);
-    head_ = b_.reg("head");
-    tall_block_ = b_.reg("tall block");
-    tall_rows_ = b_.reg("rows in the tall block");
-    first_tall_ = b_.reg("first row of the tall block");
-    b_.Divu(head_, unit, blocks);
-    b_.Remu(tall_block_, unit, blocks);
-    attention_rows::block_rows(b_, first_tall_, tall_rows_, tall_block_, tall_, t_.tall_length);
-    if (query_kernel_)
-      query_unit();
-    else
-      key_value_unit();
-    b_.Add(unit, unit, step);
-    b_.Bltu(unit, units, next_unit);
-    b_.bind(done);
+    const int64_t units = s_.heads * tall_blocks, cores = cores_for_units(units, b_.config());
+    for_each_unit_across_cores(b_, unit, units, cores, [&] {
+      head_ = b_.reg("head");
+      tall_block_ = b_.reg("tall block");
+      tall_rows_ = b_.reg("rows in the tall block");
+      first_tall_ = b_.reg("first row of the tall block");
+      b_.Divu(head_, unit, blocks);
+      b_.Remu(tall_block_, unit, blocks);
+      attention_rows::block_rows(b_, first_tall_, tall_rows_, tall_block_, tall_, t_.tall_length);
+      if (query_kernel_)
+        query_unit();
+      else
+        key_value_unit();
+    });
     b_.Halt();
-    return b_.finish(std::min<int64_t>(b_.config().chip_cores, s_.heads * tall_blocks));
+    return b_.finish(cores);
   }
 
  private:

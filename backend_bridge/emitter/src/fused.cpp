@@ -34,6 +34,7 @@
 #include "fused_plan.h"
 #include "fused_spec.h"
 #include "fused_steps.h"
+#include "units_across_cores.h"
 
 namespace npusim::emitter {
 namespace {
@@ -87,17 +88,13 @@ class FusedEmitter {
     if (sets_ == 2) {
       emit_double_buffered_loop();
     } else {
-      const Label loop = b_.label(), done = b_.label();
-      b_.Csrr(tile_, isa::Csr::CoreId);
-      b_.li(scratch_, tiles_);
-      b_.Bgeu(tile_, scratch_, done);
-      b_.bind(loop);
-      emit_tile_position(tile_);
-      for (const Step& step : plan_.steps()) emit(step, 0);
-      b_.add_constant(tile_, cores_);
-      b_.li(scratch_, tiles_);
-      b_.Bltu(tile_, scratch_, loop);
-      b_.bind(done);
+      for_each_unit_across_cores(
+          b_, tile_, tiles_, cores_,
+          [&] {
+            emit_tile_position(tile_);
+            for (const Step& step : plan_.steps()) emit(step, 0);
+          },
+          scratch_);
     }
     b_.Halt();
     return b_.finish(cores_);
@@ -256,7 +253,7 @@ class FusedEmitter {
     chunks_ = (layout_.outer[0] + size - 1) / size;
     tiles_ = static_cast<int64_t>(tile_table_words_.size() / 2);
     tile_rows_ = size;
-    cores_ = std::clamp<int64_t>(tiles_, 1, config_.chip_cores);
+    cores_ = cores_for_units(tiles_, config_);
     single_tiles_take_one_set();
   }
 

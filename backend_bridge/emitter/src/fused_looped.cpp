@@ -20,6 +20,7 @@
 #include "fused_plan.h"
 #include "fused_spec.h"
 #include "fused_steps.h"
+#include "units_across_cores.h"
 
 namespace npusim::emitter::fused {
 namespace {
@@ -70,32 +71,28 @@ class LoopedRowEmitter {
     b_.li(one_, 1);
     if (plan_->has_scalars()) plan_->fill_scalars(b_, *scalar_tile_, one_, first_, second_);
 
-    const Label next_row = b_.label(), done = b_.label();
-    b_.Csrr(row_, isa::Csr::CoreId);
-    b_.li(scratch_, rows_);
-    b_.Bgeu(row_, scratch_, done);
-    b_.bind(next_row);
-    emit_row_position();
-    emit_steps(prologue_, 0);
-    for (size_t pass = 0; pass < passes_.size(); ++pass) {
-      for (const Carry& carry : plan_->carries())
-        if (depth_[carry.node] == static_cast<int>(pass)) {
-          b_.point(destination_, slot_tiles_[0][carry.slot.index]);
-          b_.Vfill(carry.type, destination_, one_, carry.identity);
-          for (const Ref counter : {carry.index, carry.offset})
-            if (counter.kind == Ref::Kind::Slot) {
-              b_.point(destination_, slot_tiles_[0][counter.index]);
-              b_.Vfill(isa::ElementType::I64, destination_, one_, 0);
-            }
-        }
-      emit_chunks(passes_[pass]);
-    }
-    if (!full_stores_.empty()) emit_chunks(full_stores_);
-    emit_steps(row_stores_, 0);
-    b_.add_constant(row_, cores_);
-    b_.li(scratch_, rows_);
-    b_.Bltu(row_, scratch_, next_row);
-    b_.bind(done);
+    for_each_unit_across_cores(
+        b_, row_, rows_, cores_,
+        [&] {
+          emit_row_position();
+          emit_steps(prologue_, 0);
+          for (size_t pass = 0; pass < passes_.size(); ++pass) {
+            for (const Carry& carry : plan_->carries())
+              if (depth_[carry.node] == static_cast<int>(pass)) {
+                b_.point(destination_, slot_tiles_[0][carry.slot.index]);
+                b_.Vfill(carry.type, destination_, one_, carry.identity);
+                for (const Ref counter : {carry.index, carry.offset})
+                  if (counter.kind == Ref::Kind::Slot) {
+                    b_.point(destination_, slot_tiles_[0][counter.index]);
+                    b_.Vfill(isa::ElementType::I64, destination_, one_, 0);
+                  }
+              }
+            emit_chunks(passes_[pass]);
+          }
+          if (!full_stores_.empty()) emit_chunks(full_stores_);
+          emit_steps(row_stores_, 0);
+        },
+        scratch_);
     b_.Halt();
     return b_.finish(cores_);
   }
@@ -169,7 +166,7 @@ class LoopedRowEmitter {
                         spec_.name, fmt::join(layout_.reduced, ", ")));
     rows_ = segmented() ? static_cast<int64_t>(spec_.segments.size()) : 1;
     for (const int64_t size : layout_.outer) rows_ *= size;
-    cores_ = std::clamp<int64_t>(rows_, 1, config_.chip_cores);
+    cores_ = cores_for_units(rows_, config_);
   }
 
   // Each reduction's depth: how many reductions its operand waits for (a layer norm's mean 0, its variance 1). Pass

@@ -1,6 +1,6 @@
-// The row gather. Core c handles indices c, c + n, c + 2n, ...: it loads the index with a scalar load, checks it
-// against the table (unsigned, so negative indices fail too), then moves the row through the scratchpad. The load
-// and the store of a row are on the one DMA engine, whose queue keeps them in order.
+// The row gather. Each core takes its share of the indices (units_across_cores.h): it loads the index with a scalar
+// load, checks it against the table (unsigned, so negative indices fail too), then moves the row through the
+// scratchpad. The load and the store of a row are on the one DMA engine, whose queue keeps them in order.
 #include "npusim/emitter/gather.h"
 
 #include <fmt/format.h>
@@ -9,6 +9,7 @@
 
 #include "npusim/emitter/index_loads.h"
 #include "npusim/emitter/kernel_builder.h"
+#include "units_across_cores.h"
 
 namespace npusim::emitter {
 
@@ -31,39 +32,33 @@ Kernel emit_gather(const GatherSpec& spec, const config::ChipConfig& config) {
   b.describe(fmt::format("gather_rows: {} rows of {} bytes from a table of {}", spec.indices, spec.row_bytes,
                          spec.table_rows));
   const Tile row = b.tile(Space::Scratchpad, spec.row_bytes, "row");
-  Reg output = b.reg("output"), table = b.reg("table"), indices = b.reg("indices");
-  Reg i = b.reg("i"), step = b.reg("step across cores"), row_elements = b.reg("row elements");
-  Reg count = b.reg("index count"), table_rows = b.reg("table rows"), row_bytes = b.reg("row bytes");
+  Reg output = b.reg("output"), table = b.reg("table"), indices = b.reg("indices"), i = b.reg("i");
+  Reg row_elements = b.reg("row elements"), table_rows = b.reg("table rows"), row_bytes = b.reg("row bytes");
   Reg buffer = b.reg("row buffer");
   b.Ld(output, kArgumentBlock, 0);
   b.Ld(table, kArgumentBlock, 8);
   b.Ld(indices, kArgumentBlock, 16);
-  b.Csrr(i, isa::Csr::CoreId);
-  b.Csrr(step, isa::Csr::CoreCount);
   b.li(row_elements, spec.row_bytes / element);
-  b.li(count, spec.indices);
   b.li(table_rows, spec.table_rows);
   b.li(row_bytes, spec.row_bytes);
   b.point(buffer, row);
-  const Label done = b.label(), next = b.label(), in_range = b.label();
-  b.Bgeu(i, count, done);
-  b.bind(next);
-  Reg index = b.reg("index"), address = b.reg("DRAM address");
-  load_index(b, spec.index_bytes, indices, i, index);
-  b.Bltu(index, table_rows, in_range);
-  b.RaiseTrap(kIndexOutOfRangeTrap);
-  b.bind(in_range);
-  b.Mul(address, index, row_bytes);
-  b.Add(address, table, address);
-  b.emit(kLoads[element_log2], {buffer, address, row_elements, element});
-  b.Mul(address, i, row_bytes);
-  b.Add(address, output, address);
-  b.emit(kStores[element_log2], {address, buffer, row_elements, element});
-  b.Add(i, i, step);
-  b.Bltu(i, count, next);
-  b.bind(done);
+  const int64_t cores = cores_for_units(spec.indices, config);
+  for_each_unit_across_cores(b, i, spec.indices, cores, [&] {
+    const Label in_range = b.label();
+    Reg index = b.reg("index"), address = b.reg("DRAM address");
+    load_index(b, spec.index_bytes, indices, i, index);
+    b.Bltu(index, table_rows, in_range);
+    b.RaiseTrap(kIndexOutOfRangeTrap);
+    b.bind(in_range);
+    b.Mul(address, index, row_bytes);
+    b.Add(address, table, address);
+    b.emit(kLoads[element_log2], {buffer, address, row_elements, element});
+    b.Mul(address, i, row_bytes);
+    b.Add(address, output, address);
+    b.emit(kStores[element_log2], {address, buffer, row_elements, element});
+  });
   b.Halt();
-  return b.finish(std::min<int64_t>(spec.indices, config.chip_cores));
+  return b.finish(cores);
 }
 
 }  // namespace npusim::emitter

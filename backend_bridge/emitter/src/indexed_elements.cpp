@@ -12,6 +12,7 @@
 
 #include "npusim/emitter/gather.h"
 #include "npusim/emitter/kernel_builder.h"
+#include "units_across_cores.h"
 
 namespace npusim::emitter {
 namespace {
@@ -117,23 +118,18 @@ Kernel emit_indexed_elements(const IndexedElementsSpec& spec, const config::Chip
     constants_tile = b.tile(Space::Scratchpad, 16, "wrap constants");
   }
   Reg data = b.reg("data"), index = b.reg("index"), values = b.reg("values");
-  Reg unit = b.reg("unit"), step = b.reg("step across cores"), unit_count = b.reg("unit count");
-  Reg positions = b.reg("positions"), dim_size = b.reg("dimension size"), inner_count = b.reg("inner count");
+  Reg unit = b.reg("unit"), positions = b.reg("positions"), dim_size = b.reg("dimension size"),
+      inner_count = b.reg("inner count");
   Reg capacity = b.reg("chunk capacity"), indices = b.reg("i64 indices buffer"), buffer = b.reg("values buffer");
   b.Ld(data, kArgumentBlock, 0);
   b.Ld(index, kArgumentBlock, 8);
   b.Ld(values, kArgumentBlock, 16);
-  b.Csrr(unit, isa::Csr::CoreId);
-  b.Csrr(step, isa::Csr::CoreCount);
-  b.li(unit_count, units);
   b.li(positions, spec.positions);
   b.li(dim_size, spec.dim_size);
   b.li(inner_count, spec.inner);
   b.li(capacity, chunk);
   b.point(indices, index_tile);
   b.point(buffer, values_tile);
-  const Label done = b.label();
-  b.Bgeu(unit, unit_count, done);
 
   Reg staging, mask, wrapped, zero, dimension;
   if (spec.index_bytes == 4) {
@@ -156,60 +152,60 @@ Kernel emit_indexed_elements(const IndexedElementsSpec& spec, const config::Chip
     b.Vfill(isa::ElementType::I64, dimension, one, spec.dim_size);
   }
 
-  const Label next_unit = b.label(), next_chunk = b.label(), sized = b.label();
-  b.bind(next_unit);
-  Reg data_column = b.reg("data column"), index_column = b.reg("index column"), values_column = b.reg("values column");
-  {
-    Reg outer = b.reg("outer"), inner = b.reg("inner");
-    b.Divu(outer, unit, inner_count);
-    b.Remu(inner, unit, inner_count);
-    column_base(b, data_column, data, outer, inner, spec.data, bytes);
-    column_base(b, index_column, index, outer, inner, spec.index, spec.index_bytes);
-    column_base(b, values_column, values, outer, inner, spec.values, bytes);
-  }
-  Reg start = b.reg("chunk start"), length = b.reg("chunk length"), address = b.reg("DRAM address");
-  b.li(start, 0);
-  b.bind(next_chunk);
-  b.Sub(length, positions, start);
-  b.Bltu(length, capacity, sized);
-  b.move(length, capacity);
-  b.bind(sized);
-  chunk_address(b, address, index_column, start, index_stride);
-  if (spec.index_bytes == 8) {
-    b.DmaLoad64(indices, address, length, index_stride);
-  } else {
-    b.DmaLoad32(staging, address, length, index_stride);
-    b.Vcvt(isa::ElementType::I64, isa::ElementType::I32, indices, staging, length);
-  }
-  if (spec.wrap_negative) {
-    b.Vclt(isa::ElementType::I64, mask, indices, zero, length, 1);
-    b.Vadd(isa::ElementType::I64, wrapped, indices, dimension, length, 1);
-    b.Vsel(isa::ElementType::I64, indices, mask, wrapped, length);
-  }
-  b.Vcheck(isa::ElementType::I64, indices, dim_size, length, kIndexOutOfRangeTrap);
-  b.Fence();  // no indexed access of DRAM before the check has passed
-  chunk_address(b, address, values_column, start, values_stride);
-  switch (spec.move) {
-    case IndexedMove::Gather:
-      b.DmaLoadIndexed(spec.type, buffer, data_column, indices, length, data_stride);
-      b.emit(dma_store(bytes), {address, buffer, length, values_stride});
-      break;
-    case IndexedMove::Scatter:
-      b.emit(dma_load(bytes), {buffer, address, length, values_stride});
-      b.DmaStoreIndexed(spec.type, data_column, buffer, indices, length, data_stride);
-      break;
-    case IndexedMove::ScatterAdd:
-      b.emit(dma_load(bytes), {buffer, address, length, values_stride});
-      b.DmaStoreAddIndexed(spec.type, data_column, buffer, indices, length, data_stride);
-      break;
-  }
-  b.Add(start, start, length);
-  b.Bltu(start, positions, next_chunk);
-  b.Add(unit, unit, step);
-  b.Bltu(unit, unit_count, next_unit);
-  b.bind(done);
+  const int64_t cores = cores_for_units(units, config);
+  for_each_unit_across_cores(b, unit, units, cores, [&] {
+    const Label next_chunk = b.label(), sized = b.label();
+    Reg data_column = b.reg("data column"), index_column = b.reg("index column"),
+        values_column = b.reg("values column");
+    {
+      Reg outer = b.reg("outer"), inner = b.reg("inner");
+      b.Divu(outer, unit, inner_count);
+      b.Remu(inner, unit, inner_count);
+      column_base(b, data_column, data, outer, inner, spec.data, bytes);
+      column_base(b, index_column, index, outer, inner, spec.index, spec.index_bytes);
+      column_base(b, values_column, values, outer, inner, spec.values, bytes);
+    }
+    Reg start = b.reg("chunk start"), length = b.reg("chunk length"), address = b.reg("DRAM address");
+    b.li(start, 0);
+    b.bind(next_chunk);
+    b.Sub(length, positions, start);
+    b.Bltu(length, capacity, sized);
+    b.move(length, capacity);
+    b.bind(sized);
+    chunk_address(b, address, index_column, start, index_stride);
+    if (spec.index_bytes == 8) {
+      b.DmaLoad64(indices, address, length, index_stride);
+    } else {
+      b.DmaLoad32(staging, address, length, index_stride);
+      b.Vcvt(isa::ElementType::I64, isa::ElementType::I32, indices, staging, length);
+    }
+    if (spec.wrap_negative) {
+      b.Vclt(isa::ElementType::I64, mask, indices, zero, length, 1);
+      b.Vadd(isa::ElementType::I64, wrapped, indices, dimension, length, 1);
+      b.Vsel(isa::ElementType::I64, indices, mask, wrapped, length);
+    }
+    b.Vcheck(isa::ElementType::I64, indices, dim_size, length, kIndexOutOfRangeTrap);
+    b.Fence();  // no indexed access of DRAM before the check has passed
+    chunk_address(b, address, values_column, start, values_stride);
+    switch (spec.move) {
+      case IndexedMove::Gather:
+        b.DmaLoadIndexed(spec.type, buffer, data_column, indices, length, data_stride);
+        b.emit(dma_store(bytes), {address, buffer, length, values_stride});
+        break;
+      case IndexedMove::Scatter:
+        b.emit(dma_load(bytes), {buffer, address, length, values_stride});
+        b.DmaStoreIndexed(spec.type, data_column, buffer, indices, length, data_stride);
+        break;
+      case IndexedMove::ScatterAdd:
+        b.emit(dma_load(bytes), {buffer, address, length, values_stride});
+        b.DmaStoreAddIndexed(spec.type, data_column, buffer, indices, length, data_stride);
+        break;
+    }
+    b.Add(start, start, length);
+    b.Bltu(start, positions, next_chunk);
+  });
   b.Halt();
-  return b.finish(std::min<int64_t>(units, config.chip_cores));
+  return b.finish(cores);
 }
 
 }  // namespace npusim::emitter
