@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -152,6 +153,8 @@ TEST(OptimKernels, GatherRowsCopiesTheIndexedRows) {
   }
 }
 
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
 // The reference of an indexed move over float32 data.
 void move_elements(const emitter::IndexedElementsSpec& spec, std::vector<float>& data,
                    const std::vector<int64_t>& index, std::vector<float>& values) {
@@ -166,17 +169,26 @@ void move_elements(const emitter::IndexedElementsSpec& spec, std::vector<float>&
           case emitter::IndexedMove::Gather: value = element; break;
           case emitter::IndexedMove::Scatter: element = value; break;
           case emitter::IndexedMove::ScatterAdd: element += value; break;
+          // NaN if either is NaN (the canonical NaN: the test's only NaN is one)
+          case emitter::IndexedMove::ScatterMax:
+            element = std::isnan(element) || std::isnan(value) ? kNaN : std::max(element, value);
+            break;
+          case emitter::IndexedMove::ScatterMin:
+            element = std::isnan(element) || std::isnan(value) ? kNaN : std::min(element, value);
+            break;
+          case emitter::IndexedMove::ScatterMul: element *= value; break;
         }
       }
 }
 
 TEST(OptimKernels, IndexedElementsMoveLikeALoop) {
   // Two cores on a 4 KiB scratchpad: 6 x 50 x 5 columns (int32 indices, negative ones wrapped) and 2 x 900 x 1 ones
-  // in ragged chunks (int64 indices); every index repeats.
+  // in ragged chunks (int64 indices); every index repeats, so the combining scatters must see each other's results.
   const config::ChipConfig config = chip(2, 4);
   BothModes modes(config);
   for (const emitter::IndexedMove move :
-       {emitter::IndexedMove::Gather, emitter::IndexedMove::Scatter, emitter::IndexedMove::ScatterAdd})
+       {emitter::IndexedMove::Gather, emitter::IndexedMove::Scatter, emitter::IndexedMove::ScatterAdd,
+        emitter::IndexedMove::ScatterMax, emitter::IndexedMove::ScatterMin, emitter::IndexedMove::ScatterMul})
     for (const bool long_columns : {false, true}) {
       emitter::IndexedElementsSpec spec;
       spec.move = move;
@@ -197,7 +209,11 @@ TEST(OptimKernels, IndexedElementsMoveLikeALoop) {
       for (size_t k = 0; k < data.size(); ++k) {
         data[k] = 0.5f * static_cast<float>(k);
         values[k] = 1.0f / static_cast<float>(k + 3);
+        if (move == emitter::IndexedMove::ScatterMul) values[k] = 1.0f + values[k] * (k % 2 == 0 ? 1.0f : -1.0f);
+        if (move == emitter::IndexedMove::ScatterMax || move == emitter::IndexedMove::ScatterMin)
+          values[k] = 1000.0f * std::sin(static_cast<float>(k));  // above and below the data, in no order
       }
+      if (move == emitter::IndexedMove::ScatterMax || move == emitter::IndexedMove::ScatterMin) values[17] = kNaN;
       std::vector<int64_t> index(2048);
       for (size_t k = 0; k < index.size(); ++k)
         index[k] = static_cast<int64_t>((k * 7) % spec.dim_size) - (spec.wrap_negative ? 3 : 0);

@@ -10,6 +10,7 @@
 
 #include "npusim/emitter/elementwise.h"
 #include "npusim/emitter/gather.h"
+#include "npusim/emitter/indexed_elements.h"
 #include "npusim/emitter/matmul.h"
 #include "npusim/emitter/rows.h"
 #include "npusim/runtime/device.h"
@@ -61,6 +62,15 @@ bool launched_checking_indices(runtime::Device& device, Launch&& launch, const c
 // dimension is an IndexError starting with `what`. False when the emitter cannot express it.
 bool gather_along(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& out,
                   bool wrap_negative, const char* what);
+
+// Scatters `values` (read over the iteration shape `sizes`) into `self` in place along `dim`, at the positions
+// `index` holds (read through `index_strides` over `sizes`), storing, adding or combining as `move` says. Float16 and
+// bfloat16 data combine in float32 and round once, as PyTorch's CPU scatter kernels do, or in their own type,
+// rounding every step, when `rounding_each_step` (as its index_reduce does). An index outside the dimension is an
+// IndexError starting with `what`. False when the emitter cannot express it.
+bool scatter_along(emitter::IndexedMove move, const at::Tensor& self, int64_t dim, at::IntArrayRef sizes,
+                   const at::Tensor& index, at::IntArrayRef index_strides, const at::Tensor& values, const char* what,
+                   bool rounding_each_step = false);
 
 // The matmul kernel for a [m x k] @ [k x n] into `out` [m x n], all on one device, not overlapping: float operands
 // into their type or float32, or int8 into int32. False when the emitter cannot express the case.

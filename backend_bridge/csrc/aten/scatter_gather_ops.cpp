@@ -2,7 +2,8 @@
 // advanced indexing with one index tensor (`x[:, idx]`, and so its gradient), natively, as indexed-DMA kernels. Each
 // tensor is seen as outer x positions x inner around the indexed dimension; a tensor whose outer or inner dimensions do
 // not collapse to one stride is made contiguous first. Indices are checked on the device: one outside the dimension is
-// PyTorch's IndexError. Scatters with a reduction other than add, and boolean masks, take the CPU fallback.
+// PyTorch's IndexError. Boolean masks take the CPU fallback; scatter_reduce and index_reduce are in
+// scatter_reduce_ops.cpp.
 #include <ATen/native/Resize.h>
 #include <ATen/native/ScatterGatherChecks.h>
 #include <ATen/ops/arange.h>
@@ -107,12 +108,13 @@ at::Tensor reached_part(const at::Tensor& data, int64_t dim, at::IntArrayRef siz
 // A scatter into `self` in place over the iteration shape `sizes`: through a contiguous copy of the part it reaches
 // when that part's layout does not collapse. PyTorch's CPU scatter_add and index_add sum float16/bfloat16 in float32
 // and round once, so those scatter-adds go through float32 copies (accumulate=True index_put_ rounds every sum, as the
-// kernel does: `rounding_each_sum`).
+// kernel does: `rounding_each_sum`). Their products, maxima and minima (scatter_reduce, index_reduce) go through
+// float32 too.
 bool scatter_in_place(IndexedMove move, const at::Tensor& self, int64_t dim, at::IntArrayRef sizes,
                       const at::Tensor& index, at::IntArrayRef index_strides, const at::Tensor& values,
                       bool wrap_negative, const char* what, bool rounding_each_sum = false) {
   const bool half = self.scalar_type() == at::kHalf || self.scalar_type() == at::kBFloat16;
-  if (move == IndexedMove::ScatterAdd && half && !rounding_each_sum) {
+  if (move != IndexedMove::Gather && move != IndexedMove::Scatter && half && !rounding_each_sum) {
     at::Tensor wide = self.to(at::kFloat);
     if (!scatter_in_place(move, wide, dim, sizes, index, index_strides, values.to(at::kFloat), wrap_negative, what))
       return false;
@@ -136,6 +138,16 @@ bool scatter_in_place(IndexedMove move, const at::Tensor& self, int64_t dim, con
 at::Tensor& npusim_gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
                               at::Tensor& out) {
   const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  if (index.numel() == 0 && out.scalar_type() == self.scalar_type()) {  // PyTorch checks nothing else then
+    at::native::resize_output(out, index.sizes());
+    return out;
+  }
+  if (self.dim() == 0 && index.dim() <= 1 && out.scalar_type() == self.scalar_type()) {  // as a tensor of one element
+    at::native::resize_output(out, index.sizes());
+    at::Tensor flat = out.view({-1});
+    npusim_gather_out(self.view({1}), 0, index.reshape({-1}), sparse_grad, flat);
+    return out;
+  }
   if (self.dim() > 0 && index.dim() == self.dim() && out.scalar_type() == self.scalar_type()) {
     at::native::gather_shape_check(self, wrapped, index);
     at::native::resize_output(out, index.sizes());
@@ -163,6 +175,9 @@ at::Tensor npusim_gather(const at::Tensor& self, int64_t dim, const at::Tensor& 
 // ---- scatter and scatter_add: into self in place (the functional forms scatter into a copy of self)
 bool scatters_natively(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                        IndexedMove move) {
+  if (index.numel() == 0 && src.scalar_type() == self.scalar_type()) return true;  // PyTorch checks nothing else then
+  if (self.dim() == 0 && index.dim() <= 1 && src.dim() <= 1)  // a scalar, as a tensor of one element
+    return scatters_natively(self.view({1}), 0, index.reshape({-1}), src.reshape({-1}), move);
   if (self.dim() == 0 || index.dim() != self.dim() || src.dim() != self.dim()) return false;
   at::native::scatter_shape_check(self, dim, index, src);
   if (index.numel() == 0) return true;
@@ -186,6 +201,11 @@ at::Tensor& npusim_scatter_value_(at::Tensor& self, int64_t dim, const at::Tenso
   // The value as a tensor broadcast over the index (stride 0 everywhere).
   const at::Tensor values = at::full({}, value, self.options()).expand(index.sizes());
   const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  if (self.dim() == 0 && index.dim() <= 1) {  // a scalar, as a tensor of one element
+    at::Tensor element = self.view({1});
+    npusim_scatter_value_(element, 0, index.reshape({-1}), value);
+    return self;
+  }
   if (self.dim() > 0 && index.dim() == self.dim()) {
     at::native::scatter_shape_check(self, wrapped, index, values);
     if (index.numel() == 0 ||
@@ -292,6 +312,12 @@ bool gather_along(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
                   bool wrap_negative, const char* what) {
   return move_indexed(IndexedMove::Gather, self, dim, out.sizes(), index, along(out.sizes(), dim, index), out,
                       wrap_negative, what);
+}
+
+bool scatter_along(IndexedMove move, const at::Tensor& self, int64_t dim, at::IntArrayRef sizes,
+                   const at::Tensor& index, at::IntArrayRef index_strides, const at::Tensor& values, const char* what,
+                   bool rounding_each_step) {
+  return scatter_in_place(move, self, dim, sizes, index, index_strides, values, false, what, rounding_each_step);
 }
 
 namespace {

@@ -1,8 +1,10 @@
-// Gather, scatter and scatter-add of single elements by index. A unit of work is one (outer, inner) column: the
-// positions j of the index tensor, in chunks that fit the scratchpad. Per chunk: load the indices (widening int32
-// to i64), check them against the indexed dimension with vcheck, then move the values with one indexed DMA, whose
-// stride steps along the data's indexed dimension. The builder orders the engines on the tiles; a fence keeps the
-// check ahead of the indexed DMA, which only reads the checked indices, so no tile conflict would order it.
+// Gather, scatter, scatter-add and scatter with max, min or product of single elements by index. A unit of work is
+// one (outer, inner) column: the positions j of the index tensor, in chunks that fit the scratchpad. Per chunk: load
+// the indices (widening int32 to i64), check them against the indexed dimension with vcheck, then move the values
+// with one indexed DMA, whose stride steps along the data's indexed dimension. A combining scatter reads, combines
+// and writes back one element at a time, so that a repeated index combines with what the one before it stored. The
+// builder orders the engines on the tiles; a fence keeps the check ahead of the indexed DMA, which only reads the
+// checked indices, so no tile conflict would order it.
 #include "npusim/emitter/indexed_elements.h"
 
 #include <fmt/format.h>
@@ -47,6 +49,9 @@ const char* move_name(IndexedMove move) {
     case IndexedMove::Gather: return "gather";
     case IndexedMove::Scatter: return "scatter";
     case IndexedMove::ScatterAdd: return "scatter_add";
+    case IndexedMove::ScatterMax: return "scatter_amax";
+    case IndexedMove::ScatterMin: return "scatter_amin";
+    case IndexedMove::ScatterMul: return "scatter_prod";
   }
   return "?";
 }
@@ -75,8 +80,10 @@ Kernel emit_indexed_elements(const IndexedElementsSpec& spec, const config::Chip
   if (spec.outer < 1 || spec.positions < 1 || spec.inner < 1 || spec.dim_size < 1)
     throw std::invalid_argument("an indexed move needs at least one index and a non-empty dimension");
   if (spec.index_bytes != 8 && spec.index_bytes != 4) throw Unsupported("indices must be int64 or int32");
-  if (spec.move == IndexedMove::ScatterAdd && spec.type == isa::ElementType::Bool)
-    throw Unsupported("scatter-add of bool elements");
+  const bool combines = spec.move == IndexedMove::ScatterMax || spec.move == IndexedMove::ScatterMin ||
+                        spec.move == IndexedMove::ScatterMul;
+  if ((spec.move == IndexedMove::ScatterAdd || combines) && spec.type == isa::ElementType::Bool)
+    throw Unsupported(fmt::format("{} of bool elements", move_name(spec.move)));
   const auto bytes = static_cast<int64_t>(isa::element_bytes(spec.type));
   const std::string type(isa::type_name(spec.type));
   const int32_t data_stride = immediate_stride(spec.data.position, bytes);
@@ -85,14 +92,15 @@ Kernel emit_indexed_elements(const IndexedElementsSpec& spec, const config::Chip
   if (spec.wrap_negative && spec.dim_size > std::numeric_limits<int32_t>::max())
     throw Unsupported("wrapping indices of a dimension beyond the vfill immediate");
   // Scratchpad per position: the i64 index, its int32 staging, the value, and for wrapping a mask byte and the
-  // wrapped index; besides, the wrapping's two i64 constants. The largest chunk whose tiles fit once each is aligned.
+  // wrapped index; besides, the wrapping's two i64 constants and a combining scatter's element. The largest chunk
+  // whose tiles fit once each is aligned.
   const int64_t staging_bytes = spec.index_bytes == 4 ? 4 : 0, wrap_bytes = spec.wrap_negative ? 1 + 8 : 0;
   const auto scratchpad_bytes = static_cast<int64_t>(config.scratchpad_bytes());
   const auto layout_bytes = [&](int64_t positions) {
     int64_t total = 0;
     for (int64_t tile :
          {8 * positions, staging_bytes * positions, bytes * positions, spec.wrap_negative ? positions : 0,
-          spec.wrap_negative ? 8 * positions : 0, spec.wrap_negative ? int64_t{16} : 0})
+          spec.wrap_negative ? 8 * positions : 0, spec.wrap_negative ? int64_t{16} : 0, combines ? bytes : 0})
       total += (tile + 63) / 64 * 64;
     return total;
   };
@@ -117,6 +125,7 @@ Kernel emit_indexed_elements(const IndexedElementsSpec& spec, const config::Chip
     wrapped_tile = b.tile(Space::Scratchpad, 8 * chunk, "wrapped indices");
     constants_tile = b.tile(Space::Scratchpad, 16, "wrap constants");
   }
+  const Tile element_tile = combines ? b.tile(Space::Scratchpad, bytes, "combined element") : Tile{};
   Reg data = b.reg("data"), index = b.reg("index"), values = b.reg("values");
   Reg unit = b.reg("unit"), positions = b.reg("positions"), dim_size = b.reg("dimension size"),
       inner_count = b.reg("inner count");
@@ -200,6 +209,35 @@ Kernel emit_indexed_elements(const IndexedElementsSpec& spec, const config::Chip
         b.emit(dma_load(bytes), {buffer, address, length, values_stride});
         b.DmaStoreAddIndexed(spec.type, data_column, buffer, indices, length, data_stride);
         break;
+      case IndexedMove::ScatterMax:
+      case IndexedMove::ScatterMin:
+      case IndexedMove::ScatterMul: {
+        b.emit(dma_load(bytes), {buffer, address, length, values_stride});
+        const isa::Opcode combine = spec.move == IndexedMove::ScatterMax   ? isa::Opcode::Vmax
+                                    : spec.move == IndexedMove::ScatterMin ? isa::Opcode::Vmin
+                                                                           : isa::Opcode::Vmul;
+        Reg element = b.reg("combined element"), index_at = b.reg("this index"), value_at = b.reg("this value");
+        Reg one = b.reg("one"), left = b.reg("positions left");
+        b.point(element, element_tile);
+        b.move(index_at, indices);
+        b.bind(index_at, index_tile);
+        b.move(value_at, buffer);
+        b.bind(value_at, values_tile);
+        b.li(one, 1);
+        b.move(left, length);
+        const Label next_position = b.label();
+        b.bind(next_position);
+        b.DmaLoadIndexed(spec.type, element, data_column, index_at, one, data_stride);
+        b.emit(combine, {spec.type, element, element, value_at, one, 0});
+        b.DmaStoreIndexed(spec.type, data_column, element, index_at, one, data_stride);
+        b.Addi(index_at, index_at, 8);
+        b.bind(index_at, index_tile);
+        b.add_constant(value_at, bytes);
+        b.bind(value_at, values_tile);
+        b.Addi(left, left, -1);
+        b.Bne(left, kZero, next_position);
+        break;
+      }
     }
     b.Add(start, start, length);
     b.Bltu(start, positions, next_chunk);

@@ -1,7 +1,8 @@
-// Emits ISA programs that move single elements by index along one dimension (torch.gather, scatter, scatter_add
-// and index_put): each tensor is seen as outer x positions x inner with its own strides, the index tensor holds a
-// position along the data's indexed dimension for each of its elements, and the kernel moves them with indexed DMA
-// after checking every index with vcheck (an index outside the dimension stops the kernel with `trap 1`).
+// Emits ISA programs that move single elements by index along one dimension (torch.gather, scatter, scatter_add,
+// scatter_reduce, index_reduce and index_put): each tensor is seen as outer x positions x inner with its own strides,
+// the index tensor holds a position along the data's indexed dimension for each of its elements, and the kernel moves
+// them with indexed DMA after checking every index with vcheck (an index outside the dimension stops the kernel with
+// `trap 1`).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,11 @@ enum class IndexedMove {
   Gather,      // values[o, j, i] = data[o, index[o, j, i], i]
   Scatter,     // data[o, index[o, j, i], i] = values[o, j, i]; a repeated index keeps the last j
   ScatterAdd,  // data[o, index[o, j, i], i] += values[o, j, i], in j order
+  // data[o, index[o, j, i], i] = max (min, product) of itself and values[o, j, i], in j order, one element at a time
+  // (no DMA combines as it stores): NaN if either is NaN, as scatter_reduce's amax and amin; products wrap for integers
+  ScatterMax,
+  ScatterMin,
+  ScatterMul,
 };
 
 // Element strides of a tensor seen as outer x positions x inner.
