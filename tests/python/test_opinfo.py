@@ -92,6 +92,7 @@ NATIVE_OPS = """
     fft.ihfftn fft.irfft fft.irfft2 fft.irfftn fft.rfft fft.rfft2 fft.rfftn stft istft conj_physical nextafter frexp
     scatter_reduce.sum scatter_reduce.prod scatter_reduce.mean scatter_reduce.amax scatter_reduce.amin
     index_reduce.prod index_reduce.mean index_reduce.amax index_reduce.amin
+    grid_sampler_2d nn.functional.multi_margin_loss nn.functional.max_pool3d
 """.split()
 
 
@@ -105,7 +106,10 @@ SELECTED = [op for op in op_db if full_name(op) in NATIVE_OPS]
 # that cancel differ by a few units in the last place of the terms, not of the result.
 SUMMING_PRODUCTS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "__rmatmul__", "nn.functional.linear",
                     "nn.functional.conv1d", "nn.functional.conv2d", "dot", "vdot", "mv", "addmv", "addbmm", "cov",
-                    "corrcoef", "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d"}  # fmt: skip
+                    "corrcoef", "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d",
+                    "grid_sampler_2d"}  # fmt: skip
+# (grid_sampler_2d runs as PyTorch's decomposition, eager_decompositions.py: its grid gradient sums, over channels,
+# products of the inputs and the weights' derivatives, which it computes in another order than the CPU's kernel.)
 
 # npusim computes a discrete Fourier transform as a product with the DFT matrix (N multiply-adds per value), the CPU
 # with an FFT (log N steps): the two round differently, by a few units in the last place of the largest terms.
@@ -147,6 +151,11 @@ ROUNDED_ONCE_BF16 = {
 # sum's length (several units of bfloat16); npusim sums in float32 and rounds once, and is compared with that: the
 # float32 result rounded once.
 ACCUMULATED_IN_BF16 = {"addbmm", "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d"}
+
+# The CPU's half-precision grid_sampler_2d computes its coordinates and weights in half precision (0.025 off the
+# float64 result in float16, 0.31 in bfloat16, on an OpInfo-like sample); npusim computes in float32 and rounds once
+# (0.0008 and 0.0064), and is compared with the float32 result rounded once, which it equals.
+COMPUTED_IN_HALF = {"grid_sampler_2d"}
 
 # group_norm's forward on npusim is PyTorch's own composition of native ops, each rounding to bfloat16 (a few units
 # of bfloat16 at the end), where the CPU normalises in float32 and rounds once. A fused kernel is still to come.
@@ -204,7 +213,7 @@ def tolerance(op, dtype):
 def reference(op, sample, dtype):
     """The CPU's result; for an op whose half-precision CPU kernel rounds as it accumulates, the float32 result
     rounded once."""
-    if op.name in ACCUMULATED_IN_BF16 and dtype in HALF_PRECISION:
+    if op.name in ACCUMULATED_IN_BF16 | COMPUTED_IN_HALF and dtype in HALF_PRECISION:
         widened = sample.transform(lambda v: v.float() if isinstance(v, torch.Tensor) and v.dtype == dtype else v)
         return op(widened.input, *widened.args, **widened.kwargs).to(dtype)
     return op(sample.input, *sample.args, **sample.kwargs)
@@ -274,7 +283,7 @@ instantiate_device_type_tests(TestNpusimOpInfo, globals(), only_for="privateuse1
 
 # How many of the whole database's float32 entries run natively and match the CPU (bench/opinfo_coverage.py, which
 # prints the operators the rest would fall back on): a ratchet, raised when coverage grows, so that it cannot fall.
-RECORDED_NATIVE_ENTRIES = 530
+RECORDED_NATIVE_ENTRIES = 534
 
 
 def test_native_coverage_of_the_whole_database_does_not_fall():

@@ -75,9 +75,10 @@ def _register():
     _print_from_host_copy()
     _C.set_default_config_dirs(config_dirs())
     _C.set_default_recording(False)  # npusim.profile() turns recording on while it is open
-    from . import inductor_hook  # noqa: PLC0415  torch.compile's decompositions, when Inductor loads
+    from . import eager_decompositions, inductor_hook  # noqa: PLC0415
 
-    inductor_hook.install()
+    eager_decompositions.install()  # operators without a kernel, as PyTorch's decompositions on the device
+    inductor_hook.install()  # torch.compile's decompositions, when Inductor loads
 
 
 _register()
