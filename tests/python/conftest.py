@@ -8,7 +8,7 @@ import textwrap
 import pytest
 import torch
 
-import npusim  # noqa: F401  registers the device
+import npusim  # registers the device
 
 
 def run_python(code, **env):
@@ -22,6 +22,14 @@ def run_python(code, **env):
 @pytest.fixture
 def device():
     return torch.device("npusim")
+
+
+@pytest.fixture
+def no_fallback():
+    """Fails the test if any operator it ran took the CPU fallback."""
+    npusim._C.reset_fallback_counts()
+    yield
+    assert npusim._C.fallback_counts() == {}
 
 
 def train_side_by_side(model, reference, optimizer, reference_optimizer, loss, inputs, targets, steps=5):

@@ -11,13 +11,6 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 import npusim
 
 
-@pytest.fixture
-def no_fallback():
-    npusim._C.reset_fallback_counts()
-    yield
-    assert npusim._C.fallback_counts() == {}
-
-
 def qkv(shape_q, shape_k, value_dim, seed=0):
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(shape_q, generator=generator)

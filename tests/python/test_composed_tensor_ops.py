@@ -6,15 +6,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import npusim
-
-
-@pytest.fixture
-def no_fallback():
-    npusim._C.reset_fallback_counts()
-    yield
-    assert npusim._C.fallback_counts() == {}
-
 
 def random(*shape, seed=0):
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed))

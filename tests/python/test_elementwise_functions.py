@@ -10,13 +10,6 @@ import npusim
 SHAPES = [(1,), (3, 4), (7, 33, 9), (5000,)]
 
 
-@pytest.fixture
-def no_fallback():
-    npusim._C.reset_fallback_counts()
-    yield
-    assert npusim._C.fallback_counts() == {}
-
-
 def random(shape, seed=0, low=-3.0, high=3.0):
     generator = torch.Generator().manual_seed(seed)
     return torch.rand(shape, generator=generator) * (high - low) + low

@@ -14,13 +14,6 @@ import npusim
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-4}
 
 
-@pytest.fixture
-def no_fallback():
-    npusim._C.reset_fallback_counts()
-    yield
-    assert npusim._C.fallback_counts() == {}
-
-
 def real_signal(*shape):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(0))
 

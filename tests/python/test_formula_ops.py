@@ -13,13 +13,6 @@ import npusim
 INF, NAN = math.inf, math.nan
 
 
-@pytest.fixture
-def no_fallback():
-    npusim._C.reset_fallback_counts()
-    yield
-    assert npusim._C.fallback_counts() == {}
-
-
 def values(low, high, special, count=4000, seed=0):
     """`count` values uniform in [low, high), then the special ones."""
     generator = torch.Generator().manual_seed(seed)

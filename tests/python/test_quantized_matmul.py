@@ -8,13 +8,6 @@ import torch
 import npusim
 
 
-@pytest.fixture
-def no_fallback():
-    npusim._C.reset_fallback_counts()
-    yield
-    assert npusim._C.fallback_counts() == {}
-
-
 def int8(*shape, seed):
     return torch.randint(-128, 128, shape, dtype=torch.int8, generator=torch.Generator().manual_seed(seed))
 

@@ -8,16 +8,7 @@ import math
 import pytest
 import torch
 
-import npusim
-
 COUNT = 200_000
-
-
-@pytest.fixture
-def no_fallback():
-    npusim._C.reset_fallback_counts()
-    yield
-    assert npusim._C.fallback_counts() == {}
 
 
 def draws(device, sample, dtype=torch.float32):

@@ -17,13 +17,6 @@ def as_tuple(result):
     return result if isinstance(result, tuple) else (result,)
 
 
-@pytest.fixture
-def no_fallback():
-    npusim._C.reset_fallback_counts()
-    yield
-    assert npusim._C.fallback_counts() == {}
-
-
 def with_nan_and_ties():
     x = torch.randn(7, 33, 5, generator=torch.Generator().manual_seed(0))
     x[2, 3, 1] = float("nan")  # NaN is the extremum, and its index the first NaN's

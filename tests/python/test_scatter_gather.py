@@ -8,13 +8,6 @@ import torch
 import npusim
 
 
-@pytest.fixture
-def no_fallback():
-    npusim._C.reset_fallback_counts()
-    yield
-    assert npusim._C.fallback_counts() == {}
-
-
 def same(actual, expected):
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     assert torch.equal(actual.cpu(), expected)

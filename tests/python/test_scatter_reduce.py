@@ -9,13 +9,6 @@ import torch
 import npusim
 
 
-@pytest.fixture
-def no_fallback():
-    npusim._C.reset_fallback_counts()
-    yield
-    assert npusim._C.fallback_counts() == {}
-
-
 def same(actual, expected):
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, equal_nan=True)
