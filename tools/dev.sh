@@ -15,9 +15,6 @@ PYTHON_PACKAGES=(torch==2.13.0 scikit-build-core ninja pytest pytest-xdist==3.8.
   transformers==5.23.0 expecttest==0.3.0 scalesim==3.0.0 dask==2026.8.0 distributed==2026.8.0 optuna==5.0.0
   pandas==3.1.1 pyarrow==26.0.1 pyyaml scipy tqdm)
 PYTHON=${PYTHON:-python3}
-# ccache keys on paths relative to the checkout, so that a clone elsewhere (CI's) reuses what an earlier build on this
-# machine compiled; with debug info, ccache would otherwise hash the build's directory into every key.
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 

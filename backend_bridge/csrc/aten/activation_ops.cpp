@@ -76,7 +76,7 @@ at::Tensor hardswish(const at::Tensor& self) {
   at::Tensor out = like(self);
   return hardswish_out(self, out);
 }
-at::Tensor& hardswish_(at::Tensor& self) { return hardswish_out(self, self); }
+at::Tensor& hardswish_(at::Tensor& self) { return bridge::hardswish_out(self, self); }  // not at::hardswish_out
 at::Tensor hardswish_backward(const at::Tensor& grad_output, const at::Tensor& self) {
   at::Tensor grad_input = like(grad_output);
   if (float_operands(grad_output, self, grad_input) && grad_output.sizes() == self.sizes() &&
@@ -179,7 +179,7 @@ at::Tensor mish(const at::Tensor& self) {
   at::Tensor out = like(self);
   return mish_out(self, out);
 }
-at::Tensor& mish_(at::Tensor& self) { return mish_out(self, self); }
+at::Tensor& mish_(at::Tensor& self) { return bridge::mish_out(self, self); }  // not at::mish_out
 
 }  // namespace
 
