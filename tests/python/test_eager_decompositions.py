@@ -1,6 +1,6 @@
 """Operators npusim runs as PyTorch's own decompositions into its native operators (npusim/eager_decompositions.py),
 against the same operators on the CPU, with no CPU fallback: grid_sample (every mode, padding and alignment),
-multi_margin_loss and 3-D max pooling, forward and, where autograd differentiates the decomposition, backward."""
+multi_margin_loss, 3-D max pooling and unpooling, forward and, where autograd differentiates the decomposition, backward."""
 
 import pytest
 import torch
@@ -86,3 +86,17 @@ def test_multilabel_margin_loss_is_not_decomposed_where_the_decomposition_is_wro
     torch.testing.assert_close(
         F.multilabel_margin_loss(scores.to(device), target.to(device)).cpu(), F.multilabel_margin_loss(scores, target)
     )
+
+
+def test_max_unpool3d_and_its_gradient_match_cpu(device, no_fallback):
+    x = torch.randn(2, 3, 5, 6, 7, generator=generator())
+    pooled, indices = F.max_pool3d(x, 2, stride=(1, 2, 2), return_indices=True)
+    results = []
+    for where in ("cpu", device):
+        values = pooled.detach().to(where).requires_grad_()
+        out = F.max_unpool3d(values, indices.to(where), 2, stride=(1, 2, 2), output_size=x.shape[2:])
+        out.backward(torch.arange(out.numel(), dtype=torch.float32).view(out.shape).to(where))
+        results.append((out.detach().cpu(), values.grad.cpu()))
+    (expected, expected_grad), (actual, grad) = results
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+    torch.testing.assert_close(grad, expected_grad, rtol=0, atol=0)

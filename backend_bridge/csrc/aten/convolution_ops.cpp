@@ -13,8 +13,9 @@
 //            view.
 //   transposed convolutions (nn.ConvTranspose1d/2d) are the input gradient of the convolution they transpose, and
 //            their gradients that convolution's forward and weight gradient, so they take the same routes.
+//   3-D convolutions (nn.Conv3d, nn.ConvTranspose3d) are 2-D ones over depth windows (convolution_3d.cpp).
 // bfloat16 and float16 convolutions compute in float32 (widened on the device, rounded once at the end, as the CPU
-// computes them). Other dtypes and 3-D convolutions run on the CPU, counted as a fallback.
+// computes them). Other dtypes run on the CPU, counted as a fallback.
 #include <ATen/ops/arange.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/convolution.h>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "bridge.h"
+#include "convolution_3d.h"
 #include "runtime/kernel_launcher.h"
 
 namespace npusim::bridge {
@@ -82,7 +84,7 @@ bool runs_natively(const at::Tensor& input, const at::Tensor& weight, const at::
   const auto on_device_f32 = [&](const at::Tensor& t) {
     return t.scalar_type() == at::kFloat && t.device() == input.device();
   };
-  return (input.dim() == 3 || input.dim() == 4) && weight.dim() == input.dim() && on_device_f32(input) &&
+  return input.dim() >= 3 && input.dim() <= 5 && weight.dim() == input.dim() && on_device_f32(input) &&
          on_device_f32(weight) && (!bias.defined() || on_device_f32(bias)) && input.numel() > 0;
 }
 
@@ -495,6 +497,11 @@ at::Tensor npusim_convolution(const at::Tensor& input_, const at::Tensor& weight
         .to(input_.scalar_type());
   if (!runs_natively(input_, weight_, bias))
     return convolution_on_cpu(input_, weight_, bias, stride, padding, dilation, transposed, output_padding, groups);
+  if (input_.dim() == 5) {
+    at::Tensor output = convolution_3d(input_, weight_, stride, padding, dilation, transposed, output_padding, groups);
+    if (bias.defined()) output.add_(bias.view({1, -1, 1, 1, 1}));
+    return output;
+  }
   const at::Tensor input = as_4d(input_), weight = as_4d(weight_).contiguous();
   at::Tensor output;
   if (transposed) {
@@ -528,6 +535,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_convolution_backward(
                                  stride, padding, dilation, transposed, output_padding, groups, output_mask);
     const auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input_.device()) : t; };
     return {back(grad_input), back(grad_weight), back(grad_bias)};
+  }
+  if (input_.dim() == 5) {
+    const auto [grad_input, grad_weight] =
+        convolution_3d_backward(grad_output_, input_, weight_, stride, padding, dilation, transposed, output_padding,
+                                groups, {output_mask[0], output_mask[1]});
+    return {grad_input, grad_weight, output_mask[2] ? grad_output_.sum({0, 2, 3, 4}) : at::Tensor()};
   }
   const at::Tensor input = as_4d(input_), weight = as_4d(weight_).contiguous();
   const at::Tensor grad_output = as_4d(grad_output_).contiguous();

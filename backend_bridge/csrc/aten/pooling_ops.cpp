@@ -28,6 +28,7 @@
 #include "bridge.h"
 #include "pointwise_output.h"
 #include "runtime/kernel_launcher.h"
+#include "window_matrices.h"
 
 namespace npusim::bridge {
 namespace {
@@ -38,15 +39,6 @@ struct Window {
   bool ceil_mode = false, count_include_pad = true;
   std::optional<int64_t> divisor_override;
 };
-
-// PyTorch's pooled size along one dimension: with ceil_mode a last, partial window counts if it starts inside the
-// input or its left padding.
-int64_t pooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation, bool ceil_mode) {
-  const int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  int64_t out = (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
 
 // The window, or nothing when this case takes the CPU fallback.
 std::optional<Window> native_window(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef stride,
@@ -105,45 +97,16 @@ struct PaddedLayout {
   }
 };
 
-// left @ plane @ right^T for every plane of `planes` [B, H, W]: [B, OH, OW] for left [OH, H] and right [OW, W], as
-// two GEMMs over all planes at once (the planes' rows, then their columns after a tiled transpose), so pooling by
-// window matrices runs as a few tall products instead of a strided add per window offset or a product per plane.
-at::Tensor apply_on_both_sides(const at::Tensor& planes, const at::Tensor& left, const at::Tensor& right) {
-  const int64_t count = planes.size(0), height = planes.size(1), width = planes.size(2);
-  const at::Tensor columns_done = at::mm(planes.reshape({count * height, width}), right.t());  // [B*H, OW]
-  const at::Tensor by_column = columns_done.view({count, height, right.size(0)}).transpose(1, 2);
-  const at::Tensor rows_done = at::mm(by_column.reshape({-1, height}), left.t());  // [B*OW, OH]
-  return rows_done.view({count, right.size(0), left.size(0)}).transpose(1, 2).contiguous();
-}
-
-// Row o of the [out, in] matrix is 1 at the inputs of output o's window (positions o * stride - pad + k, k < kernel,
-// inside the input; padding adds zeros), 0 elsewhere. Shape constants, made on the host.
-at::Tensor window_sums(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad, const at::Tensor& like) {
-  at::Tensor sums = at::zeros({out, in}, at::TensorOptions().dtype(at::kFloat));
-  auto entries = sums.accessor<float, 2>();
-  for (int64_t o = 0; o < out; ++o)
-    for (int64_t k = 0; k < kernel; ++k)
-      if (const int64_t i = o * stride - pad + k; i >= 0 && i < in) entries[o][i] = 1.0f;
-  return sums.to(like.device());
-}
-
 // What each output's window sum is divided by, [OH, OW]: PyTorch's window size, clipped to the input and its padding
 // (to the input alone without count_include_pad), a product of one count per row and one per column; or the
 // override.
 at::Tensor divisors(const PaddedLayout& layout, const Window& w, const at::Tensor& like) {
-  const auto counts = [&](int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad) {
-    at::Tensor sizes = at::empty({out}, at::TensorOptions().dtype(at::kFloat));
-    auto size = sizes.accessor<float, 1>();
-    for (int64_t o = 0; o < out; ++o) {
-      const int64_t start = o * stride - pad, end = std::min(start + kernel, in + pad);
-      size[o] = static_cast<float>(w.count_include_pad ? end - start : std::min(end, in) - std::max<int64_t>(start, 0));
-    }
-    return sizes;
-  };
   if (w.divisor_override)
     return at::full({layout.out_h, layout.out_w}, static_cast<double>(*w.divisor_override), like.options());
-  const at::Tensor rows = counts(layout.height, layout.out_h, w.kernel_h, w.stride_h, w.pad_h);
-  const at::Tensor columns = counts(layout.width, layout.out_w, w.kernel_w, w.stride_w, w.pad_w);
+  const at::Tensor rows =
+      window_counts(layout.height, layout.out_h, w.kernel_h, w.stride_h, w.pad_h, w.count_include_pad);
+  const at::Tensor columns =
+      window_counts(layout.width, layout.out_w, w.kernel_w, w.stride_w, w.pad_w, w.count_include_pad);
   return at::outer(rows, columns).to(like.device());
 }
 
@@ -341,19 +304,6 @@ at::Tensor npusim_max_pool2d_backward(const at::Tensor& grad_output, const at::T
                                         grad_input);
 }
 
-// Adaptive average pooling as two products with averaging matrices, on the matrix engine: out = R x C^T, where row o
-// of R [out_h x in_h] averages PyTorch's window of input rows floor(o in / out) .. ceil((o + 1) in / out), and C
-// likewise for columns. Any sizes, overlapping windows included; the backward is R^T g C.
-at::Tensor window_means(int64_t in, int64_t out, const at::Tensor& like) {
-  at::Tensor means = at::zeros({out, in}, at::TensorOptions().dtype(at::kFloat));
-  auto entries = means.accessor<float, 2>();
-  for (int64_t o = 0; o < out; ++o) {
-    const int64_t start = o * in / out, end = ((o + 1) * in + out - 1) / out;
-    for (int64_t i = start; i < end; ++i) entries[o][i] = 1.0f / static_cast<float>(end - start);
-  }
-  return means.to(like.device());
-}
-
 // float32 planes, perhaps an empty batch of them.
 bool pools_adaptively(const at::Tensor& input) {
   return input.scalar_type() == at::kFloat && (input.dim() == 3 || input.dim() == 4) && input.size(-1) > 0 &&
@@ -439,6 +389,8 @@ at::Tensor npusim_adaptive_max_pool2d_backward(const at::Tensor& grad_output, co
   return npusim_adaptive_max_pool2d_backward_out(grad_output, input, indices, grad_input);
 }
 
+// Adaptive average pooling as two products with averaging matrices (window_means), out = R x C^T: any sizes,
+// overlapping windows included; the backward is R^T g C.
 at::Tensor npusim_adaptive_avg_pool2d(const at::Tensor& input, at::IntArrayRef output_size) {
   if (pools_adaptively(input) && output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0 &&
       input.numel() == 0)

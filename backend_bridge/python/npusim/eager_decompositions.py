@@ -21,6 +21,7 @@ DECOMPOSED = {
     "grid_sampler_2d": False,  # grid_sample of 4-D inputs: bilinear, nearest and bicubic, every padding mode
     "multi_margin_loss": True,
     "max_pool3d_with_indices": True,
+    "max_unpool3d": True,
 }
 # Left out: multilabel_margin_loss_forward, whose decomposition in torch 2.13 gives another loss than the CPU's
 # kernel (2.69 against 1.20 for targets [3, 0, -1, ...]; test_eager_decompositions.py keeps the case).
