@@ -79,25 +79,37 @@ SRAM_ARRAY_EFFICIENCY = 0.7
 # for the chip's memory, not scaled by the logic node.
 DRAM_PJ_PER_BIT = {
     "ddr3": 20.0,  # Horowitz 2014: 1.3-2.6 nJ per 64-bit DRAM access, its lower end (row hits)
-    "lpddr4": 5.0,  # estimate: LPDDR4 at 1.1 V core and 0.6 V I/O (LPDDR4X-class)
-    "lpddr5": 4.0,  # estimate: LPDDR5's lower I/O voltage and DVFS against LPDDR4
+    # Accelergy's DRAM table (Wu, Emer and Sze, ICCAD 2019; its CACTI plug-in, hwcomponents_cacti.py: "LPDDR4": 8)
+    "lpddr4": 8.0,
+    "lpddr5": 8.0,  # estimate: LPDDR4's carried over (no published per-bit figure for LPDDR5 found; none lower)
     "hbm2": 3.9,  # O'Connor et al., "Fine-Grained DRAM", MICRO 2017: HBM2's energy per bit
-    "hbm3": 3.5,  # estimate: HBM2's with HBM3's lower I/O voltage (0.4 V against 1.2 V)
+    "hbm3": 3.9,  # estimate: HBM2's carried over (no published per-bit figure for HBM3 found; none lower)
 }
 # Activation's share of those figures (the rest is moving the data across the die and the I/O): used to report it
-# apart. Estimate after O'Connor et al. 2017's breakdown of HBM2, applied to every kind.
+# apart. O'Connor et al. 2017's HBM2 breakdown at its applications' average row locality: 1.21 of 3.92 pJ/bit is
+# activation (the rest on-die data movement 2.24 and I/O 0.30); applied to every kind (an estimate for the others).
 DRAM_ACTIVATION_SHARE = 0.3
 
-# DRAM PHY area per channel at the chip's edge (mm^2, 7 nm-class): estimates from published die shots, where the HBM
-# PHY of one stack takes about 10-15 mm^2 of a 16-channel interface, and an LPDDR x16 channel about 1 mm^2.
+# DRAM PHY area per channel at the chip's edge (mm^2, 7 nm-class). Estimate: PHYs are sized by their shoreline, and
+# Synopsys gives HBM2E "60+ gigabytes per second per millimeter of die edge", LPDDR5 a tenth of that (G. Allan,
+# SemiEngineering, "DRAM Tradeoffs: Speed Vs. Energy"): an HBM channel of 128 bits at 3.2 Gb/s takes about 0.85 mm of
+# edge, an LPDDR x16 channel about 2 mm; the PHY's depth (about 1 mm for HBM, 0.5 mm for LPDDR) is the estimate, and
+# a DDR3 channel (64 bits) is taken as twice an LPDDR one.
 DRAM_PHY_MM2_PER_CHANNEL = {"ddr3": 2.0, "lpddr4": 1.0, "lpddr5": 1.0, "hbm2": 0.8, "hbm3": 0.8}
 DRAM_PHY_NODE_NM = 7  # PHYs shrink little with the node: analog and bumps; not scaled
 
-# A small in-order scalar core (the command processor; each NPU core's scalar unit): estimate of 0.1 mm^2 at 45 nm
-# with its small instruction and data memories, the class of an ARM Cortex-M or a small RISC-V core.
-SCALAR_CORE_MM2 = 0.1
-# On-chip network: per core, a link of link_bytes_per_cycle bytes with its router. Estimate: 0.05 mm^2 per 16 bytes
-# of link width at 45 nm (wires and buffers of a mesh router port).
+# A small in-order scalar core (the command processor; each NPU core's scalar unit), the class of lowRISC's Ibex or an
+# ARM Cortex-M0: Ibex's "small" configuration (RV32IMC) is 26.06 kGE (Ibex README, Yosys synthesis), and a gate
+# equivalent (NAND2_X1) is 0.57 x 1.4 um in the Nangate 45 nm Open Cell Library: 0.021 mm^2 of logic (derived). Its
+# instruction and data memories (estimate: 4 KiB each) are SRAM, by the SRAM rule above.
+SCALAR_CORE_LOGIC_MM2 = 26.06e3 * 0.57 * 1.4 * 1e-6
+SCALAR_CORE_MEMORY_KIB = 8
+# On-chip network: per core, a link of link_bytes_per_cycle bytes with its router, 0.05 mm^2 per 16 bytes of link
+# width at 45 nm (derived): OpenPiton's mesh routers (IBM 32 nm) take 0.95-0.98 % of a tile each (Balkind et al.,
+# "OpenPiton: An Open Source Hardware Platform For Your Research", CACM 2019, Fig. 6), at most 36 mm^2 / 25 tiles
+# (WikiChip, "Piton": a 6 x 6 mm die of 25 cores, 64-bit networks): 0.014 mm^2 per 8-byte router, 0.031 at 45 nm by
+# Stillmaker's factor, so at most 0.06 per 16 bytes. Deeply buffered routers are larger (Intel's 80-core chip: 0.34
+# mm^2 for 39-bit ports at 65 nm).
 NOC_MM2_PER_16_BYTES = 0.05
 
 # Stillmaker and Baas, "Scaling equations for the accurate prediction of CMOS device performance from 180 nm to 7 nm",

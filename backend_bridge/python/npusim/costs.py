@@ -64,7 +64,8 @@ def area_breakdown_mm2(parameters):
         "vector_lanes": cores * parameters["core.vector_lanes"] * t.VECTOR_LANE_UM2 * um2,
         "scratchpad": cores * _sram_mm2(parameters["core.scratchpad_kib"], area_scale),
         "accumulator": cores * _sram_mm2(parameters["core.accumulator_kib"], area_scale),
-        "scalar_units": (cores + 1) * t.SCALAR_CORE_MM2 * area_scale,  # each core's, and the command processor
+        "scalar_units": (cores + 1)  # each core's, and the command processor
+        * (t.SCALAR_CORE_LOGIC_MM2 * area_scale + _sram_mm2(t.SCALAR_CORE_MEMORY_KIB, area_scale)),
         "network": (cores + 1)
         * parameters["interconnect.link_bytes_per_cycle"]
         / 16
