@@ -1,6 +1,7 @@
 """Operators npusim runs as PyTorch's own decompositions into its native operators (npusim/eager_decompositions.py),
 against the same operators on the CPU, with no CPU fallback: grid_sample (every mode, padding and alignment),
-multi_margin_loss, 3-D max pooling and unpooling, forward and, where autograd differentiates the decomposition, backward."""
+multi_margin_loss, 3-D max pooling and unpooling, forward and, where autograd differentiates the decomposition,
+backward."""
 
 import pytest
 import torch
