@@ -94,7 +94,7 @@ NATIVE_OPS = """
     index_reduce.prod index_reduce.mean index_reduce.amax index_reduce.amin
     grid_sampler_2d nn.functional.multi_margin_loss nn.functional.max_pool3d nn.functional.conv3d
     nn.functional.conv_transpose3d nn.functional.avg_pool3d nn.functional.adaptive_avg_pool3d
-    nn.functional.max_unpool3d nn.functional.max_unpool3d.grad
+    nn.functional.max_unpool3d nn.functional.max_unpool3d.grad nn.functional.embedding_bag
 """.split()
 
 
@@ -163,6 +163,11 @@ ACCUMULATED_IN_BF16 = {
 # (0.0008 and 0.0064), and is compared with the float32 result rounded once, which it equals.
 COMPUTED_IN_HALF = {"grid_sampler_2d"}
 
+# embedding_bag's max_norm renormalises the weight's rows in place (embedding_renorm_): the CPU's float16 kernel
+# computes the norms and the scale in float16, npusim in float32 (the row rounded once), up to 2 units of float16 apart
+# on an OpInfo sample, npusim the nearer to the float32 result.
+RENORMALISED_IN_F16 = {"nn.functional.embedding_bag"}
+
 # group_norm's forward on npusim is PyTorch's own composition of native ops, each rounding to bfloat16 (a few units
 # of bfloat16 at the end), where the CPU normalises in float32 and rounds once. A fused kernel is still to come.
 COMPOSED_IN_BF16 = {"nn.functional.group_norm", "native_group_norm"}
@@ -211,6 +216,8 @@ def tolerance(op, dtype):
         return {"atol": 3e-2, "rtol": 1.6e-2}
     if op.name in COMPOSED_IN_BF16 and dtype in HALF_PRECISION:
         return {"atol": 5e-2, "rtol": 5e-2}
+    if op.name in RENORMALISED_IN_F16 and dtype == torch.float16:
+        return {"atol": 1e-3, "rtol": 2e-3}
     if op.name in ROUNDED_ONCE_F16 and dtype == torch.float16:
         return {"atol": 4e-3, "rtol": 8e-3}
     return {}
