@@ -5,7 +5,6 @@
 // or not, the override) are a product of one count per dimension, as the CPU has them. PyTorch's meta functions check
 // the arguments and give the result's shape and layout.
 #include <ATen/TensorOperators.h>
-#include <ATen/native/Resize.h>
 #include <ATen/ops/_adaptive_avg_pool3d.h>
 #include <ATen/ops/_adaptive_avg_pool3d_backward.h>
 #include <ATen/ops/avg_pool3d.h>
@@ -84,62 +83,45 @@ struct Pooling {
 
 at::IntArrayRef last_three(const at::Tensor& t) { return t.sizes().slice(t.dim() - 3); }
 
-at::Tensor& npusim_avg_pool3d_out(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef stride,
-                                  at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                                  std::optional<int64_t> divisor_override, at::Tensor& out) {
+at::Tensor npusim_avg_pool3d(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef stride,
+                             at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                             std::optional<int64_t> divisor_override) {
   const at::Tensor expected = at::avg_pool3d(meta_like(input), kernel, stride, padding, ceil_mode, count_include_pad,
                                              divisor_override);  // PyTorch's checks, shape and layout
-  if (!pools_natively(input, {out})) {
-    torch::jit::Stack stack{input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override, out};
-    call_cpu_fallback("aten::avg_pool3d", "out", stack);
-    return out;
+  if (!pools_natively(input, {})) {
+    torch::jit::Stack stack{input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override};
+    call_cpu_fallback("aten::avg_pool3d", "", stack);
+    return stack[0].toTensor();
   }
-  resize_output_in_format(out, expected.sizes(), expected.suggest_memory_format());
-  if (input.numel() == 0) return out;  // an empty batch (PyTorch's meta function refuses other empty inputs)
+  // An empty batch gives an empty result (PyTorch's meta function refuses other empty inputs).
+  if (input.numel() == 0) return at::empty_like(expected, input.options());
   const Pooling pooling{axes_of(kernel, stride, padding), count_include_pad, divisor_override};
   const at::IntArrayRef in = last_three(input), pooled = last_three(expected);
   const std::array<at::Tensor, 3> sums = pooling.sums(in, pooled, input);
   const at::Tensor result = apply_on_three_sides(volumes_of(input), sums[0], sums[1], sums[2])
                                 .div_(pooling.divisors(in, pooled, input))
                                 .view(expected.sizes());
-  return out.copy_(result);
-}
-
-at::Tensor npusim_avg_pool3d(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef stride,
-                             at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                             std::optional<int64_t> divisor_override) {
-  at::Tensor out = at::empty({0}, input.options());
-  return npusim_avg_pool3d_out(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override, out);
-}
-
-at::Tensor& npusim_avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& input,
-                                           at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
-                                           bool ceil_mode, bool count_include_pad,
-                                           std::optional<int64_t> divisor_override, at::Tensor& grad_input) {
-  const at::Tensor expected = at::avg_pool3d_backward(meta_like(grad_output), meta_like(input), kernel, stride, padding,
-                                                      ceil_mode, count_include_pad, divisor_override);
-  if (!pools_natively(input, {grad_output, grad_input})) {
-    torch::jit::Stack stack{grad_output,      input,     kernel, stride, padding, ceil_mode, count_include_pad,
-                            divisor_override, grad_input};
-    call_cpu_fallback("aten::avg_pool3d_backward", "grad_input", stack);
-    return grad_input;
-  }
-  resize_output_in_format(grad_input, expected.sizes(), expected.suggest_memory_format());
-  if (input.numel() == 0) return grad_input;
-  const Pooling pooling{axes_of(kernel, stride, padding), count_include_pad, divisor_override};
-  const at::IntArrayRef in = last_three(input), pooled = last_three(grad_output);
-  const std::array<at::Tensor, 3> sums = pooling.sums(in, pooled, input);
-  const at::Tensor shares = volumes_of(grad_output) / pooling.divisors(in, pooled, input);
-  const at::Tensor spread = apply_on_three_sides(shares, sums[0].t(), sums[1].t(), sums[2].t());
-  return grad_input.copy_(spread.view(input.sizes()));
+  return laid_out_as(result, expected);
 }
 
 at::Tensor npusim_avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& input, at::IntArrayRef kernel,
                                       at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
                                       bool count_include_pad, std::optional<int64_t> divisor_override) {
-  at::Tensor grad_input = at::empty({0}, input.options());
-  return npusim_avg_pool3d_backward_out(grad_output, input, kernel, stride, padding, ceil_mode, count_include_pad,
-                                        divisor_override, grad_input);
+  const at::Tensor expected = at::avg_pool3d_backward(meta_like(grad_output), meta_like(input), kernel, stride, padding,
+                                                      ceil_mode, count_include_pad, divisor_override);
+  if (!pools_natively(input, {grad_output})) {
+    torch::jit::Stack stack{grad_output,       input,           kernel, stride, padding, ceil_mode,
+                            count_include_pad, divisor_override};
+    call_cpu_fallback("aten::avg_pool3d_backward", "", stack);
+    return stack[0].toTensor();
+  }
+  if (input.numel() == 0) return at::empty_like(expected, input.options());
+  const Pooling pooling{axes_of(kernel, stride, padding), count_include_pad, divisor_override};
+  const at::IntArrayRef in = last_three(input), pooled = last_three(grad_output);
+  const std::array<at::Tensor, 3> sums = pooling.sums(in, pooled, input);
+  const at::Tensor shares = volumes_of(grad_output) / pooling.divisors(in, pooled, input);
+  const at::Tensor spread = apply_on_three_sides(shares, sums[0].t(), sums[1].t(), sums[2].t());
+  return laid_out_as(spread.view(input.sizes()), expected);
 }
 
 // Adaptive: the matrices average each window (window_means), so no divisor.
@@ -156,12 +138,6 @@ at::Tensor npusim_adaptive_avg_pool3d(const at::Tensor& input, at::IntArrayRef o
       apply_on_three_sides(volumes_of(input), window_means(in[0], pooled[0], input),
                            window_means(in[1], pooled[1], input), window_means(in[2], pooled[2], input));
   return laid_out_as(result.view(expected.sizes()), expected);
-}
-
-at::Tensor& npusim_adaptive_avg_pool3d_out(const at::Tensor& input, at::IntArrayRef output_size, at::Tensor& out) {
-  const at::Tensor result = npusim_adaptive_avg_pool3d(input, output_size);
-  at::native::resize_output(out, result.sizes());
-  return out.copy_(result);
 }
 
 at::Tensor npusim_adaptive_avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& input) {
@@ -181,12 +157,9 @@ at::Tensor npusim_adaptive_avg_pool3d_backward(const at::Tensor& grad_output, co
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("avg_pool3d", npusim_avg_pool3d);
-  m.impl("avg_pool3d.out", npusim_avg_pool3d_out);
+  m.impl("avg_pool3d", npusim_avg_pool3d);  // the out= forms: out_variants.cpp
   m.impl("avg_pool3d_backward", npusim_avg_pool3d_backward);
-  m.impl("avg_pool3d_backward.grad_input", npusim_avg_pool3d_backward_out);
   m.impl("_adaptive_avg_pool3d", npusim_adaptive_avg_pool3d);
-  m.impl("adaptive_avg_pool3d.out", npusim_adaptive_avg_pool3d_out);
   m.impl("_adaptive_avg_pool3d_backward", npusim_adaptive_avg_pool3d_backward);
 }
 

@@ -87,6 +87,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   from_functional(m, "masked_select.out", "aten::masked_select", "");
   from_functional(m, "narrow_copy.out", "aten::narrow_copy", "");
   from_functional(m, "mvlgamma.out", "aten::mvlgamma", "");
+  from_functional(m, "avg_pool3d.out", "aten::avg_pool3d", "");
+  from_functional(m, "avg_pool3d_backward.grad_input", "aten::avg_pool3d_backward", "");
+  from_functional(m, "adaptive_avg_pool3d.out", "aten::adaptive_avg_pool3d", "");
+  from_functional(m, "upsample_bicubic2d.out", "aten::upsample_bicubic2d", "");
+  from_functional(m, "upsample_bicubic2d_backward.grad_input", "aten::upsample_bicubic2d_backward", "");
 }
 
 }  // namespace npusim::bridge
