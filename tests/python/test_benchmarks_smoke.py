@@ -26,6 +26,7 @@ PYTHON_BENCHMARKS = {
     ),
     "conv_roofline.py": (["--smoke"], r"forward +backward.*\n.*-> 8, 3x3 +\d+\.\d+x +\d+\.\d+x"),
     "emulator_speed.py": (["--smoke"], r"workload +emulator s.*\n64x64x64 fp32 GEMM +\d+\.\d+ +\d+\.\d+ +\d+\.\d+"),
+    "half_precision_overhead.py": (["--smoke"], r"bicubic resize +\d+\.\d+ +\d+\.\d+ +\d+\.\d+ +\d+\.\d+ +\d+\.\d+"),
     "long_rows.py": (["--smoke"], r"batch norm, one looped kernel .*: \d+ -> \d+ kernels, \d+\.\d+x fewer cycles"),
     "model_breakdown.py": (["--smoke"], r"ms of device time per training step on default \([1-9]\d* cycles\)"),
     "optimizer_step.py": (["--smoke"], r"SGD, momentum +fused +[1-9]\d* +1 +\d+\.\d+x +none"),

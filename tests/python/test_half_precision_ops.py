@@ -115,3 +115,21 @@ def test_batch_norm_in_half_precision_updates_its_running_statistics(device):
         assert actual.dtype == torch.bfloat16
         torch.testing.assert_close(actual, expected, **TOLERANCE[torch.bfloat16])
     assert not torch.equal(results[0][0], mean.to(torch.bfloat16))  # the statistics moved
+
+
+def test_widened_results_take_the_dtype_each_call_asks_for(device, no_fallback):
+    # The widened run learns its results' dtypes from a meta run once per operator, argument dtypes and other
+    # argument values (float32_compute.cpp): calls that differ only there must still get their own dtypes.
+    x = torch.randn(4, 6)
+    for dtype in (torch.bfloat16, torch.float16, torch.bfloat16):
+        on_device = x.to(dtype).to(device)
+        for call in (
+            lambda t: torch.cumsum(t, 1),
+            lambda t: torch.cumsum(t, 1, dtype=torch.float32),
+            lambda t: F.layer_norm(t, (6,)),
+            lambda t: F.max_pool1d(t.unsqueeze(0), 2),
+            lambda t: F.interpolate(t.view(1, 1, 4, 6), scale_factor=2, mode="bicubic"),
+        ):
+            actual, expected = call(on_device), call(x.to(dtype))
+            assert actual.dtype == expected.dtype and actual.shape == expected.shape
+            torch.testing.assert_close(actual.cpu(), expected, rtol=2e-2, atol=2e-2)

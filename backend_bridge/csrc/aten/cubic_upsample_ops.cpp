@@ -5,8 +5,8 @@
 // [out, in] weight matrix built on the host as PyTorch's kernels compute the weights (in float32), and the resize is
 // the window matrices' product on both sides of every plane (window_matrices.h), columns first as the CPU nests it;
 // the backward multiplies by the transposed matrices. The out= forms are out_variants.cpp's.
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/upsample_bicubic2d.h>
 #include <ATen/ops/upsample_bicubic2d_backward.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
@@ -59,8 +59,15 @@ bool resizes_natively(const at::Tensor& t) { return t.scalar_type() == at::kFloa
 
 at::Tensor npusim_upsample_bicubic2d(const at::Tensor& input, at::IntArrayRef output_size, bool align_corners,
                                      std::optional<double> scales_h, std::optional<double> scales_w) {
-  const at::Tensor expected =  // PyTorch's checks, shape and layout
-      at::upsample_bicubic2d(meta_like(input), output_size, align_corners, scales_h, scales_w);
+  // PyTorch's checks and layout, not its meta function: torch 2.13's takes half a second a call (a Python
+  // decomposition run on meta tensors).
+  TORCH_CHECK(output_size.size() == 2, "It is expected output_size equals to 2, but got size ", output_size.size());
+  TORCH_CHECK(input.dim() == 4, "It is expected input_size equals to 4, but got size ", input.dim());
+  TORCH_CHECK(input.size(2) > 0 && input.size(3) > 0 && output_size[0] > 0 && output_size[1] > 0,
+              "Input and output sizes should be greater than 0, but got input (H: ", input.size(2),
+              ", W: ", input.size(3), ") output (H: ", output_size[0], ", W: ", output_size[1], ")");
+  const at::Tensor expected = at::empty({input.size(0), input.size(1), output_size[0], output_size[1]},
+                                        input.options().device(at::kMeta).memory_format(input.suggest_memory_format()));
   if (!resizes_natively(input)) {
     torch::jit::Stack stack{input, output_size.vec(), align_corners, scales_h, scales_w};
     call_cpu_fallback("aten::upsample_bicubic2d", "", stack);

@@ -8,7 +8,11 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <mutex>
 #include <optional>
+#include <sstream>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "bridge.h"
@@ -62,10 +66,12 @@ std::optional<at::ScalarType> half_dtype(const std::vector<c10::IValue>& argumen
   return mixed ? std::nullopt : half;
 }
 
-// The dtypes of the operator's results for these arguments, from a run on the meta device; none if it has no meta
-// kernel, or a result aliases an argument without writing it (a view, which copies could not keep).
-std::optional<std::vector<c10::IValue>> results_on_meta(const c10::OperatorHandle& op,
-                                                        const std::vector<c10::IValue>& arguments) {
+// The dtypes of each of the operator's results (one per tensor, undefined ones the half dtype) for these arguments,
+// from a run on the meta device; none if it has no meta kernel or refuses the arguments, or a result aliases an
+// argument without writing it (a view, which copies could not keep).
+using ResultDtypes = std::vector<std::vector<at::ScalarType>>;
+std::optional<ResultDtypes> results_on_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& arguments,
+                                            at::ScalarType half) {
   for (const c10::Argument& result : op.schema().returns())
     if (result.alias_info() && !result.alias_info()->isWrite()) return std::nullopt;
   torch::jit::Stack stack;
@@ -76,7 +82,49 @@ std::optional<std::vector<c10::IValue>> results_on_meta(const c10::OperatorHandl
   } catch (const std::exception&) {  // c10::Error, or a Python meta function's error
     return std::nullopt;
   }
-  return stack;
+  ResultDtypes dtypes(stack.size());
+  for (size_t r = 0; r < stack.size(); ++r)
+    for_each_tensor(stack[r], [&](const at::Tensor& t) { dtypes[r].push_back(t.defined() ? t.scalar_type() : half); });
+  return dtypes;
+}
+
+// What the results' dtypes depend on: the operator, its tensors' dtypes (and whether each is a wrapped Python
+// number, which promotes differently) and its other arguments' values; not the tensors' shapes.
+std::string dtype_key(const c10::OperatorHandle& op, const std::vector<c10::IValue>& arguments) {
+  std::ostringstream key;
+  key << op.schema().name() << '.' << op.schema().overload_name();
+  for (const c10::IValue& argument : arguments) {
+    key << '|';
+    bool tensors = false;
+    for_each_tensor(argument, [&](const at::Tensor& t) {
+      tensors = true;
+      key << (t.defined() ? c10::toString(t.scalar_type()) : "undefined")
+          << (t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number() ? "w" : "") << ',';
+    });
+    const bool tensor_list = argument.isList() && argument.toList().size() > 0 && argument.toList().get(0).isNone();
+    if (!tensors && !tensor_list && !argument.isTensor() && !argument.isTensorList()) key << argument;
+  }
+  return key.str();
+}
+
+// results_on_meta, run once for each dtype_key: a meta function can be slow (some are Python: torch 2.13's
+// upsample_bicubic2d takes half a second a call), and every half-precision call of a native operator asks. Refusals
+// are not remembered (they may come from these arguments' shapes).
+std::optional<ResultDtypes> result_dtypes(const c10::OperatorHandle& op, const std::vector<c10::IValue>& arguments,
+                                          at::ScalarType half) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, ResultDtypes> known;
+  const std::string key = dtype_key(op, arguments);
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto found = known.find(key); found != known.end()) return found->second;
+  }
+  std::optional<ResultDtypes> dtypes = results_on_meta(op, arguments, half);
+  if (dtypes) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    known.emplace(key, *dtypes);
+  }
+  return dtypes;
 }
 
 // native_batch_norm writes its running statistics without its schema saying so (a legacy of the operator).
@@ -106,8 +154,8 @@ bool run_in_float32(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<c10::IValue> arguments(stack->end() - static_cast<std::ptrdiff_t>(count), stack->end());
   const std::optional<at::ScalarType> half = widening ? std::nullopt : half_dtype(arguments);
   if (!half) return false;
-  const std::optional<std::vector<c10::IValue>> meta = results_on_meta(op, arguments);
-  if (!meta) return false;
+  const std::optional<ResultDtypes> dtypes = result_dtypes(op, arguments, *half);
+  if (!dtypes) return false;
   widening = true;
   struct Reset {
     ~Reset() { widening = false; }
@@ -135,11 +183,9 @@ bool run_in_float32(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   torch::jit::drop(*stack, count);
   for (size_t r = 0; r < widened.size(); ++r) {
-    std::vector<at::ScalarType> dtypes;
-    for_each_tensor((*meta)[r], [&](const at::Tensor& t) { dtypes.push_back(t.defined() ? t.scalar_type() : *half); });
     size_t next = 0;
     stack->push_back(map_tensors(widened[r], [&](const at::Tensor& t) {
-      const at::ScalarType dtype = dtypes.at(next++);
+      const at::ScalarType dtype = (*dtypes)[r].at(next++);
       for (const auto& [original, wide] : written)
         if (t.is_same(wide)) return original;
       return t.defined() && t.scalar_type() != dtype ? t.to(dtype) : t;
