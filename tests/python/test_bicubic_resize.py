@@ -62,3 +62,12 @@ def test_position_embeddings_resized_for_another_image_size(device, no_fallback)
     resized = F.interpolate(grid.to(device), size=(24, 24), mode="bicubic", align_corners=False)
     expected = F.interpolate(grid, size=(24, 24), mode="bicubic", align_corners=False)
     torch.testing.assert_close(resized.cpu(), expected, **TOLERANCE)
+
+
+def test_bad_sizes_raise_pytorchs_error_and_the_device_stays_usable(device):
+    x = random(1, 1, 4, 4)
+    with pytest.raises(RuntimeError, match="sizes should be greater than 0"):
+        F.interpolate(x, size=(0, 3), mode="bicubic")
+    with pytest.raises(RuntimeError, match="sizes should be greater than 0"):
+        F.interpolate(x.to(device), size=(0, 3), mode="bicubic")
+    assert F.interpolate(x.to(device), size=(2, 3), mode="bicubic").shape == (1, 1, 2, 3)
