@@ -2,9 +2,10 @@
 // reductions and activations' gradients): instead of the CPU fallback, each bfloat16 or float16 argument is widened
 // on the device by a native conversion, the operator runs again on the float32 copies (reaching its float32 kernel),
 // and each result is rounded back once to the dtype the operator gives for the original arguments, which a run on
-// the meta device tells (once for each operator and argument dtypes). This is how the CPU computes these operators in half precision too ("opmath" float32), and
-// how NPUs keep bfloat16 in memory and compute in float32. In-place and out= arguments get their results written
-// back. What the float32 run cannot do natively takes the CPU fallback there, counted under its own name.
+// the meta device tells (once for each operator and argument dtypes). This is how the CPU computes these operators in
+// half precision too ("opmath" float32), and how NPUs keep bfloat16 in memory and compute in float32. In-place and out=
+// arguments get their results written back. What the float32 run cannot do natively takes the CPU fallback there,
+// counted under its own name.
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 

@@ -92,6 +92,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   from_functional(m, "adaptive_avg_pool3d.out", "aten::adaptive_avg_pool3d", "");
   from_functional(m, "upsample_bicubic2d.out", "aten::upsample_bicubic2d", "");
   from_functional(m, "upsample_bicubic2d_backward.grad_input", "aten::upsample_bicubic2d_backward", "");
+  from_functional(m, "_upsample_bilinear2d_aa.out", "aten::_upsample_bilinear2d_aa", "");
+  from_functional(m, "_upsample_bilinear2d_aa_backward.grad_input", "aten::_upsample_bilinear2d_aa_backward", "");
+  from_functional(m, "_upsample_bicubic2d_aa.out", "aten::_upsample_bicubic2d_aa", "");
+  from_functional(m, "_upsample_bicubic2d_aa_backward.grad_input", "aten::_upsample_bicubic2d_aa_backward", "");
 }
 
 }  // namespace npusim::bridge

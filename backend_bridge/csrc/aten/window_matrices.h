@@ -1,7 +1,8 @@
 // Pooling and resizing by window matrices: a window's sum or mean along a dimension is a product with a 0/1 (or
 // 1/count) matrix whose row o picks output o's window, so average pooling, adaptive or not, in 1, 2 or 3 dimensions,
-// is a few tall products on the matrix engine (pooling_ops.cpp, average_pooling_3d.cpp); bicubic resizing likewise,
-// with four weights a row (cubic_upsample_ops.cpp). The matrices are shape constants, made on the host.
+// is a few tall products on the matrix engine (pooling_ops.cpp, average_pooling_3d.cpp); bicubic and antialiased
+// resizing likewise, with a few weights a row (separable_resize_ops.cpp). The matrices are shape constants, made on
+// the host.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,6 +1,6 @@
-"""Bicubic resizing (F.interpolate(mode="bicubic")) on npusim against the CPU: up and down, any sizes and scale
-factors, align_corners or not, the gradient, half precision, and a vision transformer's position embeddings resized
-to another image size, with no CPU fallback."""
+"""Bicubic and antialiased resizing (F.interpolate(mode="bicubic"), antialias=True) on npusim against the CPU: up and
+down, any sizes and scale factors, align_corners or not, the gradient, half precision, and a vision transformer's
+position embeddings resized to another image size, with no CPU fallback."""
 
 import pytest
 import torch
@@ -13,9 +13,9 @@ def random(*shape, seed=0):
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
-def forward_and_backward(x, where, **arguments):
+def forward_and_backward(x, where, mode="bicubic", **arguments):
     leaf = x.detach().to(where).requires_grad_()
-    out = F.interpolate(leaf, mode="bicubic", **arguments)
+    out = F.interpolate(leaf, mode=mode, **arguments)
     out.backward(random(*out.shape, seed=5).to(where))
     return out.detach().cpu(), leaf.grad.cpu()
 
@@ -36,6 +36,18 @@ def test_bicubic_resize_and_its_gradient_match_the_cpu(device, no_fallback, argu
     x = random(2, 3, 6, 7, seed=1)
     out, grad = forward_and_backward(x, device, align_corners=align_corners, **arguments)
     expected, expected_grad = forward_and_backward(x, "cpu", align_corners=align_corners, **arguments)
+    torch.testing.assert_close(out, expected, **TOLERANCE)
+    torch.testing.assert_close(grad, expected_grad, **TOLERANCE)
+
+
+@pytest.mark.parametrize("size", [(8, 9), (30, 40), (5, 23), (1, 1)], ids=str)
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_antialiased_resize_and_its_gradient_match_the_cpu(device, no_fallback, size, mode, align_corners):
+    x = random(2, 3, 17, 23, seed=6)  # shrinking widens each output's window by the scale; growing does not
+    arguments = {"size": size, "mode": mode, "antialias": True, "align_corners": align_corners}
+    out, grad = forward_and_backward(x, device, **arguments)
+    expected, expected_grad = forward_and_backward(x, "cpu", **arguments)
     torch.testing.assert_close(out, expected, **TOLERANCE)
     torch.testing.assert_close(grad, expected_grad, **TOLERANCE)
 
