@@ -228,6 +228,18 @@ def swin():
     return SwinForImageClassification(config), images()
 
 
+def videomae():
+    """Video: tubelets of frames embedded by a 3-D convolution, then an encoder."""
+    from transformers import VideoMAEConfig, VideoMAEForVideoClassification
+
+    config = VideoMAEConfig(
+        image_size=16, patch_size=8, num_frames=4, tubelet_size=2, hidden_size=HIDDEN, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=2 * HIDDEN, num_labels=10,
+    )  # fmt: skip
+    video = torch.randn(BATCH, 4, 3, 16, 16)  # frames, channels, height, width: 2 x 2 x 2 tubelets
+    return VideoMAEForVideoClassification(config), dict(pixel_values=video, labels=torch.randint(0, 10, (BATCH,)))
+
+
 def wav2vec2():
     """A convolutional feature encoder over raw audio, a grouped positional convolution (weight norm), CTC loss."""
     from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
@@ -281,6 +293,7 @@ ZOO = {
     "convnext": ("vision", convnext),
     "resnet": ("vision", resnet),
     "swin": ("vision", swin),
+    "videomae": ("video", videomae),
     "wav2vec2": ("speech", wav2vec2),
     "whisper": ("speech", whisper),
     "mamba": ("state-space", mamba),
