@@ -95,7 +95,7 @@ NATIVE_OPS = """
     grid_sampler_2d nn.functional.multi_margin_loss nn.functional.max_pool3d nn.functional.conv3d
     nn.functional.conv_transpose3d nn.functional.avg_pool3d nn.functional.adaptive_avg_pool3d
     nn.functional.max_unpool3d nn.functional.max_unpool3d.grad nn.functional.embedding_bag
-    nn.functional.interpolate.bicubic _upsample_bilinear2d_aa
+    nn.functional.interpolate.bicubic _upsample_bilinear2d_aa nn.functional.adaptive_max_pool3d
 """.split()
 
 

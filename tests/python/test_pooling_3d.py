@@ -1,5 +1,6 @@
-"""3-D average pooling (nn.AvgPool3d, nn.AdaptiveAvgPool3d) on npusim against the CPU: every window argument, the
-gradients, out= forms, half precision and PyTorch's argument errors, with no CPU fallback."""
+"""3-D average pooling (nn.AvgPool3d, nn.AdaptiveAvgPool3d) and adaptive max pooling (nn.AdaptiveMaxPool3d) on npusim
+against the CPU: every window argument, the gradients, indices, out= forms, half precision and PyTorch's argument
+errors, with no CPU fallback."""
 
 import pytest
 import torch
@@ -89,3 +90,28 @@ def test_bad_arguments_raise_pytorchs_errors(device):
         with pytest.raises(type(expected.value)):
             call(x.to(device))
     assert F.avg_pool3d(x.to(device), 2).shape == (1, 1, 2, 2, 2)  # the device stays usable
+
+
+@pytest.mark.parametrize("output_size", [(1, 1, 1), (2, 3, 2), (3, 4, 5), (5, 6, 7)], ids=str)
+def test_adaptive_max_pool3d_its_indices_and_gradient_match_the_cpu(device, no_fallback, output_size):
+    x = random(2, 3, 5, 6, 7, seed=8)
+    x[0, 0, 1, 2, 3] = float("nan")  # NaN wins its windows, as on the CPU
+    x[1, 2, :2, :2, :2] = 1.5  # ties keep the first in the window's scan order
+    results = []
+    for where in (device, "cpu"):
+        leaf = x.detach().to(where).requires_grad_()
+        out, indices = F.adaptive_max_pool3d(leaf, output_size, return_indices=True)
+        out.backward(random(*out.shape, seed=7).to(where))
+        results.append((out.detach().cpu(), indices.cpu(), leaf.grad.cpu()))
+    (out, indices, grad), (expected, expected_indices, expected_grad) = results
+    torch.testing.assert_close(out, expected, equal_nan=True)
+    assert torch.equal(indices, expected_indices)
+    torch.testing.assert_close(grad, expected_grad, **TOLERANCE)
+
+
+def test_adaptive_max_pool3d_of_an_unbatched_input(device, no_fallback):
+    x = random(3, 4, 5, 6, seed=9)
+    out, indices = F.adaptive_max_pool3d(x.to(device), (2, 2, 3), return_indices=True)
+    expected, expected_indices = F.adaptive_max_pool3d(x, (2, 2, 3), return_indices=True)
+    torch.testing.assert_close(out.cpu(), expected)
+    assert torch.equal(indices.cpu(), expected_indices)

@@ -1,5 +1,6 @@
 // Native average, max, adaptive average and adaptive max pooling (nn.AvgPool2d, nn.MaxPool2d, nn.AdaptiveAvgPool2d,
-// nn.AdaptiveMaxPool2d, and their 1-D forms) forward and backward, float32, composed from native kernels.
+// nn.AdaptiveMaxPool2d, and their 1-D forms; nn.AdaptiveMaxPool3d too) forward and backward, float32, composed from
+// native kernels.
 //   average: window sums as products with 0/1 window matrices on both sides of every plane (R x C^T, two tall GEMMs
 //            for the whole batch; padding contributes nothing), divided once; the backward is R^T (g / divisor) C;
 //   max:     each of the KH x KW window offsets is a strided view of the padded input; over the offsets in order,
@@ -260,12 +261,14 @@ std::tuple<at::Tensor, at::Tensor> npusim_max_pool2d_with_indices(const at::Tens
 // A max pool's backward: each output's gradient added at its index (h * W + w) of its own plane of the input, with
 // the row scatter-add kernel over rows of one element. False when the tensors are not what it takes.
 bool added_at_indices(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& indices,
-                      at::Tensor& grad_input, const char* op) {
+                      at::Tensor& grad_input, const char* op, int64_t spatial = 2) {
   if (grad_output.scalar_type() != at::kFloat || grad_input.scalar_type() != at::kFloat ||
       indices.scalar_type() != at::kLong || indices.device() != input.device() ||
-      grad_output.numel() != indices.numel() || (input.dim() != 3 && input.dim() != 4))
+      grad_output.numel() != indices.numel() || (input.dim() != spatial + 1 && input.dim() != spatial + 2))
     return false;
-  const int64_t planes = input.numel() / (input.size(-1) * input.size(-2)), plane = input.size(-1) * input.size(-2);
+  int64_t plane = 1;  // the pooled dimensions' elements (an index counts them)
+  for (int64_t d = 1; d <= spatial; ++d) plane *= input.size(-d);
+  const int64_t planes = plane == 0 ? 0 : input.numel() / plane;
   at::native::resize_output(grad_input, input.sizes());
   if (input.numel() == 0) return true;
   const at::Tensor plane_starts = at::arange(0, planes * plane, plane, indices.options());
@@ -304,24 +307,27 @@ at::Tensor npusim_max_pool2d_backward(const at::Tensor& grad_output, const at::T
                                         grad_input);
 }
 
-// float32 planes, perhaps an empty batch of them.
-bool pools_adaptively(const at::Tensor& input) {
-  return input.scalar_type() == at::kFloat && (input.dim() == 3 || input.dim() == 4) && input.size(-1) > 0 &&
-         input.size(-2) > 0 && input.size(-3) > 0;
+// float32 planes (or volumes: `spatial` 3), perhaps an empty batch of them.
+bool pools_adaptively(const at::Tensor& input, int64_t spatial = 2) {
+  if (input.scalar_type() != at::kFloat || (input.dim() != spatial + 1 && input.dim() != spatial + 2)) return false;
+  for (int64_t d = 1; d <= spatial + 1; ++d)
+    if (input.size(-d) == 0) return false;
+  return true;
 }
 
+// The input's shape with its last output_size.size() dimensions pooled to output_size.
 std::vector<int64_t> with_planes_of(const at::Tensor& input, at::IntArrayRef output_size) {
   std::vector<int64_t> shape = input.sizes().vec();
-  shape[shape.size() - 2] = output_size[0];
-  shape[shape.size() - 1] = output_size[1];
+  std::copy(output_size.begin(), output_size.end(), shape.end() - static_cast<std::ptrdiff_t>(output_size.size()));
   return shape;
 }
 
 // Adaptive max pooling: output o's window along a dimension is inputs floor(o in / out) .. ceil((o + 1) in / out),
-// at most K long. For each of the K_h x K_w offsets, a gather of rows and columns (an offset past a short window
-// repeats its last input, which cannot change a maximum or its first index) gives every window's candidate; over the
-// offsets in order a candidate replaces the best so far where it is greater or NaN, the index alongside, as the
-// CPU's kernel scans its window. Any sizes; the backward adds each gradient at its index, as max pooling's.
+// at most K long. For each of the K_h x K_w (or K_d x K_h x K_w) offsets, a gather along each pooled dimension (an
+// offset past a short window repeats its last input, which cannot change a maximum or its first index) gives every
+// window's candidate; over the offsets in order a candidate replaces the best so far where it is greater or NaN, the
+// index alongside, as the CPU's kernel scans its window. Any sizes; the backward adds each gradient at its index, as
+// max pooling's.
 struct AdaptiveWindows {
   at::Tensor start, size;  // per output, int64 on the host
   int64_t longest = 0;
@@ -336,34 +342,55 @@ struct AdaptiveWindows {
   at::Tensor at_offset(int64_t k) const { return start + at::clamp_max(size - 1, k); }
 };
 
+// Adaptive max pooling over the last output_size.size() dimensions (2 or 3), natively; false if it cannot.
+bool adaptive_max_pooled(const at::Tensor& input, at::IntArrayRef output_size, at::Tensor& out, at::Tensor& indices) {
+  const auto spatial = static_cast<int64_t>(output_size.size());
+  if (!pools_adaptively(input, spatial) || out.scalar_type() != at::kFloat || indices.scalar_type() != at::kLong)
+    return false;
+  for (const int64_t size : output_size)
+    if (size <= 0) return false;
+  const std::vector<int64_t> shape = with_planes_of(input, output_size);
+  at::native::resize_output(out, shape);
+  at::native::resize_output(indices, shape);
+  if (input.numel() == 0) return true;
+  std::vector<AdaptiveWindows> windows;
+  std::vector<int64_t> strides(spatial);  // of a pooled dimension within an index (the flattened window)
+  for (int64_t d = 0, stride = 1; d < spatial; ++d) {
+    windows.emplace_back(input.size(d - spatial), output_size[d]);
+    strides[spatial - 1 - d] = stride;
+    stride *= input.size(-1 - d);
+  }
+  const at::Tensor source = input.contiguous();  // the gathers read whole rows of a laid-out input
+  at::Tensor best = at::full(shape, -std::numeric_limits<double>::infinity(), input.options());
+  at::Tensor best_index = at::zeros(shape, input.options().dtype(at::kLong));
+  std::vector<int64_t> offset(spatial, 0);  // the window offset along each dimension, an odometer
+  for (bool first = true;; first = false) {
+    at::Tensor value = source;
+    at::Tensor position = at::zeros(output_size, at::kLong);
+    for (int64_t d = 0; d < spatial; ++d) {
+      const at::Tensor taken = windows[d].at_offset(offset[d]);
+      value = at::index_select(value, d - spatial, taken.to(input.device()));
+      std::vector<int64_t> along(spatial, 1);
+      along[d] = output_size[d];
+      position = position + taken.view(along) * strides[d];
+    }
+    const at::Tensor nan = at::ne(value, value);
+    const at::Tensor take = first ? at::ones_like(nan) : at::where(nan, nan, at::gt(value, best));
+    best = at::where(take, value, best);
+    best_index = at::where(take, position.to(input.device()), best_index);
+    int64_t d = spatial - 1;
+    while (d >= 0 && ++offset[d] == windows[d].longest) offset[d--] = 0;
+    if (d < 0) break;
+  }
+  out.copy_(best);
+  indices.copy_(best_index);
+  return true;
+}
+
 std::tuple<at::Tensor&, at::Tensor&> npusim_adaptive_max_pool2d_out(const at::Tensor& input,
                                                                     at::IntArrayRef output_size, at::Tensor& out,
                                                                     at::Tensor& indices) {
-  if (pools_adaptively(input) && output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0 &&
-      out.scalar_type() == at::kFloat && indices.scalar_type() == at::kLong) {
-    const std::vector<int64_t> shape = with_planes_of(input, output_size);
-    at::native::resize_output(out, shape);
-    at::native::resize_output(indices, shape);
-    if (input.numel() == 0) return {out, indices};
-    const int64_t width = input.size(-1);
-    const AdaptiveWindows rows(input.size(-2), output_size[0]), columns(width, output_size[1]);
-    at::Tensor best = at::full(shape, -std::numeric_limits<double>::infinity(), input.options());
-    at::Tensor best_index = at::zeros(shape, input.options().dtype(at::kLong));
-    for (int64_t i = 0; i < rows.longest; ++i)
-      for (int64_t j = 0; j < columns.longest; ++j) {
-        const at::Tensor row = rows.at_offset(i), column = columns.at_offset(j);
-        const at::Tensor value =
-            at::index_select(at::index_select(input, -2, row.to(input.device())), -1, column.to(input.device()));
-        const at::Tensor position = (row.view({-1, 1}) * width + column.view({1, -1})).to(input.device());
-        const at::Tensor nan = at::ne(value, value);
-        const at::Tensor take = (i == 0 && j == 0) ? at::ones_like(nan) : at::where(nan, nan, at::gt(value, best));
-        best = at::where(take, value, best);
-        best_index = at::where(take, position, best_index);
-      }
-    out.copy_(best);
-    indices.copy_(best_index);
-    return {out, indices};
-  }
+  if (output_size.size() == 2 && adaptive_max_pooled(input, output_size, out, indices)) return {out, indices};
   torch::jit::Stack stack{input, output_size.vec(), out, indices};
   call_cpu_fallback("aten::adaptive_max_pool2d", "out", stack);
   return {out, indices};
@@ -387,6 +414,35 @@ at::Tensor npusim_adaptive_max_pool2d_backward(const at::Tensor& grad_output, co
                                                const at::Tensor& indices) {
   at::Tensor grad_input = at::empty({0}, input.options());
   return npusim_adaptive_max_pool2d_backward_out(grad_output, input, indices, grad_input);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> npusim_adaptive_max_pool3d_out(const at::Tensor& input,
+                                                                    at::IntArrayRef output_size, at::Tensor& out,
+                                                                    at::Tensor& indices) {
+  if (output_size.size() == 3 && adaptive_max_pooled(input, output_size, out, indices)) return {out, indices};
+  torch::jit::Stack stack{input, output_size.vec(), out, indices};
+  call_cpu_fallback("aten::adaptive_max_pool3d", "out", stack);
+  return {out, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> npusim_adaptive_max_pool3d(const at::Tensor& input, at::IntArrayRef output_size) {
+  at::Tensor out = at::empty({0}, input.options()), indices = at::empty({0}, input.options().dtype(at::kLong));
+  npusim_adaptive_max_pool3d_out(input, output_size, out, indices);
+  return {out, indices};
+}
+
+at::Tensor& npusim_adaptive_max_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& input,
+                                                    const at::Tensor& indices, at::Tensor& grad_input) {
+  if (added_at_indices(grad_output, input, indices, grad_input, "adaptive_max_pool3d", 3)) return grad_input;
+  torch::jit::Stack stack{grad_output, input, indices, grad_input};
+  call_cpu_fallback("aten::adaptive_max_pool3d_backward", "grad_input", stack);
+  return grad_input;
+}
+
+at::Tensor npusim_adaptive_max_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                               const at::Tensor& indices) {
+  at::Tensor grad_input = at::empty({0}, input.options());
+  return npusim_adaptive_max_pool3d_backward_out(grad_output, input, indices, grad_input);
 }
 
 // Adaptive average pooling as two products with averaging matrices (window_means), out = R x C^T: any sizes,
@@ -429,6 +485,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("adaptive_max_pool2d.out", npusim_adaptive_max_pool2d_out);
   m.impl("adaptive_max_pool2d_backward", npusim_adaptive_max_pool2d_backward);
   m.impl("adaptive_max_pool2d_backward.grad_input", npusim_adaptive_max_pool2d_backward_out);
+  m.impl("adaptive_max_pool3d", npusim_adaptive_max_pool3d);
+  m.impl("adaptive_max_pool3d.out", npusim_adaptive_max_pool3d_out);
+  m.impl("adaptive_max_pool3d_backward", npusim_adaptive_max_pool3d_backward);
+  m.impl("adaptive_max_pool3d_backward.grad_input", npusim_adaptive_max_pool3d_backward_out);
   m.impl("_adaptive_avg_pool2d_backward", npusim_adaptive_avg_pool2d_backward);
   m.impl("max_pool2d_with_indices", npusim_max_pool2d_with_indices);
   m.impl("max_pool2d_with_indices.out", npusim_max_pool2d_with_indices_out);
