@@ -1,12 +1,11 @@
 // Native 3-D average pooling (nn.AvgPool3d, nn.AdaptiveAvgPool3d) forward and backward, float32. A box window's sum or
 // mean is separable, so each volume is multiplied by a window matrix along each dimension (window_matrices.h): depth
 // first, one batched product over every volume's [D, H*W] slab, then rows and columns as 2-D pooling does; the backward
-// multiplies by the transposed matrices in the opposite order. Divisors (ceil_mode's partial windows, padding counted
-// or not, the override) are a product of one count per dimension, as the CPU has them. PyTorch's meta functions check
-// the arguments and give the result's shape and layout.
+// multiplies by the transposed matrices. Divisors (ceil_mode's partial windows, padding counted or not, the override)
+// are a product of one count per dimension, as the CPU has them. PyTorch's meta functions check the arguments and give
+// the result's shape and layout.
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/_adaptive_avg_pool3d.h>
-#include <ATen/ops/_adaptive_avg_pool3d_backward.h>
 #include <ATen/ops/avg_pool3d.h>
 #include <ATen/ops/avg_pool3d_backward.h>
 #include <ATen/ops/empty.h>
