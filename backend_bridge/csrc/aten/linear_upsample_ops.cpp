@@ -20,6 +20,7 @@
 #include "bridge.h"
 #include "runtime/kernel_launcher.h"
 #include "tensor_kernel.h"
+#include "window_matrices.h"
 
 namespace npusim::bridge {
 namespace {
@@ -42,13 +43,7 @@ struct LinearMap {
 
 LinearMap linear_map(int64_t input, int64_t output, bool align_corners, std::optional<double> scale) {
   LinearMap map;
-  float ratio = 0;
-  if (align_corners) {
-    ratio = output > 1 ? static_cast<float>(input - 1) / static_cast<float>(output - 1) : 0.0f;
-  } else {
-    ratio = scale.has_value() && *scale > 0 ? static_cast<float>(1.0 / *scale)
-                                            : static_cast<float>(input) / static_cast<float>(output);
-  }
+  const float ratio = resize_ratio(input, output, align_corners, scale);
   for (int64_t o = 0; o < output; ++o) {
     int64_t first = o;
     float lambda = 0;

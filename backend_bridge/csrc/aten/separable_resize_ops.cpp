@@ -43,11 +43,7 @@ std::array<float, 4> cubic_coefficients(float t) {
 // input.
 at::Tensor cubic_weights(int64_t in, int64_t out, bool align_corners, std::optional<double> scale,
                          const at::Tensor& like) {
-  float ratio;
-  if (align_corners)
-    ratio = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
-  else
-    ratio = scale && *scale > 0 ? static_cast<float>(1.0 / *scale) : static_cast<float>(in) / static_cast<float>(out);
+  const float ratio = resize_ratio(in, out, align_corners, scale);
   at::Tensor weights = at::zeros({out, in}, at::TensorOptions().dtype(at::kFloat));
   auto entries = weights.accessor<float, 2>();
   for (int64_t o = 0; o < out; ++o) {
@@ -78,11 +74,7 @@ float cubic_filter(float x) {
 // them.
 at::Tensor antialiased_weights(int64_t in, int64_t out, bool align_corners, std::optional<double> scale, int taps,
                                float (*filter)(float), const at::Tensor& like) {
-  float ratio;
-  if (align_corners)
-    ratio = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
-  else
-    ratio = scale && *scale > 0 ? static_cast<float>(1.0 / *scale) : static_cast<float>(in) / static_cast<float>(out);
+  const float ratio = resize_ratio(in, out, align_corners, scale);
   const float support = ratio >= 1 ? taps * 0.5f * ratio : taps * 0.5f;
   const float stretch = ratio >= 1 ? 1.0f / ratio : 1.0f;
   const int64_t widest = static_cast<int64_t>(std::ceil(support)) * 2 + 1;

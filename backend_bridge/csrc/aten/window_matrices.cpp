@@ -34,6 +34,11 @@ at::Tensor window_counts(int64_t in, int64_t out, int64_t kernel, int64_t stride
   return sizes;
 }
 
+float resize_ratio(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  if (align_corners) return out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+  return scale && *scale > 0 ? static_cast<float>(1.0 / *scale) : static_cast<float>(in) / static_cast<float>(out);
+}
+
 at::Tensor window_means(int64_t in, int64_t out, const at::Tensor& like) {
   at::Tensor means = at::zeros({out, in}, at::TensorOptions().dtype(at::kFloat));
   auto entries = means.accessor<float, 2>();

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 
 namespace npusim::bridge {
 
@@ -25,6 +26,10 @@ at::Tensor window_counts(int64_t in, int64_t out, int64_t kernel, int64_t stride
 
 // [out, in]: row o averages adaptive pooling's window of inputs floor(o in / out) .. ceil((o + 1) in / out).
 at::Tensor window_means(int64_t in, int64_t out, const at::Tensor& like);
+
+// A resize's input samples per output sample along one dimension, as PyTorch computes it in float32: (in - 1) /
+// (out - 1) aligning corners, else 1 / scale when a scale is given, else in / out.
+float resize_ratio(int64_t in, int64_t out, bool align_corners, std::optional<double> scale);
 
 // left @ plane @ right^T for every plane of `planes` [B, H, W]: [B, OH, OW] for left [OH, H] and right [OW, W].
 at::Tensor apply_on_both_sides(const at::Tensor& planes, const at::Tensor& left, const at::Tensor& right);
