@@ -1,18 +1,20 @@
-"""Native coverage of PyTorch's OpInfo database: the share of float32 entries that run on npusim with
-NPUSIM_FALLBACK=error and match the CPU.
+"""Native coverage of PyTorch's OpInfo database: the share of float32 entries (or of another dtype's) that run on
+npusim with NPUSIM_FALLBACK=error and match the CPU.
 
-    python bench/opinfo_coverage.py              # every entry (about half a minute on two cores)
-    python bench/opinfo_coverage.py --samples 2  # fewer sample inputs per entry
-    python bench/opinfo_coverage.py --smoke      # the first 15 entries: CI's check that it still works
+    python bench/opinfo_coverage.py                    # every entry (a few minutes on two cores)
+    python bench/opinfo_coverage.py --samples 2        # fewer sample inputs per entry
+    python bench/opinfo_coverage.py --dtype bfloat16   # the entries' bfloat16 forms (float16, complex64, ...)
+    python bench/opinfo_coverage.py --smoke            # the first 15 entries: CI's check that it still works
 
-For every entry of `op_db` whose float32 form the CPU supports, it runs the entry's first sample inputs (forward only)
-on npusim with the CPU fallback forbidden and on the CPU, and compares the results (torch.testing.assert_close, its
-float32 tolerances, NaN equal to NaN; for an op whose two CPU runs differ, random numbers and `empty`, the shapes and
-dtypes). An entry passes when every sample it ran matches; an entry none of whose samples can be made, or run on the
-CPU, is not counted. Entries run in a child interpreter, restarted after one that kills it. It prints the share that
-passes, then the failing entries grouped by cause: the operators that would have fallen back to the CPU (most entries
-first: what to make native next), mismatches, and other errors. A measurement of where coverage stands, against the
-issue's goal of 85 %; tests/python/test_opinfo.py holds the count of passing entries at or above its recorded value.
+For every entry of `op_db` whose form in that dtype the CPU supports, it runs the entry's first sample inputs (forward
+only) on npusim with the CPU fallback forbidden and on the CPU, and compares the results (torch.testing.assert_close,
+its tolerances for the dtype, NaN equal to NaN; for an op whose two CPU runs differ, random numbers and `empty`, the
+shapes and dtypes). An entry passes when every sample it ran matches; an entry none of whose samples can be made, or
+run on the CPU, is not counted. Entries run in a child interpreter, restarted after one that kills it. It prints the
+share that passes, then the failing entries grouped by cause: the operators that would have fallen back to the CPU
+(most entries first: what to make native next), mismatches, and other errors. A measurement of where coverage stands,
+against the issue's goal of 85 %; tests/python/test_opinfo.py holds the float32 count of passing entries at or above
+its recorded value and names the operators that still fall back.
 """
 
 import argparse
@@ -32,6 +34,7 @@ CHILD = textwrap.dedent(
 
     warnings.filterwarnings("ignore")
     first, last, samples_per_entry = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    dtype = getattr(torch, sys.argv[4])
 
     def to_cpu(value):
         if isinstance(value, torch.Tensor):
@@ -67,10 +70,10 @@ CHILD = textwrap.dedent(
         return value
 
     def outcome(op):
-        if torch.float32 not in op.supported_dtypes("cpu"):
+        if dtype not in op.supported_dtypes("cpu"):
             return None
         try:
-            samples = list(op.sample_inputs("npusim", torch.float32))[:samples_per_entry]
+            samples = list(op.sample_inputs("npusim", dtype))[:samples_per_entry]
         except Exception:
             return None
         if not samples:
@@ -112,13 +115,13 @@ CHILD = textwrap.dedent(
 FALLBACK = re.compile(r"npusim: (\S+(?: \([^)]*\))?) has no native npusim kernel")
 
 
-def run(first, last, samples):
+def run(first, last, samples, dtype="float32"):
     """{index: (name, verdict, detail)} for entries first..last-1, a child interpreter restarted after a crash."""
     results, start = {}, first
     environment = dict(os.environ, NPUSIM_FALLBACK="error", PYTHONWARNINGS="ignore")
     while start < last:
         child = subprocess.run(
-            [sys.executable, "-c", CHILD, str(start), str(last), str(samples)],
+            [sys.executable, "-c", CHILD, str(start), str(last), str(samples), dtype],
             capture_output=True,
             text=True,
             env=environment,
@@ -140,17 +143,22 @@ def run(first, last, samples):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=4, help="sample inputs per entry (default 4)")
+    parser.add_argument("--dtype", default="float32", help="the entries' dtype (default float32)")
     parser.add_argument("--smoke", action="store_true", help="the first 15 entries only")
     arguments = parser.parse_args()
+    import torch
+
+    if not isinstance(getattr(torch, arguments.dtype, None), torch.dtype):
+        parser.error(f"--dtype {arguments.dtype}: not a torch dtype")
     from torch.testing._internal.common_methods_invocations import op_db
 
     last = 15 if arguments.smoke else len(op_db)
-    results = run(0, last, arguments.samples)
+    results = run(0, last, arguments.samples, arguments.dtype)
     if not results:
         sys.exit("no entry ran: no figure")
     verdicts = collections.Counter(verdict for _, verdict, _ in results.values())
     passed = verdicts["pass"]
-    print(f"OpInfo float32 entries passing with NPUSIM_FALLBACK=error: {passed} of {len(results)} "
+    print(f"OpInfo {arguments.dtype} entries passing with NPUSIM_FALLBACK=error: {passed} of {len(results)} "
           f"({100 * passed / len(results):.1f} %); goal 85 %")  # fmt: skip
     print("  " + ", ".join(f"{verdict} {count}" for verdict, count in verdicts.most_common()))
     fallbacks = collections.defaultdict(list)

@@ -12,7 +12,8 @@ if(NPUSIM_LIBFUZZER)
   if(NOT NPUSIM_SANITIZE)
     set(NPUSIM_SANITIZE "address,undefined" CACHE STRING "" FORCE)
   endif()
-  add_compile_options(-fsanitize=fuzzer-no-link)
+  add_compile_options(-fsanitize=fuzzer-no-link
+                      -fsanitize-coverage-ignorelist=${PROJECT_SOURCE_DIR}/cmake/fuzz_coverage_ignorelist.txt)
 endif()
 
 # npusim_fuzz_target(NAME SOURCES file... LIBRARIES target... [INCLUDES dir...] [SMOKE_DRIVER file])

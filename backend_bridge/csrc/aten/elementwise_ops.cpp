@@ -21,6 +21,7 @@
 #include <numeric>
 
 #include "bridge.h"
+#include "complex_arithmetic.h"
 #include "integer_pointwise.h"
 #include "outermost_dimension.h"
 #include "pointwise_formula.h"
@@ -160,6 +161,8 @@ at::Tensor& add_or_sub_out(const at::Tensor& self, const at::Tensor& other, cons
         alpha.toDouble() == 1.0 ? other : at::mul(other, at::scalar_tensor(alpha, out.options().device(c10::kCPU)));
     if (launch_binary(Op, self, scaled, out)) return out;
   }
+  const ComplexOp complex_op = Op == ElementwiseOp::AddF32 ? ComplexOp::Add : ComplexOp::Sub;
+  if (out.is_complex() && complex_binary(complex_op, self, other, alpha, out)) return out;
   torch::jit::Stack stack{self, other, alpha, out};
   call_cpu_fallback(Op == ElementwiseOp::AddF32 ? "aten::add" : "aten::sub", "out", stack);
   return out;
@@ -193,6 +196,10 @@ at::Tensor& binary_out(const at::Tensor& self, const at::Tensor& other, at::Tens
   if constexpr (Op == ElementwiseOp::MaxF32 || Op == ElementwiseOp::MinF32) {
     const auto op = Op == ElementwiseOp::MaxF32 ? emitter::FusedOpcode::Maximum : emitter::FusedOpcode::Minimum;
     if (launch_integer_binary(op, self, other, out)) return out;
+  }
+  if constexpr (Op == ElementwiseOp::MulF32 || Op == ElementwiseOp::DivF32) {
+    const ComplexOp complex_op = Op == ElementwiseOp::MulF32 ? ComplexOp::Mul : ComplexOp::Div;
+    if (out.is_complex() && complex_binary(complex_op, self, other, 1, out)) return out;
   }
   torch::jit::Stack stack{self, other, out};
   call_cpu_fallback(aten_name(Op).c_str(), Op == ElementwiseOp::XlogyF32 ? "OutTensor" : "out", stack);
@@ -332,6 +339,9 @@ at::Tensor& unary_out(ElementwiseOp op, const at::Tensor& self, at::Tensor& out)
     const at::Tensor parts = at::view_as_real(self.resolve_conj());
     return at::hypot_out(out, parts.select(-1, 0), parts.select(-1, 1));
   }
+  if ((op == ElementwiseOp::NegF32 || op == ElementwiseOp::ReciprocalF32) && out.is_complex() &&
+      complex_unary(op == ElementwiseOp::NegF32 ? ComplexUnaryOp::Neg : ComplexUnaryOp::Reciprocal, self, out))
+    return out;
   if ((op == ElementwiseOp::NegF32 || op == ElementwiseOp::AbsF32) &&
       launch_integer_unary(op == ElementwiseOp::NegF32 ? emitter::FusedOpcode::Neg : emitter::FusedOpcode::Abs, self,
                            out))

@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include "bridge.h"
+#include "complex_arithmetic.h"
 #include "runtime/kernel_launcher.h"
 
 namespace npusim::bridge {
@@ -74,6 +75,7 @@ at::Tensor& npusim_mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& 
     call_cpu_fallback("aten::mm", "out", stack);
     return out;
   };
+  if (out.is_complex() && complex_matmul(a, b, out)) return out;
   if (!all_float_on(out, {&a, &b})) return on_cpu();
   at::native::resize_output(out, {a.size(0), b.size(1)});
   if (out.numel() == 0) return out;
@@ -95,6 +97,7 @@ at::Tensor& npusim_bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor&
   TORCH_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, got ", a.dim(), "-D and ", b.dim(), "-D");
   TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "bmm: batch1 and batch2 shapes cannot be multiplied (",
               a.sizes(), " and ", b.sizes(), ")");
+  if (out.is_complex() && complex_matmul(a, b, out)) return out;
   if (!all_float_on(out, {&a, &b})) {
     torch::jit::Stack stack{a, b, out};
     call_cpu_fallback("aten::bmm", "out", stack);

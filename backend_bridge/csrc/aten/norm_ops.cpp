@@ -1,7 +1,8 @@
 // linalg_vector_norm (torch.linalg.vector_norm, Tensor.norm, F.normalize, clip_grad_norm_) of float32, float16 and
 // bfloat16 tensors over any dimensions, composed from native kernels in float32 and rounded once: ord 2 as
-// sqrt(sum(x²)), 1 as sum(|x|), ±inf as amax/amin(|x|), any other positive p as sum(|x|^p)^(1/p). Other orders
-// and types take the CPU fallback.
+// sqrt(sum(x²)), 1 as sum(|x|), ±inf as amax/amin(|x|), any other positive p as sum(|x|^p)^(1/p). A complex64
+// tensor's norm is its magnitudes' (a float32 result, as PyTorch gives it). Other orders and types take the CPU
+// fallback.
 #include <ATen/native/Resize.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/amax.h>
@@ -23,6 +24,9 @@ namespace {
 
 at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  if (self.scalar_type() == at::kComplexFloat && !dtype && out.scalar_type() == at::kFloat &&
+      self.device() == out.device())
+    return vector_norm_out(at::abs(self), ord, dim, keepdim, dtype, out);
   if (self.dim() == 0 && self.device() == out.device() && is_float_kind(self.scalar_type()) &&
       is_float_kind(dtype.value_or(self.scalar_type()))) {
     // One element (dimension 0 or -1 names it). Over every dimension the CPU gives its magnitude whatever the
@@ -65,7 +69,8 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::O
 
 at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                        std::optional<at::ScalarType> dtype) {
-  at::Tensor out = at::empty({0}, self.options().dtype(dtype ? *dtype : self.scalar_type()));
+  const at::ScalarType real_type = c10::toRealValueType(self.scalar_type());  // a complex tensor's norm is real
+  at::Tensor out = at::empty({0}, self.options().dtype(dtype ? *dtype : real_type));
   return vector_norm_out(self, ord, dim, keepdim, dtype, out);
 }
 

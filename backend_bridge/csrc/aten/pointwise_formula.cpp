@@ -156,52 +156,91 @@ Value chebyshev_series(Value y, std::span<const double> coefficients) {
   return 0.5 * (b0 - b2);
 }
 
-bool launch_formula(const std::string& name, const std::vector<at::Tensor>& operands,
-                    const std::vector<std::optional<double>>& parameters, at::Tensor& out, const FormulaBody& body) {
-  const bool predicate = out.scalar_type() == at::kBool;
-  if (!out.device().is_privateuseone() || (out.scalar_type() != at::kFloat && !predicate)) return false;
-  // Scalars (0-dim, on the host or the device) and integer or bool tensors on the device become float32 there (a
-  // native conversion), as PyTorch promotes them; float32 tensors on the device are read as they are.
+namespace {
+
+// Scalars (0-dim, on the host or the device) and integer or bool tensors on the device become float32 there (a
+// native conversion), as PyTorch promotes them; float32 tensors on the device are read as they are. Empty when an
+// operand is none of these.
+std::optional<std::vector<at::Tensor>> float32_operands(const std::vector<at::Tensor>& operands,
+                                                        const at::Tensor& out) {
   std::vector<at::Tensor> on_device;
   for (const at::Tensor& operand : operands) {
     const bool scalar = operand.dim() == 0 && operand.is_cpu();
     const bool here = operand.device() == out.device();
     const bool integral = at::isIntegralType(operand.scalar_type(), /*includeBool=*/true);
-    if (operand.is_complex() || (!here && !scalar)) return false;
+    if (operand.is_complex() || (!here && !scalar)) return {};
     if (here && operand.scalar_type() == at::kFloat) {
       on_device.push_back(operand);
     } else if (scalar || integral || operand.dim() == 0) {
       on_device.push_back(operand.to(out.device(), at::kFloat));
     } else {
-      return false;  // half precision reaches the kernel widened by the fallback (float32_compute.cpp)
+      return {};  // half precision reaches the kernel widened by the fallback (float32_compute.cpp)
     }
   }
-  const std::vector<int64_t> shape = resize_to_broadcast(out, on_device);
-  if (out.numel() == 0) return true;
+  return on_device;
+}
 
+// The kernel of `body` over float32 `operands` on the device, storing its k-th value into outs[k] (all of `shape`).
+bool launch_spec(const std::string& name, const std::vector<at::Tensor>& operands, const std::vector<at::Tensor>& outs,
+                 const std::vector<std::optional<double>>& parameters, c10::IntArrayRef shape,
+                 const FormulaValues& body) {
   emitter::FusedSpec spec;
   spec.name = name + "_f32";
-  spec.sizes = shape.empty() ? std::vector<int64_t>{1} : shape;
-  spec.arguments = static_cast<int>(on_device.size()) + 1;  // out, then the operands
+  spec.sizes = shape.empty() ? std::vector<int64_t>{1} : shape.vec();
+  spec.arguments = static_cast<int>(outs.size() + operands.size());  // the results, then the operands
   const auto strides = [&](const at::Tensor& tensor) {
     return shape.empty() ? std::vector<int64_t>{0} : tensor.expand(shape).strides().vec();
   };
   std::vector<int> loads;
-  for (size_t k = 0; k < on_device.size(); ++k) {
-    spec.loads.push_back({static_cast<int>(k) + 1, ElementType::F32, 0, strides(on_device[k])});
+  for (size_t k = 0; k < operands.size(); ++k) {
+    spec.loads.push_back({static_cast<int>(outs.size() + k), ElementType::F32, 0, strides(operands[k])});
     spec.nodes.push_back(FusedNode{.op = FusedOpcode::Load, .type = ElementType::F32, .access = static_cast<int>(k)});
     loads.push_back(static_cast<int>(k));
   }
   Formula formula(spec, loads, parameters);
-  const Value result = body(formula);
-  const ElementType result_type = predicate ? ElementType::Bool : ElementType::F32;
-  TORCH_INTERNAL_ASSERT(formula.type(result) == result_type, "formula ", name, " gives ",
-                        isa::type_name(formula.type(result)), " for a ", out.scalar_type(), " result");
-  spec.stores.push_back({0, result_type, 0, strides(out)});
-  spec.nodes.push_back(FusedNode{.op = FusedOpcode::Store, .type = result_type, .a = result.node, .access = 0});
-  std::vector<uint64_t> addresses = {device_address(out)};
-  for (const at::Tensor& operand : on_device) addresses.push_back(device_address(operand));
+  const std::vector<Value> results = body(formula);
+  TORCH_INTERNAL_ASSERT(results.size() == outs.size(), "formula ", name, " gives ", results.size(), " values for ",
+                        outs.size(), " results");
+  std::vector<uint64_t> addresses;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const ElementType type = outs[k].scalar_type() == at::kBool ? ElementType::Bool : ElementType::F32;
+    TORCH_INTERNAL_ASSERT(formula.type(results[k]) == type, "formula ", name, " gives ",
+                          isa::type_name(formula.type(results[k])), " for a ", outs[k].scalar_type(), " result");
+    spec.stores.push_back({static_cast<int>(k), type, 0, strides(outs[k])});
+    spec.nodes.push_back(
+        FusedNode{.op = FusedOpcode::Store, .type = type, .a = results[k].node, .access = static_cast<int>(k)});
+    addresses.push_back(device_address(outs[k]));
+  }
+  for (const at::Tensor& operand : operands) addresses.push_back(device_address(operand));
+  const at::Tensor& out = outs.front();
   return launched_natively([&] { launch_fused(out.device().index(), runtime_device(out), spec, addresses); });
+}
+
+}  // namespace
+
+bool launch_formula(const std::string& name, const std::vector<at::Tensor>& operands,
+                    const std::vector<std::optional<double>>& parameters, at::Tensor& out, const FormulaBody& body) {
+  const bool predicate = out.scalar_type() == at::kBool;
+  if (!out.device().is_privateuseone() || (out.scalar_type() != at::kFloat && !predicate)) return false;
+  const std::optional<std::vector<at::Tensor>> on_device = float32_operands(operands, out);
+  if (!on_device) return false;
+  const std::vector<int64_t> shape = resize_to_broadcast(out, *on_device);
+  if (out.numel() == 0) return true;
+  return launch_spec(name, *on_device, {out}, parameters, shape,
+                     [&](Formula& formula) { return std::vector<Value>{body(formula)}; });
+}
+
+bool launch_formulas(const std::string& name, const std::vector<at::Tensor>& operands,
+                     const std::vector<at::Tensor>& outs, const FormulaValues& body) {
+  const at::Tensor& out = outs.front();
+  for (const at::Tensor& result : outs)
+    if (result.device() != out.device() || result.scalar_type() != at::kFloat || result.sizes() != out.sizes())
+      return false;
+  if (!out.device().is_privateuseone()) return false;
+  const std::optional<std::vector<at::Tensor>> on_device = float32_operands(operands, out);
+  if (!on_device) return false;
+  if (out.numel() == 0) return true;
+  return launch_spec(name, *on_device, outs, {}, out.sizes(), body);
 }
 
 namespace {

@@ -117,6 +117,7 @@ Value polynomial(Value z, std::span<const double> coefficients);
 Value chebyshev_series(Value y, std::span<const double> coefficients);
 
 using FormulaBody = std::function<Value(Formula&)>;
+using FormulaValues = std::function<std::vector<Value>(Formula&)>;
 
 // Runs the formula over `operands` (float32 tensors on out's device, or 0-dim scalars) into `out` (float32, or bool
 // for a predicate), resized to the broadcast shape unless it is an operand (in place). The kernel is named
@@ -124,6 +125,12 @@ using FormulaBody = std::function<Value(Formula&)>;
 // resized by then).
 bool launch_formula(const std::string& name, const std::vector<at::Tensor>& operands,
                     const std::vector<std::optional<double>>& parameters, at::Tensor& out, const FormulaBody& body);
+
+// One kernel computing several results at once (a complex result's two parts): the body's k-th value is stored into
+// outs[k], float32 tensors on the device that all have the shape the operands broadcast to (they are not resized).
+// The kernel is named "<name>_f32". False when the tensors are not what it takes.
+bool launch_formulas(const std::string& name, const std::vector<at::Tensor>& operands,
+                     const std::vector<at::Tensor>& outs, const FormulaValues& body);
 
 // The dtype of a functional variant's result, as PyTorch's kernel gives it.
 enum class FormulaResult {

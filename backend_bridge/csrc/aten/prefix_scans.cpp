@@ -4,7 +4,8 @@
 //   cummax   the later of two segments wins if it holds a NaN, or neither does and its maximum is >= the earlier's
 //            (so ties and NaN give the last index, as the CPU's loop `x >= best || isnan(x)` does); cummin alike
 //   logcumsumexp  logaddexp (the CPU's formula, same infinities).
-// float32 and integer tensors on npusim; other dtypes take the CPU fallback.
+// float32 and integer tensors on npusim; float16 and bfloat16 ones are scanned in float32 and rounded once, as the
+// CPU's running value is float32 too (for the extrema, exact both ways); other dtypes take the CPU fallback.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/arange.h>
@@ -27,7 +28,12 @@ namespace {
 
 bool scans_natively(const at::Tensor& self) {
   return self.device().is_privateuseone() &&
-         (self.scalar_type() == at::kFloat || self.scalar_type() == at::kLong || self.scalar_type() == at::kInt);
+         (is_float_kind(self.scalar_type()) || self.scalar_type() == at::kLong || self.scalar_type() == at::kInt);
+}
+
+// The tensor the scan runs over: half precision widened to float32.
+at::Tensor scanned(const at::Tensor& self) {
+  return is_float_kind(self.scalar_type()) && self.scalar_type() != at::kFloat ? self.to(at::kFloat) : self;
 }
 
 // One step of the scan: elements d.. combined with the elements d before them, the first d unchanged.
@@ -41,7 +47,8 @@ at::Tensor step(const at::Tensor& running, int64_t d, const Combine& combine) {
 template <bool Greater>
 void extremum_scan(const at::Tensor& self, const at::Tensor& values, const at::Tensor& indices, int64_t dim) {
   const int64_t wrapped = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  at::Tensor value = self.dim() == 0 ? self.reshape({1}) : self.movedim(wrapped, -1).contiguous();
+  const at::Tensor source = scanned(self);
+  at::Tensor value = source.dim() == 0 ? source.reshape({1}) : source.movedim(wrapped, -1).contiguous();
   const int64_t n = value.size(-1);
   at::Tensor index = at::arange(n, value.options().dtype(at::kLong)).expand(value.sizes()).contiguous();
   for (int64_t d = 1; d < n; d *= 2) {
@@ -73,10 +80,11 @@ void npusim_cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor
 }
 
 at::Tensor& npusim_logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
-  if (self.device().is_privateuseone() && self.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat &&
-      self.numel() > 0) {
+  if (self.device().is_privateuseone() && is_float_kind(self.scalar_type()) &&
+      out.scalar_type() == self.scalar_type() && self.numel() > 0) {
     const int64_t wrapped = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-    at::Tensor running = self.dim() == 0 ? self.reshape({1}) : self.movedim(wrapped, -1).contiguous();
+    const at::Tensor source = scanned(self);
+    at::Tensor running = source.dim() == 0 ? source.reshape({1}) : source.movedim(wrapped, -1).contiguous();
     for (int64_t d = 1; d < running.size(-1); d *= 2)
       running = step(running, d, [](const at::Tensor& a, const at::Tensor& b) { return at::logaddexp(a, b); });
     at::native::resize_output(out, self.sizes());

@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "bridge.h"
+#include "complex_arithmetic.h"
 #include "integer_sum.h"
 #include "runtime/kernel_launcher.h"
 
@@ -237,6 +238,7 @@ at::Tensor& npusim_sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims,
     }
   }
   if ((!dtype || *dtype == at::kLong) && distinct && launch_integer_sum(self, reduced, keepdim, out)) return out;
+  if ((!dtype || *dtype == self.scalar_type()) && distinct && complex_sum(self, dims, keepdim, out)) return out;
   torch::jit::Stack stack{self, dims, keepdim, dtype, out};
   call_cpu_fallback("aten::sum", "IntList_out", stack);
   return out;

@@ -1,8 +1,11 @@
 // var, std, var_mean and std_mean of float32 tensors over any dimensions, composed from native kernels: the mean
 // (kept as a broadcastable row), the deviations, the sum of their squares, and a division by the element count less
 // the correction (PyTorch's two-pass formula; a count at or below the correction gives inf or NaN, as on the CPU;
-// an empty tensor's spread and mean are NaN).
+// an empty tensor's spread and mean are NaN). A complex64 tensor's variance is its real and imaginary parts' summed
+// (the mean squared magnitude of the deviations: a float32 result), its mean complex.
 #include <ATen/WrapDimUtils.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/complex.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/mean.h>
@@ -11,6 +14,7 @@
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
 
 #include <limits>
@@ -20,11 +24,19 @@
 namespace npusim::bridge {
 namespace {
 
-bool computes_natively(const at::Tensor& self) { return self.scalar_type() == at::kFloat && self.dim() > 0; }
+bool computes_natively(const at::Tensor& self) {
+  return (self.scalar_type() == at::kFloat || self.scalar_type() == at::kComplexFloat) && self.dim() > 0;
+}
 
 // The variance and the mean, each reduced over `dims` (all when none) with `keepdim`.
 std::tuple<at::Tensor, at::Tensor> variance_and_mean(const at::Tensor& self, at::OptionalIntArrayRef dims,
                                                      const std::optional<at::Scalar>& correction, bool keepdim) {
+  if (self.is_complex()) {
+    const at::Tensor parts = at::view_as_real(self.resolve_conj());
+    const auto [real_variance, real_mean] = variance_and_mean(parts.select(-1, 0), dims, correction, keepdim);
+    const auto [imag_variance, imag_mean] = variance_and_mean(parts.select(-1, 1), dims, correction, keepdim);
+    return {at::add(real_variance, imag_variance), at::complex(real_mean, imag_mean)};
+  }
   std::vector<int64_t> reduced;
   if (dims.has_value() && !dims->empty())
     for (int64_t dim : *dims) reduced.push_back(at::maybe_wrap_dim(dim, self.dim()));
@@ -69,7 +81,7 @@ at::Tensor spread(const at::Tensor& self, at::OptionalIntArrayRef dims, const st
     const at::Tensor variance = std::get<0>(variance_and_mean(self, dims, correction, keepdim));
     return StandardDeviation ? at::sqrt(variance) : variance;
   }
-  if (computes_natively(self)) return std::get<0>(of_empty(self, dims, keepdim));
+  if (computes_natively(self) && !self.is_complex()) return std::get<0>(of_empty(self, dims, keepdim));
   torch::jit::Stack stack{self, dims, correction, keepdim};
   call_cpu_fallback(StandardDeviation ? "aten::std" : "aten::var", "correction", stack);
   return stack[0].toTensor();
@@ -82,7 +94,7 @@ std::tuple<at::Tensor, at::Tensor> spread_and_mean(const at::Tensor& self, at::O
     auto [variance, mean] = variance_and_mean(self, dims, correction, keepdim);
     return {StandardDeviation ? at::sqrt(variance) : variance, mean};
   }
-  if (computes_natively(self)) return of_empty(self, dims, keepdim);
+  if (computes_natively(self) && !self.is_complex()) return of_empty(self, dims, keepdim);
   torch::jit::Stack stack{self, dims, correction, keepdim};
   call_cpu_fallback(StandardDeviation ? "aten::std_mean" : "aten::var_mean", "correction", stack);
   return {stack[0].toTensor(), stack[1].toTensor()};

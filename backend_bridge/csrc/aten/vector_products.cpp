@@ -24,8 +24,14 @@ bool float_vectors_on_one_device(std::initializer_list<const at::Tensor*> tensor
   return first.dim() == first_dim;
 }
 
+bool complex_vectors_on_one_device(const at::Tensor& self, const at::Tensor& other) {
+  return self.scalar_type() == at::kComplexFloat && other.scalar_type() == at::kComplexFloat &&
+         self.device() == other.device() && self.dim() == 1;
+}
+
 at::Tensor npusim_dot(const at::Tensor& self, const at::Tensor& other) {
-  if (float_vectors_on_one_device({&self, &other}, 1) && other.dim() == 1 && self.size(0) == other.size(0))
+  const bool vectors = float_vectors_on_one_device({&self, &other}, 1) || complex_vectors_on_one_device(self, other);
+  if (vectors && other.dim() == 1 && self.size(0) == other.size(0))
     return at::mm(self.unsqueeze(0), other.unsqueeze(1)).reshape({});
   torch::jit::Stack stack{self, other};
   call_cpu_fallback("aten::dot", "", stack);
@@ -34,6 +40,7 @@ at::Tensor npusim_dot(const at::Tensor& self, const at::Tensor& other) {
 
 at::Tensor npusim_vdot(const at::Tensor& self, const at::Tensor& other) {
   if (!self.is_complex() && !other.is_complex()) return npusim_dot(self, other);  // conj of reals is themselves
+  if (complex_vectors_on_one_device(self, other)) return npusim_dot(self.conj(), other);
   torch::jit::Stack stack{self, other};
   call_cpu_fallback("aten::vdot", "", stack);
   return stack[0].toTensor();
