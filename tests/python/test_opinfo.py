@@ -96,6 +96,7 @@ NATIVE_OPS = """
     nn.functional.conv_transpose3d nn.functional.avg_pool3d nn.functional.adaptive_avg_pool3d
     nn.functional.max_unpool3d nn.functional.max_unpool3d.grad nn.functional.embedding_bag
     nn.functional.interpolate.bicubic _upsample_bilinear2d_aa nn.functional.adaptive_max_pool3d
+    _segment_reduce.lengths _segment_reduce.offsets
 """.split()
 
 
@@ -151,12 +152,13 @@ ROUNDED_ONCE_BF16 = {
 
 # The CPU's bfloat16 addbmm adds each batch entry's product into a bfloat16 result, rounding after every one, and its
 # transposed convolution adds each kernel offset's contribution into a bfloat16 output, so its error grows with the
-# sum's length (several units of bfloat16); so does its 3-D adaptive average pooling (up to 5 units of bfloat16 off the
-# float32 result on an OpInfo sample). npusim sums in float32 and rounds once, and is compared with that: the float32
-# result rounded once (npusim's float32 sums in another order can round a tie the other way: one unit).
+# sum's length (several units of bfloat16); so do its 3-D adaptive average pooling (up to 5 units of bfloat16 off the
+# float32 result on an OpInfo sample) and its segment reductions (a segment's sum and mean in bfloat16). npusim sums
+# in float32 and rounds once, and is compared with that: the float32 result rounded once (npusim's float32 sums in
+# another order can round a tie the other way: one unit).
 ACCUMULATED_IN_BF16 = {
     "addbmm", "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d",
-    "nn.functional.adaptive_avg_pool3d",
+    "nn.functional.adaptive_avg_pool3d", "_segment_reduce",
 }  # fmt: skip
 
 # The CPU's half-precision grid_sampler_2d computes its coordinates and weights in half precision (0.025 off the
@@ -297,7 +299,50 @@ instantiate_device_type_tests(TestNpusimOpInfo, globals(), only_for="privateuse1
 
 # How many of the whole database's float32 entries run natively and match the CPU (bench/opinfo_coverage.py, which
 # prints the operators the rest would fall back on): a ratchet, raised when coverage grows, so that it cannot fall.
-RECORDED_NATIVE_ENTRIES = 543
+RECORDED_NATIVE_ENTRIES = 545
+
+
+# Every operator some float32 entry still runs on the CPU, with the reason. A fallback not listed here fails the
+# test below: an operator that stops being native, or a new entry, must be made native or given its reason here.
+FLOAT64 = "computes in float64 (a dtype= argument, float_power's definition): npusim stores float64, has no float64 ALU"
+FACTORISATION = (
+    "a factorisation or solve: pivoting and sequential, data-dependent elimination or iteration to convergence, which "
+    "neither the systolic array nor the vector engine does; accelerators leave these to the host (npusim charges the "
+    "round trip over the host link)"
+)
+CONVERGENT_SERIES = (
+    "Cephes' series and continued fractions loop until a term is small enough, a count that depends on each value; "
+    "a vector kernel would run every lane to the worst case"
+)
+TO_DO = "not yet native"
+FALLBACK_REASONS = {
+    "aten::_softmax.out": FLOAT64,
+    "aten::_log_softmax.out": FLOAT64,
+    "aten::pow.Tensor_Tensor": FLOAT64,
+    "aten::_to_sparse": "a sparse layout: npusim holds strided tensors only",
+    "aten::_linalg_svd.U": FACTORISATION,
+    "aten::linalg_qr.out": FACTORISATION,
+    "aten::_linalg_solve_ex.result": FACTORISATION,
+    "aten::linalg_lu.out": FACTORISATION,
+    "aten::linalg_lu_factor_ex.out": FACTORISATION,
+    "aten::linalg_solve_triangular": FACTORISATION,
+    "aten::linalg_householder_product": FACTORISATION,
+    "aten::linalg_matrix_exp": "scaling and squaring whose Pade degree and squaring count depend on the matrix's norm",
+    "aten::igamma.out": CONVERGENT_SERIES,
+    "aten::igammac.out": CONVERGENT_SERIES,
+    "aten::special_zeta.out": CONVERGENT_SERIES,
+    "aten::mode": "the CPU picks the index among equal values by where its unstable sort leaves them",
+    "aten::multilabel_margin_loss_forward": "PyTorch 2.13's decomposition gives another loss than its own kernel",
+    "aten::histogram.bin_ct": TO_DO,
+    "aten::_histogramdd_bin_edges": TO_DO,
+    "aten::fractional_max_pool2d.output": TO_DO,
+    "aten::fractional_max_pool3d.output": TO_DO,
+    "aten::grid_sampler_3d": TO_DO,
+    "aten::hash_tensor.out": TO_DO,
+    "aten::special_airy_ai.out": TO_DO,
+    "aten::special_erfcx.out": TO_DO,
+    "aten::special_log_ndtr.out": TO_DO,
+}
 
 
 def test_native_coverage_of_the_whole_database_does_not_fall():
@@ -306,3 +351,7 @@ def test_native_coverage_of_the_whole_database_does_not_fall():
     measured = re.search(r"passing with NPUSIM_FALLBACK=error: (\d+) of (\d+)", result.stdout)
     assert measured, result.stdout + result.stderr
     assert int(measured.group(1)) >= RECORDED_NATIVE_ENTRIES, result.stdout
+    falling_back = set(re.findall(r"^ +\d+ +(aten::\S+): ", result.stdout, flags=re.MULTILINE))
+    assert falling_back, result.stdout  # the bench lists them: a change to its format must not pass unnoticed
+    unexplained = falling_back - FALLBACK_REASONS.keys()
+    assert not unexplained, f"operators falling back with no reason given in FALLBACK_REASONS: {sorted(unexplained)}"
