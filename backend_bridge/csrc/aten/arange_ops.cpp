@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "bridge.h"
+#include "pointwise_formula.h"
 
 namespace npusim::bridge {
 namespace {
@@ -45,7 +46,9 @@ at::Tensor& npusim_arange_out(const at::Scalar& start, const at::Scalar& end, co
 }
 
 // linspace in float32 as the CPU computes it: step = (end - start) / (steps - 1) in float32, the first half of the
-// points start + step i, the others end - step (steps - 1 - i), so that both ends are exact; from the native arange.
+// points start + step i, the others end - step (steps - 1 - i), so that both ends are exact, each a fused
+// multiply-add (the CPU's vectorised kernel is compiled for FMA, so each point is rounded once): one formula kernel
+// per half over the native arange's whole numbers.
 at::Tensor& npusim_linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
   if (out.scalar_type() == at::kFloat && !start.isComplex() && !end.isComplex() && steps <= (int64_t{1} << 24)) {
@@ -56,10 +59,13 @@ at::Tensor& npusim_linspace_out(const at::Scalar& start, const at::Scalar& end, 
     const int64_t halfway = steps / 2;
     const at::Tensor index = at::arange(steps, out.options());  // whole numbers, exact in float32 up to 2^24
     at::Tensor lower = out.narrow(0, 0, halfway), upper = out.narrow(0, halfway, steps - halfway);
-    lower.copy_(at::add(at::mul(index.narrow(0, 0, halfway), step), first));
     const at::Tensor from_end = at::rsub(index.narrow(0, halfway, steps - halfway), static_cast<double>(steps - 1));
-    upper.copy_(at::rsub(at::mul(from_end, step), last));
-    return out;
+    const bool launched =
+        launch_formula("linspace", {index.narrow(0, 0, halfway)}, {}, lower,
+                       [&](Formula& f) { return mul_add(f.x(0), f.constant(step), f.constant(first)); }) &&
+        launch_formula("linspace", {from_end}, {}, upper,
+                       [&](Formula& f) { return mul_add(f.x(0), f.constant(-step), f.constant(last)); });
+    if (launched) return out;
   }
   torch::jit::Stack stack{start, end, steps, out};
   call_cpu_fallback("aten::linspace", "out", stack);

@@ -79,6 +79,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   from_functional(m, "max.unary_out", "aten::max", "");
   from_functional(m, "min.unary_out", "aten::min", "");
   from_functional(m, "std.correction_out", "aten::std", "correction");
+  from_functional(m, "histogram.bin_ct_out", "aten::histogram", "bin_ct");
   from_functional(m, "var.correction_out", "aten::var", "correction");
   from_functional(m, "searchsorted.Tensor_out", "aten::searchsorted", "Tensor");
   from_functional(m, "bucketize.Tensor_out", "aten::bucketize", "Tensor");
