@@ -75,10 +75,11 @@ def _register():
     _print_from_host_copy()
     _C.set_default_config_dirs(config_dirs())
     _C.set_default_recording(False)  # npusim.profile() turns recording on while it is open
-    from . import eager_decompositions, inductor_hook  # noqa: PLC0415
+    from . import autograd_exit, eager_decompositions, inductor_hook  # noqa: PLC0415
 
     eager_decompositions.install()  # operators without a kernel, as PyTorch's decompositions on the device
     inductor_hook.install()  # torch.compile's decompositions, when Inductor loads
+    autograd_exit.install()  # an exit after a backward pass that PyTorch's engine cannot abort
 
 
 _register()
