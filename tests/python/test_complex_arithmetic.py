@@ -1,5 +1,5 @@
-"""Complex64 arithmetic on the device, against the CPU with no CPU fallback: add, sub (with alpha), mul, div, neg and
-reciprocal with broadcasting, real and scalar operands, conjugate views, in place and out=; sums, vector norms,
+"""Complex64 arithmetic on the device, against the CPU with no CPU fallback: add, sub (with alpha), mul, div, neg,
+reciprocal and exp with broadcasting, real and scalar operands, conjugate views, in place and out=; sums, vector norms,
 variances; matrix products (mm, bmm, matmul, dot, vdot, einsum); and two places models use them: rotary position
 embeddings written with complex numbers (Meta's Llama reference code) and a Fourier neural operator's spectral
 convolution, forward and backward."""
@@ -85,6 +85,13 @@ def test_in_place_and_out_variants_including_strided_and_overlapping_results():
     assert_matches(square, expected)
     with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
         x[:1].mul_(y)
+
+
+def test_exponentials_including_the_unit_circle_rotary_code_builds():
+    a = complex_randn(40) * 3
+    assert_matches(torch.exp(a.to("npusim")), torch.exp(a))
+    angles = torch.randn(16)
+    assert_matches(torch.exp(1j * angles.to("npusim")), torch.exp(1j * angles))
 
 
 def test_negation_and_sums():

@@ -1,7 +1,7 @@
 // Complex64 arithmetic on the device (complex_arithmetic.h). A product is the CPU's (ac - bd) + (ad + bc)i, unfused;
-// a quotient scales both operands by the reciprocal of the divisor's larger part, so that |c|^2 + |d|^2 neither
-// overflows nor underflows where the quotient itself is representable (within a few units in the last place of the
-// CPU's, whose vectorised and scalar divisions differ from each other too).
+// an exponential e^a cos b + i e^a sin b; a quotient scales both operands by the reciprocal of the divisor's larger
+// part, so that |c|^2 + |d|^2 neither overflows nor underflows where the quotient itself is representable (within a
+// few units in the last place of the CPU's, whose vectorised and scalar divisions differ from each other too).
 #include "complex_arithmetic.h"
 
 #include <ATen/ExpandUtils.h>
@@ -29,8 +29,8 @@ bool is_complex64_on_device(const at::Tensor& out) {
   return out.scalar_type() == at::kComplexFloat && out.device().is_privateuseone();
 }
 
-// An operand's real and imaginary parts as float32 tensors (a host scalar's as 0-dim host tensors, which the kernel
-// takes in its arguments); a real operand has no imaginary part (zero, as PyTorch's promotion to complex gives).
+// An operand's real and imaginary parts as float32 tensors (a host scalar's as 0-dim host tensors, which
+// launch_formulas copies to the device); a real operand has no imaginary part (zero, as PyTorch's promotion gives).
 struct Parts {
   at::Tensor real;
   std::optional<at::Tensor> imag;
@@ -131,10 +131,11 @@ bool complex_unary(ComplexUnaryOp op, const at::Tensor& self, at::Tensor& out) {
   if (!is_complex64_on_device(out) || out.is_conj() || !self.is_complex()) return false;
   resize_for(out, {self});
   if (out.numel() == 0) return true;
-  const bool neg = op == ComplexUnaryOp::Neg;
-  return launch_parts(neg ? "complex_neg" : "complex_reciprocal", {self}, out, [&](const auto& v) {
+  const char* names[] = {"complex_neg", "complex_reciprocal", "complex_exp"};
+  return launch_parts(names[static_cast<int>(op)], {self}, out, [&](const auto& v) {
     const auto [a, b] = v[0];
-    if (neg) return std::pair{-a, -b};
+    if (op == ComplexUnaryOp::Neg) return std::pair{-a, -b};
+    if (op == ComplexUnaryOp::Exp) return std::pair{exp(a) * cos(b), exp(a) * sin(b)};
     Formula& f = *a.formula;
     return quotient(f.constant(1.0), f.constant(0.0), a, b);
   });

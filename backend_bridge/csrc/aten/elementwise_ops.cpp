@@ -331,6 +331,14 @@ bool rounds_to_integers(ElementwiseOp op) {
          op == ElementwiseOp::TruncF32;
 }
 
+// The unary ops complex_arithmetic.h computes for complex64 tensors.
+std::optional<ComplexUnaryOp> complex_unary_op(ElementwiseOp op) {
+  if (op == ElementwiseOp::NegF32) return ComplexUnaryOp::Neg;
+  if (op == ElementwiseOp::ReciprocalF32) return ComplexUnaryOp::Reciprocal;
+  if (op == ElementwiseOp::ExpF32) return ComplexUnaryOp::Exp;
+  return {};
+}
+
 at::Tensor& unary_out(ElementwiseOp op, const at::Tensor& self, at::Tensor& out) {
   if (launch_unary(op, self, out)) return out;
   // A complex64 value's magnitude, the hypotenuse of its parts (a spectrogram's).
@@ -339,8 +347,8 @@ at::Tensor& unary_out(ElementwiseOp op, const at::Tensor& self, at::Tensor& out)
     const at::Tensor parts = at::view_as_real(self.resolve_conj());
     return at::hypot_out(out, parts.select(-1, 0), parts.select(-1, 1));
   }
-  if ((op == ElementwiseOp::NegF32 || op == ElementwiseOp::ReciprocalF32) && out.is_complex() &&
-      complex_unary(op == ElementwiseOp::NegF32 ? ComplexUnaryOp::Neg : ComplexUnaryOp::Reciprocal, self, out))
+  if (const auto complex_op = complex_unary_op(op);
+      complex_op && out.is_complex() && complex_unary(*complex_op, self, out))
     return out;
   if ((op == ElementwiseOp::NegF32 || op == ElementwiseOp::AbsF32) &&
       launch_integer_unary(op == ElementwiseOp::NegF32 ? emitter::FusedOpcode::Neg : emitter::FusedOpcode::Abs, self,
