@@ -103,8 +103,8 @@ at::Tensor counts(const at::Tensor& points, const std::vector<at::Tensor>& edges
     stride /= last;
     flat = at::add(flat, at::mul(bin, stride));
   }
-  const at::Tensor ones = at::ones({points.size(0)}, points.options());
-  const at::Tensor weights = at::where(inside, weight ? weight->reshape({-1}) : ones, 0.0);
+  const at::Tensor weights =
+      at::where(inside, weight ? weight->reshape({-1}) : at::ones({points.size(0)}, points.options()), 0.0);
   at::Tensor hist =
       at::zeros({total}, points.options()).index_add_(0, at::where(inside, flat, 0), weights).reshape(shape);
   if (!density) return hist;

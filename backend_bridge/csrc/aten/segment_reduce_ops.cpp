@@ -28,19 +28,21 @@
 namespace npusim::bridge {
 namespace {
 
-// The reduction's value for a segment of no elements, and scatter_reduce's name for it.
+// The fold's identity (what an element left out contributes), the value of a segment of no elements when no
+// `initial` is given, and scatter_reduce's name for the fold.
 struct Reduction {
   double identity;
+  double empty;
   const char* scatter;
 };
 
 std::optional<Reduction> reduction(c10::string_view reduce) {
   constexpr double infinity = std::numeric_limits<double>::infinity();
-  if (reduce == "max") return Reduction{-infinity, "amax"};
-  if (reduce == "min") return Reduction{infinity, "amin"};
-  if (reduce == "sum") return Reduction{0.0, "sum"};
-  if (reduce == "prod") return Reduction{1.0, "prod"};
-  if (reduce == "mean") return Reduction{std::numeric_limits<double>::quiet_NaN(), "sum"};  // then divided
+  if (reduce == "max") return Reduction{-infinity, -infinity, "amax"};
+  if (reduce == "min") return Reduction{infinity, infinity, "amin"};
+  if (reduce == "sum") return Reduction{0.0, 0.0, "sum"};
+  if (reduce == "prod") return Reduction{1.0, 1.0, "prod"};
+  if (reduce == "mean") return Reduction{0.0, std::numeric_limits<double>::quiet_NaN(), "sum"};  // then divided
   return {};
 }
 
@@ -70,9 +72,9 @@ at::Tensor npusim_segment_reduce(const at::Tensor& data, c10::string_view reduce
   }
   std::vector<int64_t> result_shape = data.sizes().vec();
   result_shape[axis] = segments;
-  const double start = initial ? initial->toDouble() : (reduce == "mean" ? 0.0 : kind->identity);
-  at::Tensor result = at::full(result_shape, start, data.options());
-  if (segments == 0 || elements == 0) return reduce == "mean" && !initial ? result.fill_(kind->identity) : result;
+  const double empty_value = initial ? initial->toDouble() : kind->empty;
+  if (segments == 0 || elements == 0) return at::full(result_shape, empty_value, data.options());
+  const at::Tensor start = at::full(result_shape, initial ? initial->toDouble() : kind->identity, data.options());
   // Element j of each row is in the segment of the first end past j.
   std::vector<int64_t> row_shape = segment_lengths.sizes().vec();
   row_shape.back() = elements;
@@ -83,17 +85,17 @@ at::Tensor npusim_segment_reduce(const at::Tensor& data, c10::string_view reduce
   // With unsafe=True the lengths may cover less than the dimension: elements past the last segment are left out (they
   // join the last segment as the fold's identity, which changes nothing).
   const at::Tensor inside = at::lt(segment, segments);
-  const double neutral = reduce == "mean" ? 0.0 : kind->identity;
-  const at::Tensor folded = at::where(inside.reshape(index_shape), data, at::scalar_tensor(neutral, data.options()));
+  const at::Tensor folded =
+      at::where(inside.reshape(index_shape), data, at::scalar_tensor(kind->identity, data.options()));
   const at::Tensor index = at::where(inside, segment, segments - 1).reshape(index_shape).expand(data.sizes());
 
-  result = at::scatter_reduce(result, axis, index, folded, kind->scatter, /*include_self=*/true);
+  const at::Tensor result = at::scatter_reduce(start, axis, index, folded, kind->scatter, /*include_self=*/true);
   if (reduce != "mean") return result.contiguous();
   std::vector<int64_t> count_shape = segment_lengths.sizes().vec();
   count_shape.resize(data.dim(), 1);
   const at::Tensor counts = segment_lengths.reshape(count_shape).to(at::kFloat);
-  const at::Tensor empty_value = at::scalar_tensor(initial ? initial->toDouble() : kind->identity, data.options());
-  return at::where(at::gt(counts, 0), at::div(result, counts), empty_value).contiguous();  // as PyTorch lays it out
+  const at::Tensor empty = at::scalar_tensor(empty_value, data.options());
+  return at::where(at::gt(counts, 0), at::div(result, counts), empty).contiguous();  // as PyTorch lays it out
 }
 
 }  // namespace
