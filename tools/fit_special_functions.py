@@ -1,0 +1,133 @@
+"""Fits the polynomials npusim's kernels evaluate for special.erfcx and special.airy_ai, and writes them to
+backend_bridge/csrc/aten/fitted_coefficients.h.
+
+Each function is split where a smooth, slowly varying factor remains once its known behaviour is divided out:
+- erfcx(x) for 0 <= x < 50, in y = 4 / (4 + x) (which maps [0, 50) onto (0.074, 1]: erfcx is then nearly linear);
+- Ai(x) for x > 2.09 as exp(-zeta) / (2 sqrt(pi) x^(1/4)) h(1 / zeta), zeta = 2/3 x^(3/2), h -> 1;
+- Ai(-x) for x > 2.09 as (P(1 / zeta) sin(zeta + pi/4) - Q(1 / zeta) cos(zeta + pi/4)) / (sqrt(pi) x^(1/4)).
+Each factor is interpolated at Chebyshev points of equal pieces of its variable (SciPy's double-precision functions
+are the reference) and written as a polynomial in t = (v - middle) / half_width, highest power first (for Horner's
+rule in float32). The script prints each fit's largest error; run it again after changing a degree or a split:
+
+    python tools/fit_special_functions.py
+"""
+
+import pathlib
+import subprocess
+
+import numpy as np
+from numpy.polynomial import chebyshev
+from scipy import special
+
+HEADER = pathlib.Path(__file__).resolve().parent.parent / "backend_bridge/csrc/aten/fitted_coefficients.h"
+AIRY_SPLIT = 2.09  # |x| at most this: Ai's Maclaurin series (10 terms in x^3 suffice)
+
+
+def zeta(x):
+    return 2 / 3 * np.abs(x) ** 1.5
+
+
+def erfcx_in_y(y):
+    return special.erfcx(4 / y - 4)
+
+
+# Below u = 1e-5 (x beyond 2000) the factors are their asymptotic series' first terms to double precision (the
+# series' coefficients 5/72 and 385/10368, Abramowitz and Stegun 10.4.58-10.4.64), which also gives their values at 0.
+ASYMPTOTIC_BELOW = 1e-5
+
+
+def airy_positive_factor(u):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = (1.5 / u) ** (2 / 3)
+        exact = special.airye(x)[0] * 2 * np.sqrt(np.pi) * x**0.25  # airye scales Ai by exp(zeta)
+    return np.where(u < ASYMPTOTIC_BELOW, 1 - 5 / 72 * u + 385 / 10368 * u**2, exact)
+
+
+def airy_negative_factors(u):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = (1.5 / u) ** (2 / 3)
+        ai, _, bi, _ = special.airy(-x)
+        scale = np.sqrt(np.pi) * x**0.25
+        phase = 1 / u + np.pi / 4
+        p = scale * (ai * np.sin(phase) + bi * np.cos(phase))
+        q = scale * (bi * np.sin(phase) - ai * np.cos(phase))
+    small = u < ASYMPTOTIC_BELOW
+    return np.where(small, 1 - 385 / 10368 * u**2, p), np.where(small, 5 / 72 * u, q)
+
+
+def fit_pieces(function, low, high, pieces, degree):
+    """[(low, high, coefficients highest power first)] and the largest error (relative for erfcx, absolute else)."""
+    fitted, worst = [], 0.0
+    edges = np.linspace(low, high, pieces + 1)
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        middle, half = (a + b) / 2, (b - a) / 2
+        series = chebyshev.chebinterpolate(lambda t, m=middle, h=half: function(m + h * t), degree)
+        power_series = chebyshev.cheb2poly(series)
+        checked = np.linspace(a, b, 4001)
+        error = np.polynomial.polynomial.polyval((checked - middle) / half, power_series) - function(checked)
+        worst = max(worst, float(np.max(np.abs(error / function(checked) if function is erfcx_in_y else error))))
+        fitted.append((a, b, power_series[::-1]))
+    return fitted, worst
+
+
+def maclaurin_airy():
+    """Ai(x) = Ai(0) F(x^3) + Ai'(0) x G(x^3): F's and G's coefficients, highest power first."""
+    f, g = [1.0], [1.0]
+    for k in range(9):
+        f.append(f[-1] / ((3 * k + 2) * (3 * k + 3)))
+        g.append(g[-1] / ((3 * k + 3) * (3 * k + 4)))
+    return f[::-1], g[::-1]
+
+
+def table(name, comment, pieces):
+    degree = len(pieces[0][2]) - 1
+    rows = []
+    for low, high, coefficients in pieces:
+        numbers = ", ".join(f"{c:.17e}" for c in coefficients)
+        rows.append(f"    {{{low:.17e}, {high:.17e}, {{{numbers}}}}},")
+    return "\n".join([f"// {comment}", f"inline constexpr PolynomialPiece<{degree + 1}> {name}[] = {{", *rows, "};"])
+
+
+def array(name, comment, values):
+    numbers = ", ".join(f"{v:.17e}" for v in values)
+    return f"// {comment}\ninline constexpr double {name}[] = {{{numbers}}};"
+
+
+def main():
+    u_split = float(1 / zeta(AIRY_SPLIT))
+    erfcx, erfcx_error = fit_pieces(erfcx_in_y, 4 / 54, 1.0, 4, 8)
+    positive, positive_error = fit_pieces(airy_positive_factor, 0.0, u_split, 2, 8)
+    negative_p, p_error = fit_pieces(lambda u: airy_negative_factors(u)[0], 0.0, u_split, 1, 10)
+    negative_q, q_error = fit_pieces(lambda u: airy_negative_factors(u)[1], 0.0, u_split, 1, 10)
+    f, g = maclaurin_airy()
+    ai0, slope0, _, _ = special.airy(0.0)
+    print(f"erfcx: largest relative error {erfcx_error:.2e}")
+    print(f"Ai, x > {AIRY_SPLIT}: h's largest error {positive_error:.2e}")
+    print(f"Ai, x < -{AIRY_SPLIT}: P's largest error {p_error:.2e}, Q's {q_error:.2e}")
+    text = "\n\n".join(
+        [
+            "// Generated by tools/fit_special_functions.py (which says how each fit is made); do not edit.\n"
+            "// Polynomials in t = (v - (low + high) / 2) / ((high - low) / 2) on each piece [low, high] of their\n"
+            "// variable v, coefficients highest power first.\n"
+            "#pragma once\n\n#include <array>\n#include <cstddef>\n\nnamespace npusim::bridge::fitted {\n\n"
+            "template <size_t N>\nstruct PolynomialPiece {\n  double low, high;\n"
+            "  std::array<double, N> coefficients;\n};",
+            table("kErfcx", "erfcx(x) for 0 <= x < 50, in y = 4 / (4 + x).", erfcx),
+            f"inline constexpr double kAiryMaclaurinBound = {AIRY_SPLIT};",
+            f"inline constexpr double kAiryAtZero = {ai0:.17e};\n"
+            f"inline constexpr double kAirySlopeAtZero = {slope0:.17e};",
+            array("kAiryMaclaurinF", "Ai(x) = Ai(0) F(x^3) + Ai'(0) x G(x^3) for |x| <= kAiryMaclaurinBound: F", f),
+            array("kAiryMaclaurinG", "and G.", g),
+            table("kAiryPositive", "h(1 / zeta) for x > kAiryMaclaurinBound.", positive),
+            table("kAiryNegativeP", "P(1 / zeta) for x < -kAiryMaclaurinBound.", negative_p),
+            table("kAiryNegativeQ", "Q(1 / zeta) for x < -kAiryMaclaurinBound.", negative_q),
+            "}  // namespace npusim::bridge::fitted\n",
+        ]
+    )
+    HEADER.write_text(text)
+    subprocess.run(["clang-format", "-i", str(HEADER)], check=True)  # the repository's style (.clang-format)
+    print(f"wrote {HEADER}")
+
+
+if __name__ == "__main__":
+    main()
