@@ -153,8 +153,9 @@ at::Tensor& any_or_all_out(const at::Tensor& self, std::optional<int64_t> dim, b
     at::native::resize_output(out, {});
     return out.copy_(result);
   }
-  if (self.scalar_type() != at::kBool && element_type(self.scalar_type()) && !self.is_complex() &&
-      self.device() == out.device() && out.scalar_type() == at::kBool)  // of numbers: of which are not zero
+  const bool numbers = self.scalar_type() == at::kComplexFloat ||
+                       (self.scalar_type() != at::kBool && element_type(self.scalar_type()) && !self.is_complex());
+  if (numbers && self.device() == out.device() && out.scalar_type() == at::kBool)  // of which are not zero
     return any_or_all_out<IsAny>(at::ne(self, 0), dim, keepdim, out);
   if (self.scalar_type() == at::kBool && out.scalar_type() == at::kBool && self.device() == out.device() &&
       self.numel() > 0 && self.dim() > 0) {

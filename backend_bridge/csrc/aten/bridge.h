@@ -123,8 +123,11 @@ void note_cpu_fallback(const std::string& operator_name);
 // Runs the operator with its bfloat16 / float16 npusim tensor arguments widened to float32 on the device, its results
 // rounded back once (float32_compute.cpp); false, with the stack untouched, if it does not apply.
 bool run_in_float32(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Runs an operator that only moves elements with its complex64 / float64 tensors reinterpreted as int64, reaching
+// its int64 kernel (element_bits.cpp); false, with the stack untouched, if it does not apply.
+bool run_as_bits(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Runs the operator through the CPU fallback (counted, or an error under NPUSIM_FALLBACK=error), after trying
-// run_in_float32.
+// run_in_float32 and run_as_bits.
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Runs operator `name`.`overload` through the CPU fallback with its arguments on `stack`.
 void call_cpu_fallback(const char* name, const char* overload, torch::jit::Stack& stack);

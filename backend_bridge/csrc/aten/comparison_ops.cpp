@@ -13,6 +13,7 @@
 #include <torch/library.h>
 
 #include "bridge.h"
+#include "complex_functions.h"
 #include "integer_pointwise.h"
 #include "pointwise_output.h"
 #include "runtime/kernel_launcher.h"
@@ -81,6 +82,9 @@ at::Tensor& compare_out(const at::Tensor& self, const at::Tensor& other, at::Ten
         launched_natively([&] { launch_elementwise(out.device().index(), runtime_device(out), spec, addresses); }))
       return out;
   }
+  if ((Op == ElementwiseOp::EqF32 || Op == ElementwiseOp::NeF32) && on_device &&
+      complex_equality(Op == ElementwiseOp::EqF32, self, other, out))
+    return out;
   torch::jit::Stack stack{self, other_argument, out};
   call_cpu_fallback(name, overload, stack);
   return out;

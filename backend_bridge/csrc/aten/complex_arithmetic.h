@@ -16,11 +16,6 @@ enum class ComplexOp { Add, Sub, Mul, Div };
 bool complex_binary(ComplexOp op, const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                     at::Tensor& out);
 
-enum class ComplexUnaryOp { Neg, Reciprocal, Exp };
-
-// out = -self, 1 / self, or e^self = e^a (cos b + i sin b).
-bool complex_unary(ComplexUnaryOp op, const at::Tensor& self, at::Tensor& out);
-
 // The sum over `dims` (every dimension when empty or absent), as sum.IntList_out.
 bool complex_sum(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at::Tensor& out);
 

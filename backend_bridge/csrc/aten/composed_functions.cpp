@@ -24,6 +24,7 @@
 #include <initializer_list>
 
 #include "bridge.h"
+#include "complex_functions.h"
 #include "pointwise_output.h"
 
 namespace npusim::bridge {
@@ -43,15 +44,18 @@ at::Tensor fallback(const char* name, const char* overload, torch::jit::Stack st
 }
 
 // other - alpha self, as the CPU's rsub is sub with its operands swapped.
+// Real tensors, and complex64 ones (complex_arithmetic.h, complex_functions.h).
+bool computes_natively(const at::Tensor& self) { return !self.is_complex() || self.scalar_type() == at::kComplexFloat; }
+
 at::Tensor npusim_rsub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (self.device() == other.device() && self.dtype() == other.dtype() && !self.is_complex())
+  if (self.device() == other.device() && self.dtype() == other.dtype() && computes_natively(self))
     return at::sub(other, self, alpha);
   return fallback("aten::rsub", "Tensor", {self, other, alpha});
 }
 
 // Same sizes and every element equal (NaN equals nothing), as a comparison kernel and a reduction.
 bool npusim_equal(const at::Tensor& self, const at::Tensor& other) {
-  if (self.device() == other.device() && self.dtype() == other.dtype() && !self.is_complex()) {
+  if (self.device() == other.device() && self.dtype() == other.dtype() && computes_natively(self)) {
     if (!self.is_same_size(other)) return false;
     return at::eq(self, other).all().item<bool>();
   }
@@ -64,6 +68,8 @@ at::Tensor npusim_isnan(const at::Tensor& self) {
   if (at::isFloatingType(self.scalar_type()) && self.device().is_privateuseone()) return at::ne(self, self);
   if (at::isIntegralType(self.scalar_type(), true) && self.device().is_privateuseone())
     return at::zeros(self.sizes(), self.options().dtype(at::kBool));
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));
+  if (complex_isnan(self, out)) return out;
   return fallback("aten::isnan", "", {self});
 }
 

@@ -59,7 +59,8 @@ at::Tensor npusim_trace(const at::Tensor& self) {
 }
 
 at::Tensor& npusim_count_nonzero_out(const at::Tensor& self, at::IntArrayRef dim, at::Tensor& out) {
-  if (on_one_npusim(self, out) && !self.is_complex() && out.scalar_type() == at::kLong) {
+  const bool numbers = !self.is_complex() || self.scalar_type() == at::kComplexFloat;
+  if (on_one_npusim(self, out) && numbers && out.scalar_type() == at::kLong) {
     const at::Tensor counts = at::sum(at::ne(self, 0), dim);
     at::native::resize_output(out, counts.sizes());
     return out.copy_(counts);
@@ -97,14 +98,16 @@ at::Tensor& npusim_addbmm_out(const at::Tensor& self, const at::Tensor& batch1, 
                               const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
   const bool shapes =
       batch1.dim() == 3 && batch2.dim() == 3 && batch1.size(0) == batch2.size(0) && batch1.size(2) == batch2.size(1);
-  if (shapes && on_one_npusim(self, batch1, batch2, out) && self.scalar_type() == at::kFloat &&
-      batch1.scalar_type() == at::kFloat && batch2.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat) {
+  const at::ScalarType type = out.scalar_type();
+  const bool computes = type == at::kFloat || type == at::kComplexFloat;  // complex64: four real GEMMs (mm's)
+  if (shapes && on_one_npusim(self, batch1, batch2, out) && computes && self.scalar_type() == type &&
+      batch1.scalar_type() == type && batch2.scalar_type() == type) {
     const int64_t n = batch1.size(1), p = batch2.size(2);
     const at::Tensor side_by_side = batch1.permute({1, 0, 2}).reshape({n, -1});
     const at::Tensor product = at::mm(side_by_side, batch2.reshape({-1, p}));
     // beta 0 ignores self (its NaN and infinities too), as PyTorch's addbmm does.
     const at::Tensor result =
-        beta.toDouble() == 0 ? at::mul(product, alpha) : at::add(at::mul(self.expand({n, p}), beta), product, alpha);
+        beta.equal(0) ? at::mul(product, alpha) : at::add(at::mul(self.expand({n, p}), beta), product, alpha);
     at::native::resize_output(out, {n, p});
     return out.copy_(result);
   }

@@ -1,12 +1,14 @@
 // cumsum and cumprod along any dimension: the dimension moved last and made contiguous (a device copy when needed),
 // the scan kernel over the rows, and the result moved back. float32, int32 and int64 natively (bool and narrower
-// integers are scanned as int64, as PyTorch promotes them); other types take the CPU fallback. prod is the running
-// product's last element.
+// integers are scanned as int64, as PyTorch promotes them), complex64 cumsum as its parts' cumsums; other types take
+// the CPU fallback. prod is the running product's last element.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
 
 #include "bridge.h"
@@ -44,6 +46,16 @@ at::Tensor& scan_out(bool product, const at::Tensor& self, int64_t dim, std::opt
     const uint64_t addresses[] = {device_address(scanned), device_address(rows)};
     if (launched_natively([&] { launch_cumsum(out.device().index(), runtime_device(out), spec, addresses); }))
       return out.copy_(scanned.movedim(-1, dim).reshape(self.sizes()));
+  }
+  // A complex64 running sum is the running sums of its parts.
+  if (!product && self.scalar_type() == at::kComplexFloat && out.scalar_type() == at::kComplexFloat &&
+      (!dtype || *dtype == at::kComplexFloat) && self.device() == out.device()) {
+    dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+    const at::Tensor shaped = self.dim() == 0 ? self.reshape({1}) : self;
+    const at::Tensor sums = at::cumsum(at::view_as_real(shaped.resolve_conj()), dim).reshape_as(at::view_as_real(self));
+    at::native::resize_output(out, self.sizes());
+    at::view_as_real(out).copy_(sums);
+    return out;
   }
   torch::jit::Stack stack{self, dim, dtype, out};
   call_cpu_fallback(product ? "aten::cumprod" : "aten::cumsum", "out", stack);

@@ -22,6 +22,7 @@
 
 #include "bridge.h"
 #include "complex_arithmetic.h"
+#include "complex_functions.h"
 #include "integer_pointwise.h"
 #include "outermost_dimension.h"
 #include "pointwise_formula.h"
@@ -331,12 +332,27 @@ bool rounds_to_integers(ElementwiseOp op) {
          op == ElementwiseOp::TruncF32;
 }
 
-// The unary ops complex_arithmetic.h computes for complex64 tensors.
-std::optional<ComplexUnaryOp> complex_unary_op(ElementwiseOp op) {
-  if (op == ElementwiseOp::NegF32) return ComplexUnaryOp::Neg;
-  if (op == ElementwiseOp::ReciprocalF32) return ComplexUnaryOp::Reciprocal;
-  if (op == ElementwiseOp::ExpF32) return ComplexUnaryOp::Exp;
-  return {};
+// The unary ops complex_functions.h computes for complex64 tensors.
+std::optional<ComplexFunction> complex_function_of(ElementwiseOp op) {
+  switch (op) {
+    case ElementwiseOp::NegF32: return ComplexFunction::Neg;
+    case ElementwiseOp::ReciprocalF32: return ComplexFunction::Reciprocal;
+    case ElementwiseOp::ExpF32: return ComplexFunction::Exp;
+    case ElementwiseOp::Expm1F32: return ComplexFunction::Expm1;
+    case ElementwiseOp::LogF32: return ComplexFunction::Log;
+    case ElementwiseOp::Log1pF32: return ComplexFunction::Log1p;
+    case ElementwiseOp::SqrtF32: return ComplexFunction::Sqrt;
+    case ElementwiseOp::RsqrtF32: return ComplexFunction::Rsqrt;
+    case ElementwiseOp::SinF32: return ComplexFunction::Sin;
+    case ElementwiseOp::CosF32: return ComplexFunction::Cos;
+    case ElementwiseOp::TanF32: return ComplexFunction::Tan;
+    case ElementwiseOp::SinhF32: return ComplexFunction::Sinh;
+    case ElementwiseOp::CoshF32: return ComplexFunction::Cosh;
+    case ElementwiseOp::TanhF32: return ComplexFunction::Tanh;
+    case ElementwiseOp::SigmoidF32: return ComplexFunction::Sigmoid;
+    case ElementwiseOp::SiluF32: return ComplexFunction::Silu;
+    default: return {};
+  }
 }
 
 at::Tensor& unary_out(ElementwiseOp op, const at::Tensor& self, at::Tensor& out) {
@@ -347,8 +363,8 @@ at::Tensor& unary_out(ElementwiseOp op, const at::Tensor& self, at::Tensor& out)
     const at::Tensor parts = at::view_as_real(self.resolve_conj());
     return at::hypot_out(out, parts.select(-1, 0), parts.select(-1, 1));
   }
-  if (const auto complex_op = complex_unary_op(op);
-      complex_op && out.is_complex() && complex_unary(*complex_op, self, out))
+  if (const auto function = complex_function_of(op);
+      function && out.is_complex() && complex_function(*function, self, out))
     return out;
   if ((op == ElementwiseOp::NegF32 || op == ElementwiseOp::AbsF32) &&
       launch_integer_unary(op == ElementwiseOp::NegF32 ? emitter::FusedOpcode::Neg : emitter::FusedOpcode::Abs, self,
@@ -397,9 +413,10 @@ class UnaryFunction final : public c10::OperatorKernel {
   ElementwiseOp op_;
 };
 
-// sgn of real floats is their sign (abs's gradient uses it); other types, complex ones among them, take the CPU's.
+// sgn of real floats is their sign (abs's gradient uses it), of complex ones z / |z|.
 at::Tensor& npusim_sgn_out(const at::Tensor& self, at::Tensor& out) {
   if (launch_unary(ElementwiseOp::SignF32, self, out)) return out;
+  if (self.is_complex() && complex_function(ComplexFunction::Sgn, self, out)) return out;
   torch::jit::Stack stack{self, out};
   call_cpu_fallback("aten::sgn", "out", stack);
   return out;

@@ -13,6 +13,7 @@
 #include <numbers>
 
 #include "bridge.h"
+#include "complex_functions.h"
 #include "pointwise_formula.h"
 
 namespace npusim::bridge {
@@ -125,12 +126,15 @@ std::tuple<at::Tensor, at::Tensor> prelu_backward(const at::Tensor& grad_output,
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   register_formula(m, {"erfc", "erfc_", "erfc.out"}, "erfc", FormulaResult::Float,
                    [](Formula& f) { return 1.0 - erf(f.x(0)); });
-  register_formula(m, {"exp2", "exp2_", "exp2.out"}, "exp2", FormulaResult::Float,
-                   [](Formula& f) { return exp2(f.x(0)); });
-  register_formula(m, {"log2", "log2_", "log2.out"}, "log2", FormulaResult::Float,
-                   [](Formula& f) { return log(f.x(0)) * std::numbers::log2e; });
-  register_formula(m, {"log10", "log10_", "log10.out"}, "log10", FormulaResult::Float,
-                   [](Formula& f) { return log(f.x(0)) * std::numbers::log10e; });
+  register_formula(
+      m, {"exp2", "exp2_", "exp2.out"}, "exp2", FormulaResult::Float, [](Formula& f) { return exp2(f.x(0)); },
+      complex_form(ComplexFunction::Exp2));
+  register_formula(
+      m, {"log2", "log2_", "log2.out"}, "log2", FormulaResult::Float,
+      [](Formula& f) { return log(f.x(0)) * std::numbers::log2e; }, complex_form(ComplexFunction::Log2));
+  register_formula(
+      m, {"log10", "log10_", "log10.out"}, "log10", FormulaResult::Float,
+      [](Formula& f) { return log(f.x(0)) * std::numbers::log10e; }, complex_form(ComplexFunction::Log10));
   // The other operand where one is NaN.
   register_formula(m, {"fmax", "fmax.out"}, "fmax", FormulaResult::Promoted, [](Formula& f) {
     const Value a = f.x(0), b = f.x(1);
@@ -169,10 +173,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                    [](Formula& f) { return f.x(0) == -kInfinity; });
   register_formula(m, {"signbit", "signbit.out"}, "signbit", FormulaResult::Bool,
                    [](Formula& f) { return f.sign_bit(0); });
-  register_formula(m, {"sinc", "sinc_", "sinc.out"}, "sinc", FormulaResult::Float, [](Formula& f) {
-    const Value x = f.x(0), product = x * std::numbers::pi;
-    return where(x == 0.0, 1.0, sin(product) / product);
-  });
+  register_formula(
+      m, {"sinc", "sinc_", "sinc.out"}, "sinc", FormulaResult::Float,
+      [](Formula& f) {
+        const Value x = f.x(0), product = x * std::numbers::pi;
+        return where(x == 0.0, 1.0, sin(product) / product);
+      },
+      complex_form(ComplexFunction::Sinc));
   // log(z / (1 - z)), z clamped to [eps, 1 - eps] when eps is given (and not negative).
   register_formula(m, {"logit", "logit_", "logit.out"}, "logit", FormulaResult::Float, [](Formula& f) {
     Value z = f.x(0);
@@ -199,13 +206,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                      const Value near_self = abs(weight) < 0.5;
                      return mul_add(where(near_self, weight, weight - 1.0), end - self, where(near_self, self, end));
                    });
-  // 0 for x >= 0, pi below, NaN for NaN: the angle of a real number (complex numbers take the fallback).
-  register_formula(m, {"angle", "angle.out"}, "angle", FormulaResult::Float, [](Formula& f) {
-    const Value x = f.x(0);
-    return where(isnan(x), x, where(x < 0.0, std::numbers::pi, f.constant(0)));
-  });
+  // 0 for x >= 0, pi below, NaN for NaN: the angle of a real number; atan2(b, a) of a complex one.
+  register_formula(
+      m, {"angle", "angle.out"}, "angle", FormulaResult::Float,
+      [](Formula& f) {
+        const Value x = f.x(0);
+        return where(isnan(x), x, where(x < 0.0, std::numbers::pi, f.constant(0)));
+      },
+      {[](const std::vector<at::Tensor>& operands, at::Tensor& out) { return complex_angle(operands[0], out); },
+       /*real_result=*/true});
   register_formula(m, {"pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out"}, "pow", FormulaResult::Promoted,
-                   tensor_power);
+                   tensor_power, {[](const std::vector<at::Tensor>& operands, at::Tensor& out) {
+                     return complex_power(operands[0], operands[1], out);
+                   }});
   m.impl("pow.Scalar", pow_scalar);
   m.impl("pow.Scalar_out", pow_scalar_out);
   // x where it is above 0, else weight x (the weight broadcast by prelu before it gets here).

@@ -165,21 +165,26 @@ template <bool Batched>
 at::Tensor& add_product_out(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
                             const at::Scalar& alpha, at::Tensor& out) {
   const char* name = Batched ? "aten::baddbmm" : "aten::addmm";
-  if (!all_float_on(out, {&bias, &a, &b})) {
+  const auto complex64_here = [&](const at::Tensor& t) {
+    return t.scalar_type() == at::kComplexFloat && t.device() == out.device();
+  };
+  const bool complex = complex64_here(bias) && complex64_here(a) && complex64_here(b) && complex64_here(out);
+  if (!complex && !all_float_on(out, {&bias, &a, &b})) {
     torch::jit::Stack stack{bias, a, b, beta, alpha, out};
     call_cpu_fallback(name, "out", stack);
     return out;
   }
-  if (fused_add_product(bias, a, b, beta, alpha, out, Batched)) return out;
-  const bool half = out.scalar_type() != at::kFloat;
+  // Complex products are four real ones (complex_arithmetic.h), scaled and added unfused.
+  if (!complex && fused_add_product(bias, a, b, beta, alpha, out, Batched)) return out;
+  const bool half = !complex && out.scalar_type() != at::kFloat;
   at::Tensor product = half ? float32_product(a, b, Batched) : Batched ? at::bmm(a, b) : at::mm(a, b);
   if (out.is_same(bias))  // in place: bias cannot grow into the product's shape
     TORCH_CHECK(out.sizes() == product.sizes(), name, "_: self of shape ", out.sizes(), " does not match the product ",
                 product.sizes());
-  if (alpha.toDouble() != 1.0) product.mul_(alpha);
+  if (!alpha.equal(1)) product.mul_(alpha);
   at::native::resize_output(out, product.sizes());
-  if (beta.toDouble() == 0.0) return out.copy_(product);  // bias is ignored, NaNs included, as on CPU
-  if (half && beta.toDouble() != 1.0)                     // beta * bias in float32 too
+  if (beta.equal(0)) return out.copy_(product);  // bias is ignored, NaNs included, as on CPU
+  if (half && !beta.equal(1))                    // beta * bias in float32 too
     return at::add_out(out, product, at::mul(bias.to(at::kFloat), beta).expand_as(product));
   return at::add_out(out, product, bias.expand_as(product), beta);
 }

@@ -30,6 +30,9 @@ namespace {
 // [count, ndim] coordinates of the nonzero elements (of a bool mask: the true ones; of numbers: those != 0 on the
 // device, NaN included as on the CPU), from their flat positions: (position / stride) % size per dim.
 at::Tensor npusim_nonzero(const at::Tensor& self) {
+  // A complex number is nonzero where either part is (complex_functions.h compares it).
+  if (self.scalar_type() == at::kComplexFloat && self.device().is_privateuseone())
+    return npusim_nonzero(at::ne(self, 0));
   if (self.dim() == 0 && element_type(self.scalar_type())) {  // a scalar: one coordinate-less row if it is nonzero
     const int64_t count = npusim_nonzero(self.reshape({1})).size(0);
     return at::empty({count, 0}, self.options().dtype(at::kLong));

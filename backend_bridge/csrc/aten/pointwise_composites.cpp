@@ -22,6 +22,7 @@
 #include <initializer_list>
 
 #include "bridge.h"
+#include "complex_functions.h"
 
 namespace npusim::bridge {
 namespace {
@@ -34,13 +35,22 @@ bool all_float_on_device(const at::Tensor& out, std::initializer_list<at::Tensor
   return true;
 }
 
+// Tensors of one type, float32 or complex64 (complex_arithmetic.h), on the output's device.
+bool same_type_on_device(const at::Tensor& out, std::initializer_list<at::Tensor> operands) {
+  if (out.scalar_type() != at::kFloat && out.scalar_type() != at::kComplexFloat) return false;
+  for (const at::Tensor& operand : operands)
+    if (operand.scalar_type() != out.scalar_type() || operand.device() != out.device()) return false;
+  return true;
+}
+
 // out = self + weight (end - self), by PyTorch's formula: from self for |weight| < 0.5, else from end as
 // end - (1 - weight)(end - self), which is exact at weight 1.
 at::Tensor& npusim_lerp_out(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {
-  if (all_float_on_device(out, {self, end})) {
-    const double w = weight.toDouble();
+  if (same_type_on_device(out, {self, end})) {
+    const c10::complex<double> w = weight.toComplexDouble();
     const at::Tensor difference = at::sub(end, self);
-    return std::abs(w) < 0.5 ? at::add_out(out, self, difference, w) : at::sub_out(out, end, difference, 1 - w);
+    const at::Scalar rest = weight.isComplex() ? at::Scalar(1.0 - w) : at::Scalar(1.0 - w.real());
+    return std::abs(w) < 0.5 ? at::add_out(out, self, difference, weight) : at::sub_out(out, end, difference, rest);
   }
   torch::jit::Stack stack{self, end, weight, out};
   call_cpu_fallback("aten::lerp", "Scalar_out", stack);
@@ -58,7 +68,7 @@ at::Tensor& npusim_lerp_(at::Tensor& self, const at::Tensor& end, const at::Scal
 template <bool Divide>
 at::Tensor& add_combined_out(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                              const at::Scalar& value, at::Tensor& out) {
-  if (all_float_on_device(out, {self, tensor1, tensor2})) {
+  if (same_type_on_device(out, {self, tensor1, tensor2})) {
     const at::Tensor combined = Divide ? at::div(tensor1, tensor2) : at::mul(tensor1, tensor2);
     return at::add_out(out, self, combined, value);
   }
@@ -109,6 +119,7 @@ at::Tensor& npusim_pow_out(const at::Tensor& self, const at::Scalar& exponent, a
     at::native::resize_output(out, self.sizes());
     return out.copy_(result);
   }
+  if (complex_power_scalar(self, exponent, out)) return out;
   torch::jit::Stack stack{self, exponent, out};
   call_cpu_fallback("aten::pow", "Tensor_Scalar_out", stack);
   return out;
@@ -142,11 +153,12 @@ at::Tensor& npusim_round_decimals_(at::Tensor& self, int64_t decimals) {
   return npusim_round_decimals_out(self, decimals, self);
 }
 
-// tanh's backward from its output y: grad (1 - y^2).
+// tanh's backward from its output y: grad (1 - y^2), conjugated for complex y (PyTorch's convention for complex
+// gradients).
 at::Tensor& npusim_tanh_backward_out(const at::Tensor& grad_output, const at::Tensor& output, at::Tensor& grad_input) {
-  if (all_float_on_device(grad_input, {grad_output, output})) {
+  if (same_type_on_device(grad_input, {grad_output, output})) {
     const at::Tensor slope = (output * output).neg_().add_(1);
-    return at::mul_out(grad_input, grad_output, slope);
+    return at::mul_out(grad_input, grad_output, grad_input.is_complex() ? slope.conj() : slope);
   }
   torch::jit::Stack stack{grad_output, output, grad_input};
   call_cpu_fallback("aten::tanh_backward", "grad_input", stack);

@@ -120,6 +120,8 @@ Value abs(Value a) { return unary(FusedOpcode::Abs, a); }
 Value exp(Value a) { return unary(FusedOpcode::Exp, a); }
 Value log(Value a) { return unary(FusedOpcode::Log, a); }
 Value log1p(Value a) { return unary(FusedOpcode::Log1p, a); }
+Value expm1(Value a) { return unary(FusedOpcode::Expm1, a); }
+Value tanh(Value a) { return unary(FusedOpcode::Tanh, a); }
 Value sqrt(Value a) { return unary(FusedOpcode::Sqrt, a); }
 Value sin(Value a) { return unary(FusedOpcode::Sin, a); }
 Value cos(Value a) { return unary(FusedOpcode::Cos, a); }
@@ -248,8 +250,8 @@ namespace {
 // The boxed kernel of one formula, for each variant registered: it sorts the call's arguments by the schema.
 class FormulaKernel final : public c10::OperatorKernel {
  public:
-  FormulaKernel(std::string name, FormulaResult result, FormulaBody body)
-      : name_(std::move(name)), result_(result), body_(std::move(body)) {}
+  FormulaKernel(std::string name, FormulaResult result, FormulaBody body, ComplexForm complex)
+      : name_(std::move(name)), result_(result), body_(std::move(body)), complex_(std::move(complex)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
     const std::vector<c10::Argument>& schema = op.schema().arguments();
@@ -276,9 +278,13 @@ class FormulaKernel final : public c10::OperatorKernel {
                                                   [](const at::Tensor& t) { return t.device().is_privateuseone(); });
       out = at::empty({0}, on_npusim.options().dtype(result_type(operands)));
     }
+    const bool complex =
+        std::any_of(operands.begin(), operands.end(), [](const at::Tensor& t) { return t.is_complex(); });
     // An integer result computes in integers, which the float32 formula does not.
     const bool integral_result = at::isIntegralType(out.scalar_type(), /*includeBool=*/false);
-    if (integral_result || !launch_formula(name_, operands, parameters, out, body_)) {
+    const bool launched = complex ? complex_.launch && complex_.launch(operands, out)
+                                  : !integral_result && launch_formula(name_, operands, parameters, out, body_);
+    if (!launched) {
       cpu_fallback(op, stack);
       return;
     }
@@ -290,6 +296,7 @@ class FormulaKernel final : public c10::OperatorKernel {
   at::ScalarType result_type(const std::vector<at::Tensor>& operands) const {
     if (result_ == FormulaResult::Bool) return at::kBool;
     const at::ScalarType promoted = at::native::result_type(operands);
+    if (at::isComplexType(promoted)) return complex_.real_result ? c10::toRealValueType(promoted) : promoted;
     if (result_ == FormulaResult::Promoted || at::isFloatingType(promoted)) return promoted;
     return c10::typeMetaToScalarType(c10::get_default_dtype());
   }
@@ -297,14 +304,16 @@ class FormulaKernel final : public c10::OperatorKernel {
   std::string name_;
   FormulaResult result_;
   FormulaBody body_;
+  ComplexForm complex_;
 };
 
 }  // namespace
 
 void register_formula(torch::Library& library, std::initializer_list<const char*> schemas, const char* name,
-                      FormulaResult result, FormulaBody body) {
+                      FormulaResult result, FormulaBody body, ComplexForm complex) {
   for (const char* schema : schemas)
-    library.impl(schema, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<FormulaKernel>(name, result, body)));
+    library.impl(
+        schema, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<FormulaKernel>(name, result, body, complex)));
 }
 
 }  // namespace npusim::bridge

@@ -93,6 +93,8 @@ Value abs(Value a);
 Value exp(Value a);
 Value log(Value a);
 Value log1p(Value a);
+Value expm1(Value a);
+Value tanh(Value a);
 Value sqrt(Value a);
 Value sin(Value a);
 Value cos(Value a);
@@ -139,9 +141,17 @@ enum class FormulaResult {
   Bool,      // a predicate (isposinf, signbit)
 };
 
+// How a formula's operator takes complex operands (complex_functions.h): `launch` computes the operator into out
+// (complex64, or float32 for a `real_result` such as angle's), false for operands it does not take.
+struct ComplexForm {
+  std::function<bool(const std::vector<at::Tensor>& operands, at::Tensor& out)> launch;
+  bool real_result = false;
+};
+
 // Registers `schemas` (e.g. "erfc", "erfc_", "erfc.out") for npusim as the formula: functional variants return a new
-// tensor of the result's dtype, in-place ones write their first argument, out= ones their out argument.
+// tensor of the result's dtype, in-place ones write their first argument, out= ones their out argument. Calls with a
+// complex operand take `complex` (the CPU fallback without one).
 void register_formula(torch::Library& library, std::initializer_list<const char*> schemas, const char* name,
-                      FormulaResult result, FormulaBody body);
+                      FormulaResult result, FormulaBody body, ComplexForm complex = {});
 
 }  // namespace npusim::bridge

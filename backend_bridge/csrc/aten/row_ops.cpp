@@ -259,9 +259,10 @@ at::Tensor npusim_sum_all(const at::Tensor& self, std::optional<at::ScalarType> 
 // mean over any dimensions: the sum divided by the count it covers, both on the device.
 at::Tensor& npusim_mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  if (self.dim() == 0 && out.device() == self.device() && is_float_kind(self.scalar_type()) &&
-      is_float_kind(dtype.value_or(self.scalar_type()))) {  // one element (dimension 0 or -1): itself, as sum's
-    reduced_dims(self, dims);                               // for its check of the dimensions named
+  const auto averages = [](at::ScalarType type) { return is_float_kind(type) || type == at::kComplexFloat; };
+  if (self.dim() == 0 && out.device() == self.device() && averages(self.scalar_type()) &&
+      averages(dtype.value_or(self.scalar_type()))) {  // one element (dimension 0 or -1): itself, as sum's
+    reduced_dims(self, dims);                          // for its check of the dimensions named
     at::native::resize_output(out, {});
     return out.copy_(self.to(dtype.value_or(self.scalar_type())));
   }
@@ -272,7 +273,9 @@ at::Tensor& npusim_mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims
     at::native::resize_output(out, average.sizes());
     return out.copy_(average);
   }
-  if (sums_natively(self, dtype, out)) {
+  const bool complex_mean = self.scalar_type() == at::kComplexFloat && out.scalar_type() == at::kComplexFloat &&
+                            (!dtype || *dtype == at::kComplexFloat) && self.dim() > 0 && out.device() == self.device();
+  if (sums_natively(self, dtype, out) || complex_mean) {
     int64_t length = 1;
     for (int64_t dim : reduced_dims(self, dims)) length *= self.size(dim);
     if (length > 0) {

@@ -11,6 +11,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
 
 #include "bridge.h"
@@ -463,6 +464,14 @@ at::Tensor& npusim_index_put_impl_(at::Tensor& self, const c10::List<std::option
                          along(single->shape, single->dim, single->index), spread, true,
                          "index out of range in index_put_", /*rounding_each_sum=*/true))
       return self;
+  }
+  // Accumulating into complex64: each part accumulates its own (the real views' trailing pair dimension is neither
+  // indexed nor broadcast away).
+  if (accumulate && self.scalar_type() == at::kComplexFloat && values.scalar_type() == at::kComplexFloat &&
+      !self.is_conj() && self.device() == values.device()) {
+    at::Tensor parts = at::view_as_real(self);
+    npusim_index_put_impl_(parts, indices, at::view_as_real(values.resolve_conj()), accumulate, unsafe);
+    return self;
   }
   torch::jit::Stack stack{self, indices, values, accumulate, unsafe};
   call_cpu_fallback("aten::_index_put_impl_", "", stack);

@@ -70,8 +70,9 @@ std::tuple<at::Tensor, at::Tensor> of_empty(const at::Tensor& self, at::Optional
   if (count == 0)
     TORCH_WARN("var(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor ",
                "(input numel divided by output numel).");
-  const at::Tensor nan = at::full(shape, std::numeric_limits<float>::quiet_NaN(), self.options());
-  return {nan, nan.clone()};
+  // A complex tensor's spread is real; its mean complex (NaN in both parts).
+  const at::Tensor nan = at::full(shape, std::numeric_limits<float>::quiet_NaN(), self.options().dtype(at::kFloat));
+  return {nan, self.is_complex() ? at::complex(nan, nan) : nan.clone()};
 }
 
 template <bool StandardDeviation>
@@ -81,7 +82,7 @@ at::Tensor spread(const at::Tensor& self, at::OptionalIntArrayRef dims, const st
     const at::Tensor variance = std::get<0>(variance_and_mean(self, dims, correction, keepdim));
     return StandardDeviation ? at::sqrt(variance) : variance;
   }
-  if (computes_natively(self) && !self.is_complex()) return std::get<0>(of_empty(self, dims, keepdim));
+  if (computes_natively(self)) return std::get<0>(of_empty(self, dims, keepdim));
   torch::jit::Stack stack{self, dims, correction, keepdim};
   call_cpu_fallback(StandardDeviation ? "aten::std" : "aten::var", "correction", stack);
   return stack[0].toTensor();
@@ -94,7 +95,7 @@ std::tuple<at::Tensor, at::Tensor> spread_and_mean(const at::Tensor& self, at::O
     auto [variance, mean] = variance_and_mean(self, dims, correction, keepdim);
     return {StandardDeviation ? at::sqrt(variance) : variance, mean};
   }
-  if (computes_natively(self) && !self.is_complex()) return of_empty(self, dims, keepdim);
+  if (computes_natively(self)) return of_empty(self, dims, keepdim);
   torch::jit::Stack stack{self, dims, correction, keepdim};
   call_cpu_fallback(StandardDeviation ? "aten::std_mean" : "aten::var_mean", "correction", stack);
   return {stack[0].toTensor(), stack[1].toTensor()};

@@ -15,11 +15,12 @@
 namespace npusim::bridge {
 namespace {
 
+// Tensors of one float type, or all complex64, on one device; the first of `first_dim` dimensions.
 bool float_vectors_on_one_device(std::initializer_list<const at::Tensor*> tensors, int64_t first_dim) {
   const at::Tensor& first = **tensors.begin();
   for (const at::Tensor* t : tensors) {
-    if (!is_float_kind(t->scalar_type()) || t->scalar_type() != first.scalar_type() || t->device() != first.device())
-      return false;
+    const bool computes = is_float_kind(t->scalar_type()) || t->scalar_type() == at::kComplexFloat;
+    if (!computes || t->scalar_type() != first.scalar_type() || t->device() != first.device()) return false;
   }
   return first.dim() == first_dim;
 }
