@@ -2,7 +2,8 @@
 // broadcasting and scalars, as 1-byte vector and/or/xor kernels, and of int64 and int32 results (generation's
 // `unfinished_sequences & ~done`, a long and a bool) as integer kernels of the operands converted; bitwise_not natively
 // for bool, int64 and int32; logical_and, _or, _xor and _not of any dtype as these on the operands' truth values; any
-// and all of bool masks as the max and min of the mask in float32. Other types take the CPU fallback.
+// and all of bool masks as the max and min of the mask in float32, of numbers (complex64 among them) as those of
+// `x != 0`. Other types take the CPU fallback.
 #include <ATen/native/Resize.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>

@@ -1,7 +1,6 @@
 // Native comparisons (eq, ne, lt, le, gt, ge) of float32, int64 and int32 tensors and scalars, with broadcasting,
-// into bool tensors,
-// and clamp, clamp_min and clamp_max of float32, float16 and bfloat16 tensors composed from maximum and minimum.
-// Other dtypes take the CPU fallback.
+// into bool tensors (eq and ne of complex64 ones too, complex_functions.h), and clamp, clamp_min and clamp_max of
+// float32, float16 and bfloat16 tensors composed from maximum and minimum. Other dtypes take the CPU fallback.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ScalarOps.h>

@@ -1,9 +1,9 @@
 // Operators the CPU runs as kernels of their own that npusim composes from native ones, on the device:
 //   trace                  the diagonal's sum
-//   count_nonzero          a comparison with 0 summed (int64)
+//   count_nonzero          a comparison with 0 summed (int64; complex64 too)
 //   aminmax                amin and amax
 //   addbmm                 one GEMM over the batch laid side by side (the batch sum is the contraction), then
-//                          beta self + alpha product
+//                          beta self + alpha product (float32 and complex64)
 //   take                   a gather from the flattened tensor, negative indices wrapped
 //   glu                    a sigmoid(b), and its gradient, one formula kernel per half
 //   linalg_cross           one formula kernel per component

@@ -1,9 +1,10 @@
 // Elementwise functions the CPU computes with a libm call or a branch per element, declared as formulas of the
 // vector engine's operations (pointwise_formula.h), each one fused kernel: erfc, exp2, log2, log10, fmax, fmin,
 // heaviside, hardshrink, softshrink, hardsigmoid, threshold, isposinf, isneginf, signbit, sinc, logit, copysign,
-// logaddexp2, lerp with a tensor weight, prelu (and its gradients), angle (of real numbers), pow of a number base
-// (ldexp), special.xlog1py and special.entr. Each follows the
-// CPU kernel's own formula and branches (NaN and infinities included), so that results agree within float32 rounding.
+// logaddexp2, lerp with a tensor weight, prelu (and its gradients), angle, pow of a number base (ldexp) and of two
+// tensors, special.xlog1py and special.entr. Each follows the CPU kernel's own formula and branches (NaN and infinities
+// included), so that results agree within float32 rounding; exp2, log2, log10, sinc, angle and pow of complex
+// operands take complex_functions.h's forms.
 #include <ATen/ops/empty.h>
 #include <ATen/ops/result_type.h>
 #include <torch/library.h>

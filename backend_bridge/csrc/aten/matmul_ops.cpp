@@ -1,6 +1,6 @@
 // Matrix multiplication on the matrix engine: mm, addmm (and so nn.Linear, which PyTorch lowers to them), bmm and
 // baddbmm (and so batched matmul, attention's products) on float32, float16 or bfloat16 tensors of any strides,
-// accumulating in float32. Other dtypes take the CPU
+// accumulating in float32; complex64 ones as four real products (complex_arithmetic.h). Other dtypes take the CPU
 // fallback.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>

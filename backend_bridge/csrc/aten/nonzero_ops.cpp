@@ -1,7 +1,8 @@
 // Where a boolean mask is true, on the device: the flat positions of its true elements by stream compaction from
 // native kernels (an int64 cumsum numbers the true elements, a scatter sends each position to its number, the false
 // ones to a spare slot past the end); only the count crosses to the host, as torch.nonzero's size does on CUDA.
-// On top of it: torch.nonzero, masked_select, and boolean-mask indexing (x[mask], x[mask] = v, x[mask] += v).
+// On top of it: torch.nonzero (of any numbers: where x != 0), masked_select, and boolean-mask indexing (x[mask],
+// x[mask] = v, x[mask] += v).
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cumsum.h>

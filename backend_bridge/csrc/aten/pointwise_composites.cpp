@@ -1,5 +1,6 @@
 // Pointwise ops composed from native kernels: lerp (Adam's first moment), addcmul (its second moment), addcdiv (its
-// update), pow with a scalar exponent, rounding to decimal places, and tanh's backward. Each step is an emitted kernel
+// update), pow with a scalar exponent, rounding to decimal places, and tanh's backward; lerp, addcmul, addcdiv and
+// tanh's backward of complex64 tensors too (complex_arithmetic.h). Each step is an emitted kernel
 // on the device, so an optimizer step runs without the CPU fallback; other dtypes, devices and mixes take the fallback,
 // counted and reported.
 #include <ATen/TensorOperators.h>

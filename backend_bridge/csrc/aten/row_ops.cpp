@@ -1,7 +1,8 @@
 // Native row kernels on float32 tensors: softmax and log_softmax over the last dimension, and their backward; sum and
 // mean over any dimensions (each moved last by a device copy when needed and summed as rows, one dimension at a
 // time, a long row walked in chunks by its kernel or, when there are fewer rows than cores, split across them; float16
-// and bfloat16 summed in float32; mean is the sum, then a native division); layer_norm's forward; mse_loss and its
+// and bfloat16 summed in float32, complex64 as its parts; mean is the sum, then a native division); layer_norm's
+// forward; mse_loss and its
 // backward, composed from native kernels. Other dims, dtypes and cases take the CPU fallback.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Reduction.h>

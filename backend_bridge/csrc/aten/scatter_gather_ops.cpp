@@ -2,8 +2,8 @@
 // advanced indexing with one index tensor (`x[:, idx]`, and so its gradient), natively, as indexed-DMA kernels. Each
 // tensor is seen as outer x positions x inner around the indexed dimension; a tensor whose outer or inner dimensions do
 // not collapse to one stride is made contiguous first. Indices are checked on the device: one outside the dimension is
-// PyTorch's IndexError. Boolean masks take the CPU fallback; scatter_reduce and index_reduce are in
-// scatter_reduce_ops.cpp.
+// PyTorch's IndexError. Accumulating into complex64 accumulates each part. Boolean masks become the positions of their
+// true elements (nonzero_ops.cpp); scatter_reduce and index_reduce are in scatter_reduce_ops.cpp.
 #include <ATen/native/Resize.h>
 #include <ATen/native/ScatterGatherChecks.h>
 #include <ATen/ops/arange.h>

@@ -1,7 +1,7 @@
-// Products with vectors as the matrix engine's products: dot and vdot (real) are a 1 x n by n x 1 product, addmv (so
-// mv, whose composite calls it) a product with an n x 1 matrix whose pointwise epilogue is addmm's. Arguments the
-// products cannot take (other dtypes, mixed devices, shapes PyTorch rejects) take the CPU fallback, which raises
-// PyTorch's own errors.
+// Products with vectors as the matrix engine's products: dot and vdot are a 1 x n by n x 1 product, addmv (so mv,
+// whose composite calls it) a product with an n x 1 matrix whose pointwise epilogue is addmm's (complex64 too).
+// Arguments the products cannot take (other dtypes, mixed devices, shapes PyTorch rejects) take the CPU fallback, which
+// raises PyTorch's own errors.
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/empty.h>
