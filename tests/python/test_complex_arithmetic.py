@@ -1,8 +1,9 @@
 """Complex64 arithmetic on the device, against the CPU with no CPU fallback: add, sub (with alpha), mul, div, neg,
-reciprocal and exp with broadcasting, real and scalar operands, conjugate views, in place and out=; sums, vector norms,
-variances; matrix products (mm, bmm, matmul, dot, vdot, einsum); and two places models use them: rotary position
-embeddings written with complex numbers (Meta's Llama reference code) and a Fourier neural operator's spectral
-convolution, forward and backward."""
+reciprocal and exp with broadcasting, real and scalar operands, conjugate views, in place and out=; sums, means,
+running sums and products, vector norms, variances; rsub, lerp, addcmul, addcdiv; matrix products (mm, bmm, matmul,
+dot, vdot, einsum, and addmm and its relatives); and two places models use them: rotary position embeddings written
+with complex numbers (Meta's Llama reference code) and a Fourier neural operator's spectral convolution, forward and
+backward."""
 
 import operator
 
@@ -227,6 +228,13 @@ def test_arithmetic_composites():
     assert_matches(x.cumsum(0), a.cumsum(0), rtol=1e-5, atol=1e-5)
     out = torch.empty(0, dtype=torch.complex64, device="npusim")
     assert_matches(torch.cumsum(x.t(), 1, out=out), a.t().cumsum(1), rtol=1e-5, atol=1e-5)
+    # running products by doubling, where the CPU multiplies in sequence: a few units in the last place apart
+    for dim in (0, 1):
+        assert_matches(x.cumprod(dim), a.cumprod(dim), rtol=1e-5, atol=1e-6)
+        assert_matches(x.prod(dim, keepdim=True), a.prod(dim, keepdim=True), rtol=1e-5, atol=1e-6)
+    assert_matches(x.conj().cumprod(1), a.conj().cumprod(1), rtol=1e-5, atol=1e-6)
+    assert_matches(x.prod(), a.prod(), rtol=1e-5, atol=1e-9)
+    assert_matches(x[0, 0].cumprod(0), a[0, 0].cumprod(0))
 
 
 def test_products_with_a_bias():

@@ -89,6 +89,21 @@ def test_uniform_and_normal_have_the_asked_for_range_and_moments(no_fallback):
     assert abs(within_one_sigma - 0.6827) < 0.01
 
 
+def test_complex_draws_each_part_as_pytorch_does(no_fallback):
+    torch.manual_seed(0)
+    n = 200_000
+    uniform = torch.empty(n, dtype=torch.complex64, device="npusim").uniform_(-2, 3).cpu()
+    for part in (uniform.real, uniform.imag):
+        assert part.min() >= -2 and part.max() < 3 and abs(part.double().mean().item() - 0.5) < 0.02
+    # PyTorch's complex normal: each part normal with mean `mean` and std / sqrt 2, so E|z - E z|^2 = std^2
+    normal = torch.empty(n, dtype=torch.complex64, device="npusim").normal_(1.5, 0.5).cpu().to(torch.complex128)
+    assert abs(normal.mean() - (1.5 + 1.5j)) < 0.01
+    assert abs(((normal - normal.mean()).abs() ** 2).mean().item() - 0.25) < 0.01
+    assert abs(normal.real.std().item() - 0.5 / 2**0.5) < 0.01
+    randn = torch.randn(3, 4, dtype=torch.complex64, device="npusim")
+    assert randn.dtype == torch.complex64 and randn.device.type == "npusim"
+
+
 def test_random_ops_fill_non_contiguous_and_half_precision_tensors(no_fallback):
     torch.manual_seed(3)
     base = torch.zeros(64, 64, device="npusim")

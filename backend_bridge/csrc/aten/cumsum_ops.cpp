@@ -1,13 +1,15 @@
 // cumsum and cumprod along any dimension: the dimension moved last and made contiguous (a device copy when needed),
 // the scan kernel over the rows, and the result moved back. float32, int32 and int64 natively (bool and narrower
-// integers are scanned as int64, as PyTorch promotes them), complex64 cumsum as its parts' cumsums; other types take
-// the CPU fallback. prod is the running product's last element.
+// integers are scanned as int64, as PyTorch promotes them), complex64 ones as their parts' cumsums and by doubling
+// products; other types take the CPU fallback. prod is the running product's last element.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mul.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/view_as_complex.h>
 #include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
 
@@ -31,7 +33,22 @@ at::ScalarType result_type(const at::Tensor& self, std::optional<at::ScalarType>
   return at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong : self.scalar_type();
 }
 
-// The scan of `self` along `dim` into `out`: the running sum, or the product.
+// A complex64 running product by doubling (Hillis and Steele): after the pass with offset s each element holds the
+// product of the 2s elements ending at it (or of all before it), so log2(n) passes of one complex multiplication
+// kernel each (the CPU multiplies in sequence: results agree within a few units in the last place).
+at::Tensor complex_running_product(const at::Tensor& self, int64_t dim) {
+  at::Tensor running = self;
+  const int64_t length = self.size(dim);
+  for (int64_t offset = 1; offset < length; offset *= 2) {
+    const at::Tensor later =
+        at::mul(running.narrow(dim, offset, length - offset), running.narrow(dim, 0, length - offset));
+    running = at::cat({running.narrow(dim, 0, offset), later}, dim);
+  }
+  return running;
+}
+
+// The scan of `self` along `dim` into `out`: the running sum, or the product. A complex64 running sum is the running
+// sums of its parts.
 at::Tensor& scan_out(bool product, const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
                      at::Tensor& out) {
   const auto type = scan_type(result_type(self, dtype));
@@ -47,15 +64,14 @@ at::Tensor& scan_out(bool product, const at::Tensor& self, int64_t dim, std::opt
     if (launched_natively([&] { launch_cumsum(out.device().index(), runtime_device(out), spec, addresses); }))
       return out.copy_(scanned.movedim(-1, dim).reshape(self.sizes()));
   }
-  // A complex64 running sum is the running sums of its parts.
-  if (!product && self.scalar_type() == at::kComplexFloat && out.scalar_type() == at::kComplexFloat &&
+  if (self.scalar_type() == at::kComplexFloat && out.scalar_type() == at::kComplexFloat &&
       (!dtype || *dtype == at::kComplexFloat) && self.device() == out.device()) {
     dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-    const at::Tensor shaped = self.dim() == 0 ? self.reshape({1}) : self;
-    const at::Tensor sums = at::cumsum(at::view_as_real(shaped.resolve_conj()), dim).reshape_as(at::view_as_real(self));
+    const at::Tensor shaped = (self.dim() == 0 ? self.reshape({1}) : self).resolve_conj();
+    const at::Tensor scanned =
+        product ? complex_running_product(shaped, dim) : at::view_as_complex(at::cumsum(at::view_as_real(shaped), dim));
     at::native::resize_output(out, self.sizes());
-    at::view_as_real(out).copy_(sums);
-    return out;
+    return out.copy_(scanned.reshape(self.sizes()));
   }
   torch::jit::Stack stack{self, dim, dtype, out};
   call_cpu_fallback(product ? "aten::cumprod" : "aten::cumsum", "out", stack);
@@ -84,8 +100,8 @@ at::Tensor npusim_cumprod(const at::Tensor& self, int64_t dim, std::optional<at:
 at::Tensor& npusim_prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
                             at::Tensor& out) {
   const at::ScalarType type = result_type(self, dtype);
-  if (scan_type(type) && out.scalar_type() == type && self.device() == out.device() && self.dim() > 0 &&
-      self.numel() > 0) {
+  if ((scan_type(type) || type == at::kComplexFloat) && out.scalar_type() == type && self.device() == out.device() &&
+      self.dim() > 0 && self.numel() > 0) {
     dim = at::maybe_wrap_dim(dim, self.dim());
     at::Tensor scanned = at::empty({0}, self.options().dtype(type));
     scan_out(true, self, dim, dtype, scanned);
@@ -108,7 +124,7 @@ at::Tensor npusim_prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, st
 at::Tensor npusim_prod(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   constexpr int64_t kProductRow = 1024;
   const at::ScalarType type = result_type(self, dtype);
-  if (!scan_type(type) || self.numel() == 0) {
+  if (!(scan_type(type) || type == at::kComplexFloat) || self.numel() == 0) {
     torch::jit::Stack stack{self, dtype};
     call_cpu_fallback("aten::prod", "", stack);
     return stack[0].toTensor();

@@ -1,5 +1,6 @@
 // Native random ops: uniform_, normal_, bernoulli_ and native_dropout draw on the NPU from the device generator's
-// Philox stream (device_generator.h), in float32, float16 or bfloat16 (computing in float32), each one fused kernel;
+// Philox stream (device_generator.h), in float32, float16 or bfloat16 (computing in float32), each one fused kernel
+// (uniform_ and normal_ of complex64 tensors too, as their parts);
 // random_ draws int64 and int32 integers (torch.randint, Inductor's seeds), and whole numbers into float32 tensors.
 // Other dtypes take the CPU fallback, which draws from the CPU generator (the npusim generator cannot drive a CPU
 // kernel).
@@ -9,9 +10,11 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
 
 #include <bit>
+#include <numbers>
 #include <span>
 
 #include "bridge.h"
@@ -119,9 +122,18 @@ at::Tensor& npusim_random_to_(at::Tensor& self, int64_t to, std::optional<at::Ge
   return npusim_random_from_(self, 0, to, std::move(generator));
 }
 
+// A complex64 tensor on the device whose parts can be drawn in place (not a lazy conjugate).
+bool complex64_parts(const at::Tensor& self) {
+  return self.scalar_type() == at::kComplexFloat && self.device().is_privateuseone() && !self.is_conj();
+}
+
 at::Tensor& npusim_uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> generator) {
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
   if (drawable(self)) return fill_random(self, RandomOp::Uniform, from, to - from, generator);
+  if (complex64_parts(self)) {  // each part drawn from [from, to), as PyTorch draws complex numbers
+    at::view_as_real(self).uniform_(from, to, generator);
+    return self;
+  }
   torch::jit::Stack stack{self, from, to, c10::IValue()};
   call_cpu_fallback("aten::uniform_", "", stack);
   return self;
@@ -130,6 +142,10 @@ at::Tensor& npusim_uniform_(at::Tensor& self, double from, double to, std::optio
 at::Tensor& npusim_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   if (drawable(self)) return fill_random(self, RandomOp::Normal, mean, std, generator);
+  if (complex64_parts(self)) {  // each part normal with std / sqrt(2), so that |z - mean|^2 averages std^2 (PyTorch's)
+    at::view_as_real(self).normal_(mean, std / std::numbers::sqrt2, generator);
+    return self;
+  }
   torch::jit::Stack stack{self, mean, std, c10::IValue()};
   call_cpu_fallback("aten::normal_", "", stack);
   return self;
