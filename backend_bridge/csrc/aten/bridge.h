@@ -126,8 +126,12 @@ bool run_in_float32(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Runs an operator that only moves elements with its complex64 / float64 tensors reinterpreted as int64, reaching
 // its int64 kernel (element_bits.cpp); false, with the stack untouched, if it does not apply.
 bool run_as_bits(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Runs an operator linear in its tensors (index_add, scatter_add, padding backwards, ...) on the real and the imaginary
+// parts of its complex64 tensors in turn, putting the results together (complex_in_parts.cpp); false, with the stack
+// untouched, if it does not apply.
+bool run_in_parts(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Runs the operator through the CPU fallback (counted, or an error under NPUSIM_FALLBACK=error), after trying
-// run_in_float32 and run_as_bits.
+// run_in_float32, run_as_bits and run_in_parts.
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Runs operator `name`.`overload` through the CPU fallback with its arguments on `stack`.
 void call_cpu_fallback(const char* name, const char* overload, torch::jit::Stack& stack);

@@ -1,7 +1,7 @@
 // Complex64 elementwise functions on the device, each one fused kernel over the operand's parts (complex_parts.h):
-// the exponential and logarithmic, trigonometric and hyperbolic functions, square roots, sigmoid, sgn, powers, the
-// angle, NaN tests and equality. The operators' kernels call these for complex operands; each returns false for
-// arguments it does not take (the caller's CPU fallback then).
+// the exponential and logarithmic, trigonometric and hyperbolic functions and their inverses, square roots, sigmoid,
+// silu, sinc, sgn, powers, the angle, NaN tests and equality. The operators' kernels call these for complex
+// operands; each returns false for arguments it does not take (the caller's CPU fallback then).
 #pragma once
 
 #include <ATen/core/Tensor.h>

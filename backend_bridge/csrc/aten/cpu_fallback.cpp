@@ -1,8 +1,8 @@
 // Operators without a native npusim kernel run on the CPU (half-precision arguments first try the float32 kernel,
-// float32_compute.cpp, and complex64 or float64 ones of operators that only move elements their int64 kernel,
-// element_bits.cpp): inputs are copied to the host (timed as host-link
-// transfers), the CPU kernel runs, results are copied back. One warning per operator; NPUSIM_FALLBACK=error makes
-// it an error instead, for coverage work and CI.
+// float32_compute.cpp; complex64 or float64 ones of operators that only move elements their int64 kernel,
+// element_bits.cpp; complex64 ones of linear operators the float32 kernel twice, complex_in_parts.cpp): inputs are
+// copied to the host (timed as host-link transfers), the CPU kernel runs, results are copied back. One warning per
+// operator; NPUSIM_FALLBACK=error makes it an error instead, for coverage work and CI.
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
@@ -60,6 +60,7 @@ void reset_fallback_counts() {
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (run_in_float32(op, stack)) return;  // half-precision arguments of a float32 kernel
   if (run_as_bits(op, stack)) return;     // complex64 and float64 elements moved as int64
+  if (run_in_parts(op, stack)) return;    // complex64 through linear operators, part by part
   note_cpu_fallback(op.schema().operator_name().name +
                     (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name()));
   at::native::cpu_fallback(op, stack);

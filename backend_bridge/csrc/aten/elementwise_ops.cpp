@@ -12,6 +12,7 @@
 #include <ATen/ops/hypot.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/rsub.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/view_as_real.h>
@@ -23,6 +24,7 @@
 #include "bridge.h"
 #include "complex_arithmetic.h"
 #include "complex_functions.h"
+#include "complex_parts.h"
 #include "integer_pointwise.h"
 #include "outermost_dimension.h"
 #include "pointwise_formula.h"
@@ -465,6 +467,11 @@ at::Tensor& npusim_sigmoid_backward_out(const at::Tensor& grad_output, const at:
   if (runs_natively(grad_output, output, grad_input) &&
       launch_binary(ElementwiseOp::SigmoidBackwardF32, grad_output, output, grad_input))
     return grad_input;
+  if (is_complex64_on_device(grad_input) && is_complex64_on_device(grad_output) && is_complex64_on_device(output)) {
+    // grad conj((1 - y) y), PyTorch's convention for complex gradients, from native complex products
+    const at::Tensor slope = at::mul(at::rsub(output, 1), output).conj();
+    return at::mul_out(grad_input, grad_output, slope);
+  }
   torch::jit::Stack stack{grad_output, output, grad_input};
   call_cpu_fallback("aten::sigmoid_backward", "grad_input", stack);
   return grad_input;
