@@ -267,6 +267,20 @@ def test_batch_norm_with_update_matches_native_batch_norm(device, no_fallback):
     assert reserve.numel() == 0
 
 
+def test_batch_norm_with_update_trains_through_its_own_backward(device, no_fallback):
+    x, weight, bias = random(4, 3, 5, seed=35), random(3, seed=36), random(3, seed=37)
+
+    def gradients(on):
+        leaves = [t.to(on).requires_grad_() for t in (x, weight, bias)]
+        statistics = [torch.zeros(3, device=on), torch.ones(3, device=on)]
+        out = torch.ops.aten._batch_norm_with_update(*leaves, *statistics, 0.1, 1e-5)[0]
+        (out * out.detach().sin()).sum().backward()  # batch_norm_backward, with update=True
+        return [t.grad.cpu() for t in leaves]
+
+    for got, want in zip(gradients(device), gradients("cpu"), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_random_draws_of_integers_categories_and_slopes(device, no_fallback):
     torch.manual_seed(4)
     whole = torch.empty(20_000, device=device).random_(-3, 5).cpu()

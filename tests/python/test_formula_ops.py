@@ -206,3 +206,24 @@ def test_pow_of_integer_tensors_stays_in_integers(device):
     integers = torch.arange(-3, 4)
     result = torch.pow(integers.to(device), integers.abs().to(device))
     assert result.dtype == torch.int64 and torch.equal(result.cpu(), torch.pow(integers, integers.abs()))
+
+
+GRADIENTS = [
+    ("hardshrink", lambda x: F.hardshrink(x, 0.5), [0.5, -0.5]),
+    ("softshrink", lambda x: F.softshrink(x, 0.5), [0.5, -0.5]),
+    ("hardsigmoid", F.hardsigmoid, [3.0, -3.0]),
+    ("threshold", lambda x: F.threshold(x, 0.25, -1.0), [0.25]),
+    ("logit", torch.logit, [0.0, 1.0, -0.5, 1.5]),
+    ("logit_eps", lambda x: torch.logit(x, eps=0.1), [0.1, 0.9, 0.0, 1.0]),
+]
+
+
+@pytest.mark.parametrize("name, function, edges", GRADIENTS, ids=[g[0] for g in GRADIENTS])
+def test_activation_gradients_are_formulas(name, function, edges, device, no_fallback):
+    """The backward kernels of these activations, at random points and at the edges where they change branch."""
+    x = torch.cat([values(-0.5, 1.5, [NAN, INF, -INF], count=400), torch.tensor(edges)])
+    on_cpu, on_device = x.clone().requires_grad_(), x.to(device).requires_grad_()
+    weights = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
+    (function(on_cpu) * weights).nansum().backward()
+    (function(on_device) * weights.to(device)).nansum().backward()
+    torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad, equal_nan=True)

@@ -193,11 +193,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_native_batch_norm_backward
   return {grad_input, output_mask[1] ? grad_weight : at::Tensor(), output_mask[2] ? grad_bias : at::Tensor()};
 }
 
+// The newer entry points' backward: native_batch_norm's, with `update` as its training flag (the reserve is empty).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npusim_batch_norm_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool update, double eps,
+    std::array<bool, 3> output_mask, const at::Tensor& /*reserve*/) {
+  return npusim_native_batch_norm_backward(grad_output, input, weight, running_mean, running_var, save_mean,
+                                           save_invstd, update, eps, output_mask);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", npusim_native_batch_norm);
   m.impl("native_batch_norm_backward", npusim_native_batch_norm_backward);
+  m.impl("batch_norm_backward", npusim_batch_norm_backward);
   m.impl("_batch_norm_with_update", npusim_batch_norm_with_update);
   m.impl("_batch_norm_no_update", npusim_batch_norm_no_update);
   m.impl("_native_batch_norm_legit", npusim_batch_norm_legit);

@@ -487,6 +487,11 @@ at::Tensor& npusim_threshold_backward_out(const at::Tensor& grad_output, const a
   if (threshold.toDouble() == 0.0 && runs_natively(grad_output, self, grad_input) &&
       launch_binary(ElementwiseOp::ReluBackwardF32, grad_output, self, grad_input))
     return grad_input;
+  // Another threshold: 0 where x <= threshold, else g (the CPU's formula), as a formula kernel.
+  if (!threshold.isComplex() && grad_input.scalar_type() == at::kFloat &&
+      launch_formula("threshold_backward", {grad_output, self}, {threshold.toDouble()}, grad_input,
+                     [](Formula& f) { return where(f.x(1) <= f.parameter(0).value(), 0.0, f.x(0)); }))
+    return grad_input;
   torch::jit::Stack stack{grad_output, self, threshold, grad_input};
   call_cpu_fallback("aten::threshold_backward", "grad_input", stack);
   return grad_input;

@@ -2,9 +2,9 @@
 // vector engine's operations (pointwise_formula.h), each one fused kernel: erfc, exp2, log2, log10, fmax, fmin,
 // heaviside, hardshrink, softshrink, hardsigmoid, threshold, isposinf, isneginf, signbit, sinc, logit, copysign,
 // logaddexp2, lerp with a tensor weight, prelu (and its gradients), angle, pow of a number base (ldexp) and of two
-// tensors, special.xlog1py and special.entr. Each follows the CPU kernel's own formula and branches (NaN and infinities
-// included), so that results agree within float32 rounding; exp2, log2, log10, sinc, angle and pow of complex
-// operands take complex_functions.h's forms.
+// tensors, special.xlog1py and special.entr; the gradients of hardshrink, softshrink, hardsigmoid and logit. Each
+// follows the CPU kernel's own formula and branches (NaN and infinities included), so that results agree within float32
+// rounding; exp2, log2, log10, sinc, angle and pow of complex operands take complex_functions.h's forms.
 #include <ATen/ops/empty.h>
 #include <ATen/ops/result_type.h>
 #include <torch/library.h>
@@ -21,6 +21,7 @@ namespace npusim::bridge {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // 2^x for logaddexp2, whose argument is at most 0 and whose result is added to 1: exp(x ln 2) is close enough.
 Value approximate_exp2(Value x) { return exp(x * std::numbers::ln2); }
@@ -107,6 +108,13 @@ Value tensor_power(Formula& f) {
   return where(one, f.constant(1), real);
 }
 
+// hardshrink's and softshrink's gradient: 0 where |x| <= lambda (the function is flat there), else g.
+Value shrink_backward(Formula& f) {
+  const Value gradient = f.x(0), x = f.x(1);
+  const double lambda = f.parameter(0).value();
+  return where((x >= -lambda) & (x <= lambda), 0.0, gradient);
+}
+
 // prelu's gradients, elementwise (prelu sums the weight's over the broadcast dimensions): the input's g where x > 0,
 // else weight g; the weight's 0 where x > 0, else x g.
 std::tuple<at::Tensor, at::Tensor> prelu_backward(const at::Tensor& grad_output, const at::Tensor& self,
@@ -168,6 +176,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                      const Value x = f.x(0);
                      return where(x <= f.parameter(0).value(), f.constant(f.parameter(1).value()), x);
                    });
+  // Their gradients (and logit's, below), as the CPU's kernels give them: the incoming gradient where the function
+  // passes its input on, a sixth of it on hardsigmoid's slope, 0 elsewhere.
+  register_formula(m, {"hardshrink_backward", "hardshrink_backward.grad_input"}, "hardshrink_backward",
+                   FormulaResult::Float, shrink_backward);
+  register_formula(m, {"softshrink_backward", "softshrink_backward.grad_input"}, "softshrink_backward",
+                   FormulaResult::Float, shrink_backward);
+  register_formula(m, {"hardsigmoid_backward", "hardsigmoid_backward.grad_input"}, "hardsigmoid_backward",
+                   FormulaResult::Float, [](Formula& f) {
+                     const Value gradient = f.x(0), x = f.x(1);
+                     return where((x > -3.0) & (x < 3.0), gradient * (1.0 / 6.0), f.constant(0));
+                   });
   register_formula(m, {"isposinf", "isposinf.out"}, "isposinf", FormulaResult::Bool,
                    [](Formula& f) { return f.x(0) == kInfinity; });
   register_formula(m, {"isneginf", "isneginf.out"}, "isneginf", FormulaResult::Bool,
@@ -188,6 +207,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       z = where(z < *eps, *eps, where(z > 1 - *eps, 1 - *eps, z));
     return log(z / (1.0 - z));
   });
+  // g / (x (1 - x)); outside [0, 1] NaN, or with eps (not negative) 0 outside [eps, 1 - eps], 1 - eps in float32 as
+  // the CPU's kernel forms it.
+  register_formula(m, {"logit_backward", "logit_backward.grad_input"}, "logit_backward", FormulaResult::Float,
+                   [](Formula& f) {
+                     const Value gradient = f.x(0), x = f.x(1);
+                     const Value inside = gradient / (x * (1.0 - x));
+                     const std::optional<double> eps = f.parameter(0);
+                     if (!eps || *eps < 0) return where((x < 0.0) | (x > 1.0), f.constant(kNaN), inside);
+                     const float low = static_cast<float>(*eps), high = 1.0f - low;
+                     return where((x < low) | (x > high), f.constant(0), inside);
+                   });
   register_formula(m, {"copysign.Tensor", "copysign_.Tensor", "copysign.out"}, "copysign", FormulaResult::Float,
                    [](Formula& f) {
                      const Value magnitude = abs(f.x(0));
