@@ -80,3 +80,11 @@ def test_argument_errors_as_on_the_cpu():
         values.clone().put_(torch.tensor([20]), torch.ones(1))
     with pytest.raises(IndexError):
         values.to("npusim").put_(torch.tensor([20], device="npusim"), torch.ones(1, device="npusim"))
+
+
+def test_empty_batches(no_fallback):
+    columns = torch.zeros(0, 6, 3)
+    assert_matches(F.fold(columns.to("npusim"), (3, 4), (3, 2)), F.fold(columns, (3, 4), (3, 2)))
+    empty = torch.zeros(0, 3, 10, device="npusim", requires_grad=True)
+    empty.unfold(2, 3, 2).sum().backward()
+    assert empty.grad.shape == (0, 3, 10)

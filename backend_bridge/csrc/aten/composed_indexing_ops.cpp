@@ -87,7 +87,8 @@ at::Tensor& npusim_unfold_backward_out(const at::Tensor& grad_in, c10::SymIntArr
     const at::TensorOptions longs = grad_in.options().dtype(at::kLong);
     const at::Tensor positions =
         (at::arange(windows, longs).mul_(step).unsqueeze(1) + at::arange(size, longs).unsqueeze(0)).reshape({-1});
-    const at::Tensor result = at::zeros(sizes, grad_in.options()).index_add_(dim, positions, side_by_side);
+    at::Tensor result = at::zeros(sizes, grad_in.options());
+    if (grad_in.numel() > 0) result.index_add_(dim, positions, side_by_side);  // nothing to add to an empty result
     at::native::resize_output(out, sizes);
     return out.copy_(result);
   }
@@ -122,10 +123,10 @@ at::Tensor& npusim_col2im_out(const at::Tensor& self, c10::SymIntArrayRef output
                               at::arange(blocks_w, longs).mul_(stride[1]).view({1, 1, 1, -1});
       const at::Tensor pixels = (rows * padded_w + cols).reshape({-1});  // in (ki, kj, bh, bw) order
       const int64_t batch = columns.size(0), channels = columns.size(1) / kernel;
-      const at::Tensor flat = columns.reshape({batch, channels, -1});
-      const at::Tensor summed = at::zeros({batch, channels, padded_h * padded_w}, self.options())
-                                    .index_add_(2, pixels, flat)
-                                    .view({batch, channels, padded_h, padded_w})
+      const at::Tensor flat = columns.reshape({batch, channels, kernel * columns.size(2)});
+      at::Tensor padded = at::zeros({batch, channels, padded_h * padded_w}, self.options());
+      if (flat.numel() > 0) padded.index_add_(2, pixels, flat);  // nothing to add to an empty batch
+      const at::Tensor summed = padded.view({batch, channels, padded_h, padded_w})
                                     .narrow(2, padding[0], image[0])
                                     .narrow(3, padding[1], image[1]);
       const at::Tensor result = self.dim() == 2 ? summed.squeeze(0) : summed;
