@@ -3,7 +3,6 @@
 // too.
 #include "complex_arithmetic.h"
 
-#include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/bmm.h>
@@ -15,7 +14,6 @@
 #include <ATen/ops/view_as_real.h>
 #include <c10/core/WrapDimMinimal.h>
 
-#include <optional>
 #include <vector>
 
 #include "bridge.h"
