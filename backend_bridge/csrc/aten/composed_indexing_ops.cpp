@@ -6,8 +6,8 @@
 //                     that overlap sum there), one index_add over the windows laid side by side
 //   col2im            F.fold (so F.unfold's gradient): each patch element added at its pixel of the padded image, one
 //                     index_add over the image's flattened pixels, then the padding cropped
-// Float32 and the dtypes those kernels take; complex64 through the parts (complex_in_parts.cpp). Other cases, and
-// the argument errors PyTorch raises, take the CPU fallback.
+// Float32, complex64 through the parts (complex_in_parts.cpp), half precision widened to float32 (float32_compute.cpp).
+// Other cases, and the argument errors PyTorch raises, take the CPU fallback.
 #include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/arange.h>
