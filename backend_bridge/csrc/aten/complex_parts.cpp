@@ -1,7 +1,6 @@
 // Complex64 tensors as their parts, and the kernels over them (complex_parts.h).
 #include "complex_parts.h"
 
-#include <ATen/ops/empty.h>
 #include <ATen/ops/view_as_real.h>
 
 #include <optional>
@@ -87,18 +86,11 @@ ComplexValue complex_quotient(ComplexValue x, ComplexValue y) {
 bool launch_parts(const char* name, const std::vector<at::Tensor>& operands, at::Tensor& out, const PartsBody& body) {
   const std::optional<LoadedParts> parts = load(operands, out.device());
   if (!parts) return false;
-  bool overlapping = false;
-  for (const at::Tensor& operand : operands)
-    overlapping |= !operand.is_same(out) && !operand.is_cpu() && may_share_memory(operand, out);
-  at::Tensor result = overlapping ? at::empty(out.sizes(), out.options()) : out;
-  const at::Tensor pairs = at::view_as_real(result);
-  const bool launched =
-      launch_formulas(name, parts->loaded, {pairs.select(-1, 0), pairs.select(-1, 1)}, [&](Formula& f) {
-        const auto [real, imag] = body(parts->values(f));
-        return std::vector<Value>{real, imag};
-      });
-  if (launched && overlapping) out.copy_(result);
-  return launched;
+  const at::Tensor pairs = at::view_as_real(out);
+  return launch_formulas(name, parts->loaded, {pairs.select(-1, 0), pairs.select(-1, 1)}, [&](Formula& f) {
+    const auto [real, imag] = body(parts->values(f));
+    return std::vector<Value>{real, imag};
+  });
 }
 
 bool launch_parts_to_real(const char* name, const std::vector<at::Tensor>& operands, at::Tensor& out,

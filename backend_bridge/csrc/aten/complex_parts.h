@@ -28,10 +28,10 @@ ComplexValue complex_quotient(ComplexValue x, ComplexValue y);
 using PartsBody = std::function<ComplexValue(const std::vector<ComplexValue>&)>;
 
 // out's two parts = body(the operands' parts), operands broadcast: each operand is a complex64 or float32 tensor on
-// out's device (a real one has imaginary part 0, as PyTorch promotes it) or a 0-dim host scalar of any type. Through
-// a temporary when out overlaps an operand in another layout (the kernel reads each element's operands just before
-// writing it, so an identical layout, as in place, is safe). out must be complex64 on the device, already of the
-// broadcast shape; the kernel is named "<name>_f32". False for operands it does not take (complex32, complex128).
+// out's device (a real one has imaginary part 0, as PyTorch promotes it) or a 0-dim host scalar of any type. out must
+// be complex64 on the device, resized by resize_for (whose checks refuse an out that overlaps an operand in another
+// layout; an identical layout, as in place, is safe: the kernel reads each element's operands before writing it). The
+// kernel is named "<name>_f32". False for operands it does not take (complex32, complex128).
 bool launch_parts(const char* name, const std::vector<at::Tensor>& operands, at::Tensor& out, const PartsBody& body);
 
 // The same for a real result (an angle, a predicate): out is float32 or bool, of the broadcast shape.

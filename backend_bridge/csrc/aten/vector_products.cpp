@@ -31,7 +31,7 @@ bool complex_vectors_on_one_device(const at::Tensor& self, const at::Tensor& oth
 }
 
 at::Tensor npusim_dot(const at::Tensor& self, const at::Tensor& other) {
-  const bool vectors = float_vectors_on_one_device({&self, &other}, 1) || complex_vectors_on_one_device(self, other);
+  const bool vectors = float_vectors_on_one_device({&self, &other}, 1);  // complex64 ones too
   if (vectors && other.dim() == 1 && self.size(0) == other.size(0))
     return at::mm(self.unsqueeze(0), other.unsqueeze(1)).reshape({});
   torch::jit::Stack stack{self, other};
