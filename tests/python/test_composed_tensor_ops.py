@@ -1,6 +1,6 @@
 """Operators composed from native kernels on the device (composed_tensor_ops.cpp, regression_losses.cpp) against the
 CPU, without fallback: trace, count_nonzero, aminmax, addbmm, take, glu (and its gradient), cross, isin, bucketize,
-searchsorted, and the Huber and smooth L1 losses with their gradients."""
+searchsorted, the Huber and smooth L1 losses with their gradients, eye, and any and all of empty masks."""
 
 import pytest
 import torch
@@ -297,3 +297,24 @@ def test_random_draws_of_integers_categories_and_slopes(device, no_fallback):
     slopes = (out / x)[x < 0]
     assert slopes.min() >= 0.1 and slopes.max() <= 0.3 and torch.equal(out[x >= 0], x[x >= 0])
     torch.testing.assert_close(F.rrelu(x.to(device), 0.1, 0.3).cpu(), F.rrelu(x, 0.1, 0.3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.int8, torch.bool, torch.float64])
+def test_eye_in_every_dtype(device, no_fallback, dtype):
+    for shape in ((3,), (2, 5), (4, 1), (0, 3)):
+        assert torch.equal(torch.eye(*shape, device=device, dtype=dtype).cpu(), torch.eye(*shape, dtype=dtype))
+    out = torch.empty(7, device=device, dtype=dtype)
+    assert torch.eye(2, 3, out=out) is out and torch.equal(out.cpu(), torch.eye(2, 3, dtype=dtype))
+    with pytest.raises(RuntimeError, match="n must be greater or equal to 0, got -1"):
+        torch.eye(-1, device=device)
+
+
+def test_any_and_all_of_nothing(device, no_fallback):
+    for shape in ((0,), (0, 3), (2, 0)):
+        mask = torch.ones(shape, dtype=torch.bool)
+        for reduce in (torch.any, torch.all):
+            assert torch.equal(reduce(mask.to(device)).cpu(), reduce(mask))
+            for dim in range(len(shape)):
+                for keepdim in (False, True):
+                    assert torch.equal(reduce(mask.to(device), dim, keepdim).cpu(), reduce(mask, dim, keepdim))
+    assert torch.equal(torch.empty(0, device=device), torch.empty(0, device=device))

@@ -1,7 +1,7 @@
 """Operators npusim runs as PyTorch's own decompositions into its native operators (npusim/eager_decompositions.py),
 against the same operators on the CPU, with no CPU fallback: grid_sample (every mode, padding and alignment),
-multi_margin_loss, 3-D max pooling and unpooling, forward and, where autograd differentiates the decomposition,
-backward."""
+multi_margin_loss, 3-D max pooling and unpooling, _safe_softmax, forward and, where autograd differentiates the
+decomposition, backward."""
 
 import pytest
 import torch
@@ -101,3 +101,18 @@ def test_max_unpool3d_and_its_gradient_match_cpu(device, no_fallback):
     (expected, expected_grad), (actual, grad) = results
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
     torch.testing.assert_close(grad, expected_grad, rtol=0, atol=0)
+
+
+def test_safe_softmax_zeroes_fully_masked_rows_and_their_gradients(device, no_fallback):
+    scores = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(4))
+    scores[0, 1] = float("-inf")  # a row with nothing to attend to
+    scores[2, :, 3] = float("-inf")
+    weights = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(5))
+    on_device = scores.to(device).requires_grad_()
+    on_cpu = scores.clone().requires_grad_()
+    result, expected = torch.ops.aten._safe_softmax(on_device, -1), torch.ops.aten._safe_softmax(on_cpu, -1)
+    torch.testing.assert_close(result.cpu(), expected)
+    assert (result[0, 1] == 0).all()
+    (result * weights.to(device)).sum().backward()
+    (expected * weights).sum().backward()
+    torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad)  # zeros, not NaN, in the masked row

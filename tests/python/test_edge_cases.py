@@ -1,5 +1,5 @@
 """Cases where a simulated device most easily goes wrong: aliasing, in-place broadcasting, scalar dtypes, fallback
-write-back into views, unsupported layouts and dtypes."""
+write-back into views, unsupported layouts and dtypes, zero tensors."""
 
 import pytest
 import torch
@@ -88,3 +88,15 @@ def test_set_device_accepts_the_device_string():
     torch.npusim.set_device(0)
     with pytest.raises(RuntimeError, match="device 1 does not exist"):
         torch.npusim.set_device(1)
+
+
+def test_a_gradient_that_is_zero_everywhere_is_a_zero_tensor_as_on_the_cpu(device, no_fallback):
+    x = torch.randn(6, generator=torch.Generator().manual_seed(0))
+    (expected,) = torch.autograd.grad(torch.sgn(x.requires_grad_()).sum(), x)
+    on_device = x.detach().to(device).requires_grad_()
+    (gradient,) = torch.autograd.grad(torch.sgn(on_device).sum(), on_device)
+    assert gradient._is_zerotensor() == expected._is_zerotensor()
+    assert gradient.device == on_device.device and gradient.shape == (6,)
+    assert torch.equal(gradient.cpu(), expected) and torch.equal((gradient + 2).cpu(), expected + 2)
+    on_device.sign().sum().backward()  # accumulated into .grad: real zeros there, on the device
+    assert torch.equal(on_device.grad.cpu(), torch.zeros(6))

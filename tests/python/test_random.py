@@ -1,5 +1,5 @@
 """Random numbers on npusim: the device generator (seeding, state, torch.Generator objects) and the native random
-kernels (rand/uniform_, randn/normal_, randint/random_, bernoulli, dropout). Each value is checked against an
+kernels (rand/uniform_, randn/normal_, randint/random_, randperm, bernoulli, dropout). Each value is checked against an
 independent Python implementation of the ISA's definition (Philox4x32-10 at the element's stream position), and
 distributions against their moments."""
 
@@ -146,6 +146,41 @@ def test_randint_follows_its_definition_and_reserves_three_positions_per_element
     span = high - low
     relative = (drawn.double() - low) / span
     assert abs(relative.mean().item() - (span - 1) / (2 * span)) < 0.02
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "dtype"),
+    [(0, 2, torch.bool), (-128, 128, torch.int8), (0, 256, torch.uint8), (-300, 300, torch.int16)],
+)
+def test_narrow_integers_and_bools_are_drawn_as_int32_and_converted(no_fallback, low, high, dtype):
+    torch.npusim.manual_seed(91)
+    seed, offset = generator_state()
+    count = 3000
+    drawn = torch.randint(low, high, (count,), device="npusim", dtype=dtype).cpu()
+    assert drawn.dtype == dtype and generator_state() == (seed, offset + 3 * count)
+    for k in (0, 1, 1234, 2999):
+        assert int(drawn[k]) == integer_at(seed, offset, count, k, low, high)
+    assert int(drawn.min()) >= low and int(drawn.max()) < high
+    # No upper bound: up to the type's largest value.
+    top = 1 if dtype == torch.bool else torch.iinfo(dtype).max
+    unbounded = torch.empty(count, device="npusim", dtype=dtype).random_(low, None).cpu()
+    assert int(unbounded.min()) >= low and int(unbounded.max()) <= top and len(unbounded.unique()) > 1
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.float16])
+def test_randperm_is_a_permutation_seeded_by_the_device_generator(no_fallback, dtype):
+    for n in (0, 1, 7, 2048):
+        torch.npusim.manual_seed(5)
+        permutation = torch.randperm(n, device="npusim", dtype=dtype)
+        assert permutation.dtype == dtype and permutation.shape == (n,)
+        assert torch.equal(permutation.cpu().sort().values.long(), torch.arange(n))
+        torch.npusim.manual_seed(5)
+        assert torch.equal(torch.randperm(n, device="npusim", dtype=dtype), permutation)  # reproducible
+    # A random permutation of n fixes about one point (Poisson with mean 1); another seed gives another one.
+    assert (permutation.cpu().long() == torch.arange(2048)).sum() < 10
+    assert not torch.equal(torch.randperm(2048, device="npusim", dtype=dtype), permutation)
+    out = torch.empty(3, dtype=torch.int64, device="npusim")
+    assert torch.randperm(5, out=out, device="npusim") is out and out.shape == (5,)
 
 
 def test_random_integers_in_place_and_their_errors(no_fallback):

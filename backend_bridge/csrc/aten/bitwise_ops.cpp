@@ -167,6 +167,20 @@ at::Tensor& any_or_all_out(const at::Tensor& self, std::optional<int64_t> dim, b
     at::native::resize_output(out, result.sizes());
     return out.copy_(result);
   }
+  if (self.scalar_type() == at::kBool && out.scalar_type() == at::kBool && self.device() == out.device() &&
+      self.numel() == 0 && self.dim() > 0) {  // nothing to look at: any is false, all is true
+    std::vector<int64_t> shape;
+    if (dim) {
+      shape = self.sizes().vec();
+      const int64_t reduced = at::maybe_wrap_dim(*dim, self.dim());
+      if (keepdim)
+        shape[reduced] = 1;
+      else
+        shape.erase(shape.begin() + reduced);
+    }
+    at::native::resize_output(out, shape);
+    return out.fill_(!IsAny);
+  }
   const char* name = IsAny ? "aten::any" : "aten::all";
   if (dim) {
     torch::jit::Stack stack{self, *dim, keepdim, out};

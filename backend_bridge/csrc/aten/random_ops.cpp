@@ -1,15 +1,18 @@
 // Native random ops: uniform_, normal_, bernoulli_ and native_dropout draw on the NPU from the device generator's
 // Philox stream (device_generator.h), in float32, float16 or bfloat16 (computing in float32), each one fused kernel
 // (uniform_ and normal_ of complex64 tensors too, as their parts);
-// random_ draws int64 and int32 integers (torch.randint, Inductor's seeds), and whole numbers into float32 tensors.
+// random_ draws int64 and int32 integers (torch.randint, Inductor's seeds; bool, 8- and 16-bit integers through
+// int32), and whole numbers into float32 tensors; randperm sorts random keys.
 // Other dtypes take the CPU fallback, which draws from the CPU generator (the npusim generator cannot drive a CPU
 // kernel).
+#include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/sort.h>
 #include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
 
@@ -89,11 +92,31 @@ at::Tensor& fill_random(at::Tensor& self, RandomOp op, double first, double seco
   return fill_in_place(self, [&](const at::Tensor& target) { draw(target, op, first, second, generator); });
 }
 
+// The values a bool, 8- or 16-bit integer type holds, which random_ draws among.
+std::optional<std::pair<int64_t, int64_t>> narrow_integer_range(at::ScalarType type) {
+  switch (type) {
+    case at::kBool: return std::pair<int64_t, int64_t>{0, 1};
+    case at::kByte: return std::pair<int64_t, int64_t>{0, 255};
+    case at::kChar: return std::pair<int64_t, int64_t>{-128, 127};
+    case at::kShort: return std::pair<int64_t, int64_t>{-32768, 32767};
+    default: return std::nullopt;
+  }
+}
+
 // random_(from, to) of int64 and int32 tensors natively, with PyTorch's check of the bounds; anything else (other
 // types, no upper bound, bounds outside the type, whose errors PyTorch's kernel raises) through the fallback.
 at::Tensor& npusim_random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to,
                                 std::optional<at::Generator> generator) {
   const auto dtype = self.scalar_type();
+  if (const auto limits = narrow_integer_range(dtype); limits && self.device().is_privateuseone()) {
+    // bool, 8- and 16-bit integers: drawn as int32 and converted. No upper bound means up to the type's largest.
+    const int64_t end = to.value_or(limits->second + 1);
+    if (from >= limits->first && from < end && end - 1 <= limits->second) {
+      at::Tensor wide = at::empty(self.sizes(), self.options().dtype(at::kInt));
+      npusim_random_from_(wide, from, end, generator);
+      return self.copy_(wide);
+    }
+  }
   if ((dtype == at::kLong || dtype == at::kInt) && to.has_value()) {
     TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
     const bool in_type = dtype == at::kLong || (from >= INT32_MIN && *to <= int64_t{INT32_MAX} + 1);
@@ -120,6 +143,26 @@ at::Tensor& npusim_random_from_(at::Tensor& self, int64_t from, std::optional<in
 }
 at::Tensor& npusim_random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator> generator) {
   return npusim_random_from_(self, 0, to, std::move(generator));
+}
+
+// A random permutation of 0 .. n-1: n random keys of 62 bits (ties, which the stable sort breaks by position, have
+// odds below n^2 / 2^63) sorted, their order the permutation.
+at::Tensor& npusim_randperm_out(int64_t n, std::optional<at::Generator> generator, at::Tensor& result) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  const at::ScalarType type = result.scalar_type();
+  const bool holds_n = type == at::kLong || (type == at::kInt && n <= INT32_MAX) ||
+                       (type == at::kFloat && n <= (int64_t{1} << 24)) || (type == at::kHalf && n <= 2048) ||
+                       (type == at::kBFloat16 && n <= 256);  // exact integers
+  if (holds_n && result.device().is_privateuseone()) {
+    at::native::resize_output(result, {n});
+    if (n == 0) return result;
+    at::Tensor keys = at::empty({n}, result.options().dtype(at::kLong));
+    draw_integers(keys, 0, int64_t{1} << 62, generator);
+    return result.copy_(std::get<1>(at::sort(keys, /*stable=*/true, 0, /*descending=*/false)));
+  }
+  torch::jit::Stack stack{n, generator, result};
+  call_cpu_fallback("aten::randperm", "generator_out", stack);
+  return result;
 }
 
 // A complex64 tensor on the device whose parts can be drawn in place (not a lazy conjugate).
@@ -226,6 +269,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bernoulli", npusim_bernoulli);
   m.impl("random_.from", npusim_random_from_);
   m.impl("random_.to", npusim_random_to_);
+  m.impl("randperm.generator_out", npusim_randperm_out);
   m.impl("native_dropout", npusim_native_dropout);
   m.impl("native_dropout_backward", npusim_native_dropout_backward);
 }
