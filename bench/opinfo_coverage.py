@@ -1,20 +1,24 @@
 """Native coverage of PyTorch's OpInfo database: the share of float32 entries (or of another dtype's) that run on
-npusim with NPUSIM_FALLBACK=error and match the CPU.
+npusim with NPUSIM_FALLBACK=error and match the CPU, forward or (--gradients) backward.
 
     python bench/opinfo_coverage.py                    # every entry (a few minutes on two cores)
     python bench/opinfo_coverage.py --samples 2        # fewer sample inputs per entry
     python bench/opinfo_coverage.py --dtype bfloat16   # the entries' bfloat16 forms (float16, complex64, ...)
+    python bench/opinfo_coverage.py --gradients        # the gradients of the entries' samples (first order)
     python bench/opinfo_coverage.py --smoke            # the first 15 entries: CI's check that it still works
 
-For every entry of `op_db` whose form in that dtype the CPU supports, it runs the entry's first sample inputs (forward
-only) on npusim with the CPU fallback forbidden and on the CPU, and compares the results (torch.testing.assert_close,
-its tolerances for the dtype, NaN equal to NaN; for an op whose two CPU runs differ, random numbers and `empty`, the
-shapes and dtypes). An entry passes when every sample it ran matches; an entry none of whose samples can be made, or
-run on the CPU, is not counted. Entries run in a child interpreter, restarted after one that kills it. It prints the
-share that passes, then the failing entries grouped by cause: the operators that would have fallen back to the CPU
-(most entries first: what to make native next), mismatches, and other errors. A measurement of where coverage stands,
-against the issue's goal of 85 %; tests/python/test_opinfo.py holds the float32 count of passing entries at or above
-its recorded value and names the operators that still fall back.
+For every entry of `op_db` whose form in that dtype the CPU supports (with --gradients: differentiates), it makes the
+entry's first sample inputs on the CPU, moves each tensor to npusim with its whole storage, offset and strides (a
+slice's base comes along, so ops on views see the same elements), runs the samples there with the CPU fallback
+forbidden and on the CPU, and compares the results (torch.testing.assert_close, its tolerances for the dtype, NaN
+equal to NaN; for an op whose two CPU runs differ, random numbers and `empty`, the shapes and dtypes). With
+--gradients the results compared are the gradients of the inputs that require them, for the same random weights of
+the outputs. An entry passes when every sample it ran matches; an entry none of whose samples the CPU can run is not
+counted. Entries run in a child interpreter, restarted after one that kills it. It prints the share that passes,
+then the failing entries grouped by cause: the operators that would have fallen back to the CPU (most entries first:
+what to make native next), mismatches, and other errors. A measurement of where coverage stands, against the issue's
+goal of 85 %; tests/python/test_opinfo.py holds the float32 counts of passing entries, forward and backward, at or
+above their recorded values and names the operators that still fall back.
 """
 
 import argparse
@@ -34,7 +38,7 @@ CHILD = textwrap.dedent(
 
     warnings.filterwarnings("ignore")
     first, last, samples_per_entry = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    dtype = getattr(torch, sys.argv[4])
+    dtype, gradients = getattr(torch, sys.argv[4]), sys.argv[5] == "gradients"
 
     def to_cpu(value):
         if isinstance(value, torch.Tensor):
@@ -43,12 +47,20 @@ CHILD = textwrap.dedent(
             return [to_cpu(v) for v in value]
         return value
 
-    def same_view_on_cpu(value):
-        # An input keeps its storage, offset and strides on the CPU: ops on views (as_strided) see the same elements.
-        if isinstance(value, torch.Tensor) and value.device.type == "npusim":
-            storage = value.untyped_storage().cpu()
-            return torch.empty(0, dtype=value.dtype).set_(storage, value.storage_offset(), value.size(), value.stride())
-        return value
+    def same_view_on_device(value):
+        # A sample tensor, made on the CPU (so that making it never needs npusim), on npusim with its whole storage,
+        # offset and strides: ops on views (as_strided of a slice) see the same elements there.
+        if not isinstance(value, torch.Tensor) or value.device.type != "cpu":
+            return value
+        if value.layout != torch.strided:
+            return value.detach().to("npusim").requires_grad_(value.requires_grad)
+        if value.is_conj() or value.is_neg():  # a lazy view's flag: moved resolved, set again on the device
+            flip = torch.conj if value.is_conj() else torch._neg_view
+            return flip(same_view_on_device(flip(value.detach()))).requires_grad_(value.requires_grad)
+        raw = torch.empty(0, dtype=torch.uint8).set_(value.detach().untyped_storage()).to("npusim")
+        moved = torch.empty(0, dtype=value.dtype, device="npusim")
+        moved.set_(raw.untyped_storage(), value.storage_offset(), value.size(), value.stride())
+        return moved.requires_grad_(value.requires_grad)
 
     def random(op, cpu, expected):
         # OpInfo seeds its random ops' calls (wrapper_set_seed): the CPU's generator and npusim's differ. The empty
@@ -65,33 +77,61 @@ CHILD = textwrap.dedent(
     def shapes(value):
         if isinstance(value, torch.Tensor):
             return torch.tensor(list(value.shape) + [hash(str(value.dtype)) % 1000])
-        if isinstance(value, list):
+        if isinstance(value, (tuple, list)):
             return [shapes(v) for v in value]
         return value
 
+    def needing_grad(sample):
+        return [t for t in [sample.input, *sample.args, *sample.kwargs.values()]
+                if isinstance(t, torch.Tensor) and t.requires_grad]  # fmt: skip
+
+    def differentiable(outputs):
+        outputs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
+        return [t for t in outputs if isinstance(t, torch.Tensor) and t.requires_grad]
+
+    def result(op, sample, weights=None):
+        # The forward results, or with `weights` the gradients of the sample's inputs that need them, weighted so.
+        outputs = op(sample.input, *sample.args, **sample.kwargs)
+        if weights is None:
+            return to_cpu(outputs)
+        outputs = differentiable(outputs)
+        weights = [w.to(o.device) for w, o in zip(weights, outputs)]  # an output may be elsewhere (Tensor.to)
+        grads = torch.autograd.grad(outputs, needing_grad(sample), weights, allow_unused=True)
+        return [to_cpu(g) for g in grads]
+
+    def weights_for(op, sample):
+        inputs, outputs = needing_grad(sample), differentiable(op(sample.input, *sample.args, **sample.kwargs))
+        if not inputs or not outputs:
+            return None
+        return [torch.randn(t.shape, generator=torch.Generator().manual_seed(k)).to(t.dtype)
+                for k, t in enumerate(outputs)]  # fmt: skip
+
     def outcome(op):
-        if dtype not in op.supported_dtypes("cpu"):
+        if dtype not in (op.supported_backward_dtypes("cpu") if gradients else op.supported_dtypes("cpu")):
+            return None
+        if gradients and not op.supports_autograd:
             return None
         try:
-            samples = list(op.sample_inputs("npusim", dtype))[:samples_per_entry]
+            samples = list(op.sample_inputs("cpu", dtype, requires_grad=gradients))[:samples_per_entry]
         except Exception:
             return None
-        if not samples:
-            return None
         compared = 0
-        for sample in samples:
-            cpu = sample.transform(same_view_on_cpu)
+        for cpu in samples:
             try:
-                expected = to_cpu(op(cpu.input, *cpu.args, **cpu.kwargs))
+                weights = weights_for(op, cpu) if gradients else None
+                if gradients and weights is None:
+                    continue  # nothing to differentiate
+                expected = result(op, cpu, weights)
             except Exception:
                 continue  # the CPU cannot run this sample either
             try:
-                actual = to_cpu(op(sample.input, *sample.args, **sample.kwargs))
+                moved = cpu.transform(same_view_on_device)
+                actual = result(op, moved, weights)
                 torch.npusim.synchronize()
             except Exception as error:
                 return ["error", str(error).splitlines()[0][:300] if str(error) else type(error).__name__]
-            if random(op, cpu, expected):  # random numbers: the shapes and dtypes must match, not the values
-                actual, expected = shapes(actual), shapes(expected)
+            if random(op, cpu, to_cpu(op(cpu.input, *cpu.args, **cpu.kwargs)) if gradients else expected):
+                actual, expected = shapes(actual), shapes(expected)  # random numbers: shapes and dtypes must match
             try:
                 torch.testing.assert_close(actual, expected, equal_nan=True, check_device=False)
             except Exception as error:
@@ -105,9 +145,9 @@ CHILD = textwrap.dedent(
         op = op_db[index]
         name = f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
         print("START", index, flush=True)
-        result = outcome(op)
-        if result is not None:
-            print("RESULT", json.dumps([index, name, *result]), flush=True)
+        verdict = outcome(op)
+        if verdict is not None:
+            print("RESULT", json.dumps([index, name, *verdict]), flush=True)
     print("DONE", flush=True)
     """
 )
@@ -115,13 +155,22 @@ CHILD = textwrap.dedent(
 FALLBACK = re.compile(r"npusim: (\S+(?: \([^)]*\))?) has no native npusim kernel")
 
 
-def run(first, last, samples, dtype="float32"):
+def run(first, last, samples, dtype="float32", gradients=False):
     """{index: (name, verdict, detail)} for entries first..last-1, a child interpreter restarted after a crash."""
     results, start = {}, first
     environment = dict(os.environ, NPUSIM_FALLBACK="error", PYTHONWARNINGS="ignore")
     while start < last:
         child = subprocess.run(
-            [sys.executable, "-c", CHILD, str(start), str(last), str(samples), dtype],
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                str(start),
+                str(last),
+                str(samples),
+                dtype,
+                "gradients" if gradients else "forward",
+            ],
             capture_output=True,
             text=True,
             env=environment,
@@ -144,6 +193,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=4, help="sample inputs per entry (default 4)")
     parser.add_argument("--dtype", default="float32", help="the entries' dtype (default float32)")
+    parser.add_argument("--gradients", action="store_true", help="the gradients of the entries' samples, not results")
     parser.add_argument("--smoke", action="store_true", help="the first 15 entries only")
     arguments = parser.parse_args()
     import torch
@@ -153,12 +203,13 @@ def main():
     from torch.testing._internal.common_methods_invocations import op_db
 
     last = 15 if arguments.smoke else len(op_db)
-    results = run(0, last, arguments.samples, arguments.dtype)
+    results = run(0, last, arguments.samples, arguments.dtype, arguments.gradients)
     if not results:
         sys.exit("no entry ran: no figure")
     verdicts = collections.Counter(verdict for _, verdict, _ in results.values())
     passed = verdicts["pass"]
-    print(f"OpInfo {arguments.dtype} entries passing with NPUSIM_FALLBACK=error: {passed} of {len(results)} "
+    what = "entries' gradients" if arguments.gradients else "entries"
+    print(f"OpInfo {arguments.dtype} {what} passing with NPUSIM_FALLBACK=error: {passed} of {len(results)} "
           f"({100 * passed / len(results):.1f} %); goal 85 %")  # fmt: skip
     print("  " + ", ".join(f"{verdict} {count}" for verdict, count in verdicts.most_common()))
     fallbacks = collections.defaultdict(list)

@@ -1,6 +1,7 @@
 """Operators composed from native kernels on the device (composed_tensor_ops.cpp, regression_losses.cpp) against the
 CPU, without fallback: trace, count_nonzero, aminmax, addbmm, take, glu (and its gradient), cross, isin, bucketize,
-searchsorted, the Huber and smooth L1 losses with their gradients, eye, and any and all of empty masks."""
+searchsorted, the Huber and smooth L1 losses with their gradients, eye, any and all of empty masks, the gradients of
+cdist, pdist and segment_reduce, nonzero_static, and 0-dim and empty cases of prod, index_copy and unfold."""
 
 import pytest
 import torch
@@ -204,6 +205,63 @@ def test_cdist_pdist_and_renorm(p, device, no_fallback):
         torch.testing.assert_close(torch.renorm(a.to(device), p, 1, 1.5).cpu(), torch.renorm(a, p, 1, 1.5))
 
 
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+def test_cdist_and_pdist_gradients_at_every_order(p, device, no_fallback):
+    a, b = random(2, 6, 3, seed=30), random(1, 5, 3, seed=31)  # b's batch broadcast: its gradient summed back
+    a[0, 1] = b[0, 2]  # a pair at distance 0: a zero gradient, not NaN
+    a[1, 0, 1] = b[0, 0, 1]  # a zero difference (no gradient below p = 1)
+    weights = random(2, 6, 5, seed=32)
+    on_cpu, on_device = [a.requires_grad_(), b.requires_grad_()], [a.detach().to(device), b.detach().to(device)]
+    on_device = [t.requires_grad_() for t in on_device]
+    mode = "donot_use_mm_for_euclid_dist"  # the pairwise form whose gradient is _cdist_backward
+    expected = torch.autograd.grad(torch.cdist(*on_cpu, p, compute_mode=mode), on_cpu, weights)
+    actual = torch.autograd.grad(torch.cdist(*on_device, p, compute_mode=mode), on_device, weights.to(device))
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got.cpu(), want)
+    rows = random(6, 3, seed=33)
+    rows[4] = rows[1]
+    pair_weights = random(15, seed=34)
+    expected = torch.autograd.grad(F.pdist(rows.requires_grad_(), p), rows, pair_weights)[0]
+    on_device = rows.detach().to(device).requires_grad_()
+    actual = torch.autograd.grad(F.pdist(on_device, p), on_device, pair_weights.to(device))[0]
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("initial", [None, 2.0])
+def test_segment_reduce_gradients(reduce, initial, device, no_fallback):
+    data = torch.tensor([[1.0, 3.0, 3.0, -2.0, 0.0, 5.0, 0.0, 4.0], [2.0, -1.0, 0.0, 7.0, 7.0, -3.0, 1.0, 6.0]])
+    lengths = torch.tensor([[2, 3, 0, 3], [1, 2, 4, 1]])  # ties for max, zeros for prod, an empty segment
+    offsets = torch.cat([torch.zeros(2, 1, dtype=torch.long), lengths.cumsum(1)], 1)
+    weights = torch.tensor([[1.0, -2.0, 0.5, 3.0], [-1.0, 2.0, 4.0, -0.5]])
+    for bounds in ({"lengths": lengths}, {"offsets": offsets}):
+        x = data.clone().requires_grad_()
+        expected = torch.autograd.grad(torch.segment_reduce(x, reduce, axis=1, initial=initial, **bounds), x, weights)[
+            0
+        ]
+        on_device = data.to(device).requires_grad_()
+        moved = {k: v.to(device) for k, v in bounds.items()}
+        result = torch.segment_reduce(on_device, reduce, axis=1, initial=initial, **moved)
+        actual = torch.autograd.grad(result, on_device, weights.to(device))[0]
+        torch.testing.assert_close(actual.cpu(), expected, equal_nan=True)
+
+
+def test_nonzero_static_and_reductions_of_one_element(device, no_fallback):
+    mask = torch.tensor([[0, 1, 0], [2, 0, 3]])
+    for size, fill in ((5, -1), (2, 0), (0, 7)):
+        expected = torch.nonzero_static(mask, size=size, fill_value=fill)
+        assert torch.equal(torch.nonzero_static(mask.to(device), size=size, fill_value=fill).cpu(), expected)
+    scalar, empty = torch.tensor(2.5), torch.empty(0, 3)
+    assert torch.equal(torch.prod(scalar.to(device), 0).cpu(), torch.prod(scalar, 0))
+    assert torch.equal(torch.prod(empty.to(device), 0, keepdim=True).cpu(), torch.prod(empty, 0, keepdim=True))
+    index, source = torch.tensor([0]), torch.tensor(7.0)
+    expected = torch.index_copy(scalar, 0, index, source)
+    assert torch.equal(torch.index_copy(scalar.to(device), 0, index.to(device), source.to(device)).cpu(), expected)
+    x = scalar.to(device).requires_grad_()  # Tensor.unfold of a 0-dim tensor and its gradient
+    (gradient,) = torch.autograd.grad(x.unfold(0, 1, 1).sum() * 3, x)
+    assert gradient.item() == 3.0
+
+
 def test_order_statistics_with_nan_and_ties(device, no_fallback):
     x = torch.randint(-4, 5, (6, 9), generator=torch.Generator().manual_seed(27)).float()
     with_nan = x.clone()
@@ -303,7 +361,7 @@ def test_random_draws_of_integers_categories_and_slopes(device, no_fallback):
 def test_eye_in_every_dtype(device, no_fallback, dtype):
     for shape in ((3,), (2, 5), (4, 1), (0, 3)):
         assert torch.equal(torch.eye(*shape, device=device, dtype=dtype).cpu(), torch.eye(*shape, dtype=dtype))
-    out = torch.empty(7, device=device, dtype=dtype)
+    out = torch.empty(0, device=device, dtype=dtype)
     assert torch.eye(2, 3, out=out) is out and torch.equal(out.cpu(), torch.eye(2, 3, dtype=dtype))
     with pytest.raises(RuntimeError, match="n must be greater or equal to 0, got -1"):
         torch.eye(-1, device=device)

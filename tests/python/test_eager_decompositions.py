@@ -1,7 +1,7 @@
 """Operators npusim runs as PyTorch's own decompositions into its native operators (npusim/eager_decompositions.py),
 against the same operators on the CPU, with no CPU fallback: grid_sample (every mode, padding and alignment),
-multi_margin_loss, 3-D max pooling and unpooling, _safe_softmax, forward and, where autograd differentiates the
-decomposition, backward."""
+multi_margin_loss, 3-D max pooling and unpooling, forward and, where autograd differentiates the decomposition,
+backward."""
 
 import pytest
 import torch
@@ -36,14 +36,16 @@ def test_half_precision_grid_sample_is_the_float32_result_rounded_once(dtype, de
     )
 
 
-def test_grid_sample_gradients_match_cpu(device):
-    # Autograd calls grid_sampler_2d's own backward (the CPU fallback), so nearest mode's grid gets zeros, not None.
-    for mode in ("bilinear", "nearest"):
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_grid_sample_gradients_match_cpu(device, no_fallback, padding_mode):
+    # Autograd calls grid_sampler_2d's own backward, which differentiates the decomposition: nearest mode's grid gets
+    # zeros, not None.
+    for mode in ("bilinear", "nearest", "bicubic"):
         x = torch.randn(1, 2, 5, 5, generator=generator(), requires_grad=True)
         grid = (torch.rand(1, 4, 4, 2, generator=generator()) * 2 - 1).requires_grad_()
-        F.grid_sample(x, grid, mode=mode, align_corners=True).sum().backward()
+        F.grid_sample(x, grid, mode=mode, padding_mode=padding_mode, align_corners=True).sum().backward()
         x_d, grid_d = x.detach().to(device).requires_grad_(), grid.detach().to(device).requires_grad_()
-        F.grid_sample(x_d, grid_d, mode=mode, align_corners=True).sum().backward()
+        F.grid_sample(x_d, grid_d, mode=mode, padding_mode=padding_mode, align_corners=True).sum().backward()
         torch.testing.assert_close(x_d.grad.cpu(), x.grad)
         torch.testing.assert_close(grid_d.grad.cpu(), grid.grad)
 
@@ -101,18 +103,3 @@ def test_max_unpool3d_and_its_gradient_match_cpu(device, no_fallback):
     (expected, expected_grad), (actual, grad) = results
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
     torch.testing.assert_close(grad, expected_grad, rtol=0, atol=0)
-
-
-def test_safe_softmax_zeroes_fully_masked_rows_and_their_gradients(device, no_fallback):
-    scores = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(4))
-    scores[0, 1] = float("-inf")  # a row with nothing to attend to
-    scores[2, :, 3] = float("-inf")
-    weights = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(5))
-    on_device = scores.to(device).requires_grad_()
-    on_cpu = scores.clone().requires_grad_()
-    result, expected = torch.ops.aten._safe_softmax(on_device, -1), torch.ops.aten._safe_softmax(on_cpu, -1)
-    torch.testing.assert_close(result.cpu(), expected)
-    assert (result[0, 1] == 0).all()
-    (result * weights.to(device)).sum().backward()
-    (expected * weights).sum().backward()
-    torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad)  # zeros, not NaN, in the masked row

@@ -1,5 +1,5 @@
-"""softmax, log_softmax, sum and mean over the last dimension on npusim against the CPU: emitted row kernels for
-float32, the CPU fallback for other dims."""
+"""softmax, log_softmax, _safe_softmax, sum and mean on npusim against the CPU: emitted row kernels over the last
+dimension, other dimensions moved last for them."""
 
 import pytest
 import torch
@@ -56,11 +56,11 @@ def test_softmax_is_stable_for_large_values_and_handles_infinities(device):
 
 def test_other_dims_and_non_contiguous_inputs_give_the_cpu_results(device):
     x = random((6, 9), 3)
-    torch.testing.assert_close(torch.softmax(x.to(device), 0).cpu(), torch.softmax(x, 0))  # fallback
+    torch.testing.assert_close(torch.softmax(x.to(device), 0).cpu(), torch.softmax(x, 0))  # dim 0 moved last
     torch.testing.assert_close(
         torch.softmax(x.to(device).t(), -1).cpu(), torch.softmax(x.t(), -1), rtol=1e-6, atol=1e-6
     )
-    torch.testing.assert_close(x.to(device).sum().cpu(), x.sum())  # all dims: fallback
+    torch.testing.assert_close(x.to(device).sum().cpu(), x.sum())  # over every dimension
     ints = torch.arange(12).reshape(3, 4)
     assert torch.equal(ints.to(device).sum(-1).cpu(), ints.sum(-1))
 
@@ -165,3 +165,24 @@ def test_softmax_backward_runs_natively_and_matches_cpu(function, shape, device)
     assert report.fallbacks == {}
     assert f"{function.__name__}_backward_f32" in [r.name for r in report.kernels]
     torch.testing.assert_close(x_device.grad.cpu(), x_cpu.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dim", [-1, 1, 0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_safe_softmax_zeroes_fully_masked_rows_and_their_gradients(device, no_fallback, dim, dtype):
+    scores = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(4))
+    scores.select(dim, 1)[0] = float("-inf")  # a row along `dim` with nothing to attend to
+    scores[2, 3, :3] = float("-inf")
+    scores = scores.to(dtype)
+    weights = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(5)).to(dtype)
+    on_device = scores.to(device).requires_grad_()
+    result, expected = torch.ops.aten._safe_softmax(on_device, dim), torch.ops.aten._safe_softmax(scores.float(), dim)
+    # npusim computes half precision in float32 and rounds once: the CPU's float32 results, rounded
+    torch.testing.assert_close(result.cpu(), expected.to(dtype))
+    assert result.dtype == dtype and result.stride() == expected.stride() and not result.isnan().any()
+    (result * weights.to(device)).sum().backward()
+    # softmax's backward from its (rounded) output, in float32, rounded once: zeros, not NaN, in the masked row
+    output = result.detach().cpu().float()
+    expected_grad = torch._softmax_backward_data(weights.float(), output, dim, torch.float32).to(dtype)
+    torch.testing.assert_close(on_device.grad.cpu(), expected_grad)
+    assert (on_device.grad.select(dim, 1)[0] == 0).all()

@@ -34,6 +34,13 @@ bool float32_on_one_device(std::initializer_list<at::Tensor> tensors) {
 
 at::Tensor& npusim_index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                                   const at::Tensor& source, at::Tensor& out) {
+  if (self.dim() == 0 && source.dim() == 0 && index.numel() == 1 && float32_on_one_device({self, source, out})) {
+    c10::maybe_wrap_dim(dim, int64_t{0});  // one element (dimension 0 or -1): a vector of one
+    at::Tensor result = at::empty({0}, out.options());
+    npusim_index_copy_out(self.reshape({1}), 0, index.reshape({1}), source.reshape({1}), result);
+    at::native::resize_output(out, {});
+    return out.copy_(result.reshape({}));
+  }
   const bool takes = float32_on_one_device({self, source, out}) && index.scalar_type() == at::kLong &&
                      index.dim() <= 1 && index.device() == self.device() && self.dim() > 0;
   if (takes) {
@@ -78,6 +85,11 @@ at::Tensor& npusim_put_(at::Tensor& self, const at::Tensor& index, const at::Ten
 at::Tensor& npusim_unfold_backward_out(const at::Tensor& grad_in, c10::SymIntArrayRef input_sizes, int64_t dim,
                                        int64_t size, int64_t step, at::Tensor& out) {
   const std::vector<int64_t> sizes = C10_AS_INTARRAYREF_SLOW(input_sizes).vec();
+  if (float32_on_one_device({grad_in, out}) && sizes.empty() && grad_in.dim() == 1) {
+    // A 0-dim input's single window of `size` (0 or 1) elements: its element's gradient is their sum.
+    at::native::resize_output(out, {});
+    return out.copy_(grad_in.sum());
+  }
   if (float32_on_one_device({grad_in, out}) && !sizes.empty() &&
       grad_in.dim() == static_cast<int64_t>(sizes.size()) + 1) {
     dim = c10::maybe_wrap_dim(dim, static_cast<int64_t>(sizes.size()));

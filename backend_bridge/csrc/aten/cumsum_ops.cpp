@@ -100,8 +100,23 @@ at::Tensor npusim_cumprod(const at::Tensor& self, int64_t dim, std::optional<at:
 at::Tensor& npusim_prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
                             at::Tensor& out) {
   const at::ScalarType type = result_type(self, dtype);
-  if ((scan_type(type) || type == at::kComplexFloat) && out.scalar_type() == type && self.device() == out.device() &&
-      self.dim() > 0 && self.numel() > 0) {
+  const bool native_type = (scan_type(type) || type == at::kComplexFloat) && out.scalar_type() == type;
+  if (native_type && self.device() == out.device() && (self.dim() == 0 || self.numel() == 0)) {
+    // One element (dimension 0 or -1): itself; no elements along a dimension: the empty product, 1.
+    std::vector<int64_t> shape = self.sizes().vec();
+    if (self.dim() > 0) {
+      dim = at::maybe_wrap_dim(dim, self.dim());
+      if (keepdim)
+        shape[dim] = 1;
+      else
+        shape.erase(shape.begin() + dim);
+    } else {
+      at::maybe_wrap_dim(dim, int64_t{0});
+    }
+    at::native::resize_output(out, shape);
+    return self.dim() == 0 ? out.copy_(self) : out.fill_(1);
+  }
+  if (native_type && self.device() == out.device() && self.dim() > 0) {
     dim = at::maybe_wrap_dim(dim, self.dim());
     at::Tensor scanned = at::empty({0}, self.options().dtype(type));
     scan_out(true, self, dim, dtype, scanned);

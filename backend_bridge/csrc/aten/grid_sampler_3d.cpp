@@ -5,7 +5,7 @@
 // summed in the CPU's order (tnw, tne, tsw, tse, bnw, bne, bsw, bse) with its weights (products of distances to the
 // opposite corner). Nearest rounds half to even, as nearbyint does. Other dtypes and modes (bicubic, which PyTorch
 // refuses in 3-D) take the CPU fallback, as do volumes of more than 2^24 voxels (whose numbers, computed in float32,
-// would not be exact). The backward takes it too.
+// would not be exact). The backward differentiates this composition (composition_gradients.h).
 #include <ATen/ops/abs.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/clamp.h>
@@ -27,6 +27,7 @@
 #include <torch/library.h>
 
 #include "bridge.h"
+#include "composition_gradients.h"
 
 namespace npusim::bridge {
 namespace {
@@ -82,20 +83,17 @@ at::Tensor gather_voxels(const at::Tensor& flat_input, c10::IntArrayRef sizes, c
   return at::where(inside.reshape({batch, 1, -1}), values, 0.0);
 }
 
-at::Tensor npusim_grid_sampler_3d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
-                                  int64_t padding_mode, bool align_corners) {
-  const bool native = input.device().is_privateuseone() && grid.device() == input.device() &&
-                      input.scalar_type() == at::kFloat && grid.scalar_type() == at::kFloat && input.dim() == 5 &&
-                      grid.dim() == 5 && grid.size(4) == 3 && grid.size(0) == input.size(0) &&
-                      (interpolation_mode == 0 || interpolation_mode == 1) && padding_mode >= 0 && padding_mode <= 2 &&
-                      input.numel() > 0 && grid.numel() > 0 &&
-                      input.size(2) * input.size(3) * input.size(4) <= (int64_t{1} << 24);  // voxel numbers exact
+bool composable(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode, int64_t padding_mode) {
+  return input.device().is_privateuseone() && grid.device() == input.device() && input.scalar_type() == at::kFloat &&
+         grid.scalar_type() == at::kFloat && input.dim() == 5 && grid.dim() == 5 && grid.size(4) == 3 &&
+         grid.size(0) == input.size(0) && (interpolation_mode == 0 || interpolation_mode == 1) && padding_mode >= 0 &&
+         padding_mode <= 2 && input.numel() > 0 && grid.numel() > 0 &&
+         input.size(2) * input.size(3) * input.size(4) <= (int64_t{1} << 24);  // voxel numbers exact
+}
 
-  if (!native) {
-    torch::jit::Stack stack{input, grid, interpolation_mode, padding_mode, align_corners};
-    call_cpu_fallback("aten::grid_sampler_3d", "", stack);
-    return stack[0].toTensor();
-  }
+// The composition itself, for inputs composable() takes.
+at::Tensor sample_volume(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
+                         int64_t padding_mode, bool align_corners) {
   const c10::IntArrayRef sizes = input.sizes();
   const int64_t batch = sizes[0], channels = sizes[1];
   const at::Tensor flat_input = input.reshape({batch, channels, -1});
@@ -130,8 +128,47 @@ at::Tensor npusim_grid_sampler_3d(const at::Tensor& input, const at::Tensor& gri
   return out.reshape(out_shape);
 }
 
+at::Tensor npusim_grid_sampler_3d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
+                                  int64_t padding_mode, bool align_corners) {
+  if (composable(input, grid, interpolation_mode, padding_mode))
+    return sample_volume(input, grid, interpolation_mode, padding_mode, align_corners);
+  torch::jit::Stack stack{input, grid, interpolation_mode, padding_mode, align_corners};
+  call_cpu_fallback("aten::grid_sampler_3d", "", stack);
+  return stack[0].toTensor();
+}
+
+// The gradients of the input and the grid, by autograd over the composition above (the gathers' gradients are
+// scatter-adds; nearest's rounding gives the grid zeros, as the CPU's kernel does).
+std::tuple<at::Tensor, at::Tensor> npusim_grid_sampler_3d_backward(const at::Tensor& grad_output,
+                                                                   const at::Tensor& input, const at::Tensor& grid,
+                                                                   int64_t interpolation_mode, int64_t padding_mode,
+                                                                   bool align_corners,
+                                                                   std::array<bool, 2> output_mask) {
+  if (composable(input, grid, interpolation_mode, padding_mode) && grad_output.device() == input.device() &&
+      grad_output.scalar_type() == at::kFloat) {
+    const std::vector<at::Tensor> gradients = composition_gradients(
+        [&](const std::vector<at::Tensor>& leaves) {
+          return sample_volume(leaves[0], leaves[1], interpolation_mode, padding_mode, align_corners);
+        },
+        {input, grid}, {output_mask[0], output_mask[1]}, grad_output);
+    return {gradients[0], gradients[1]};
+  }
+  torch::jit::Stack stack{grad_output,
+                          input,
+                          grid,
+                          interpolation_mode,
+                          padding_mode,
+                          align_corners,
+                          c10::List<bool>({output_mask[0], output_mask[1]})};
+  call_cpu_fallback("aten::grid_sampler_3d_backward", "", stack);
+  return {stack[0].toTensor(), stack[1].toTensor()};
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("grid_sampler_3d", npusim_grid_sampler_3d); }
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("grid_sampler_3d", npusim_grid_sampler_3d);
+  m.impl("grid_sampler_3d_backward", npusim_grid_sampler_3d_backward);
+}
 
 }  // namespace npusim::bridge

@@ -1,12 +1,14 @@
 // Where a boolean mask is true, on the device: the flat positions of its true elements by stream compaction from
 // native kernels (an int64 cumsum numbers the true elements, a scatter sends each position to its number, the false
 // ones to a spare slot past the end); only the count crosses to the host, as torch.nonzero's size does on CUDA.
-// On top of it: torch.nonzero (of any numbers: where x != 0), masked_select, and boolean-mask indexing (x[mask],
-// x[mask] = v, x[mask] += v).
+// On top of it: torch.nonzero (of any numbers: where x != 0) and nonzero_static, masked_select, and boolean-mask
+// indexing (x[mask], x[mask] = v, x[mask] += v).
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
@@ -53,6 +55,15 @@ at::Tensor npusim_nonzero(const at::Tensor& self) {
   return at::stack(coordinates, 1);
 }
 
+// nonzero's rows, exactly `size` of them: cut there, or padded with rows of `fill_value`.
+at::Tensor npusim_nonzero_static(const at::Tensor& self, int64_t size, int64_t fill_value) {
+  TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
+  const at::Tensor rows = npusim_nonzero(self);
+  if (rows.size(0) >= size) return rows.narrow(0, 0, size).clone();
+  const at::Tensor padding = at::full({size - rows.size(0), rows.size(1)}, fill_value, rows.options());
+  return at::cat({rows, padding});
+}
+
 // The selected elements in row-major order of the broadcast shape of self and mask.
 at::Tensor npusim_masked_select(const at::Tensor& self, const at::Tensor& mask) {
   if (mask.scalar_type() == at::kBool && mask.device() == self.device() && element_type(self.scalar_type())) {
@@ -68,6 +79,7 @@ at::Tensor npusim_masked_select(const at::Tensor& self, const at::Tensor& mask) 
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", npusim_nonzero);
+  m.impl("nonzero_static", npusim_nonzero_static);
   m.impl("masked_select", npusim_masked_select);
 }
 

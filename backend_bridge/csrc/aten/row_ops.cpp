@@ -102,11 +102,24 @@ at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
   call_cpu_fallback(Op == RowOp::SoftmaxF32 ? "aten::_softmax" : "aten::_log_softmax", "out", stack);
   return out;
 }
-// Softmax that gives 0 for rows of only -inf (scaled_dot_product_attention's math path calls it).
+// Softmax that gives 0 for rows of only -inf (scaled_dot_product_attention's math path calls it). Like softmax_out:
+// half precision through float32, another dimension than the last moved last and back.
 at::Tensor npusim_safe_softmax(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
-  if (self.scalar_type() == at::kFloat && (!dtype || *dtype == at::kFloat) && is_last_dim(self, dim)) {
+  const at::ScalarType result_type = dtype.value_or(self.scalar_type());
+  if (self.scalar_type() == at::kFloat && result_type == at::kFloat && is_last_dim(self, dim)) {
     at::Tensor out = at::empty(self.sizes(), self.options());
     if (launch_row_op(RowOp::SafeSoftmaxF32, self, out)) return out;
+  }
+  if ((self.scalar_type() == at::kFloat || is_half(self)) &&
+      (result_type == self.scalar_type() || result_type == at::kFloat)) {
+    const at::Tensor shaped = self.dim() == 0 ? self.reshape({1}) : self;  // one element: a row of one
+    dim = at::maybe_wrap_dim(dim, shaped.dim());
+    const at::Tensor rows = shaped.to(at::kFloat).movedim(dim, -1);
+    at::Tensor result = at::empty(rows.sizes(), rows.options());
+    at::Tensor out = at::empty(self.sizes(), self.options().dtype(result_type));
+    if (rows.numel() == 0) return out;
+    if (launch_row_op(RowOp::SafeSoftmaxF32, rows, result))
+      return out.copy_(result.movedim(-1, dim).view(self.sizes()));
   }
   torch::jit::Stack stack{self, dim, dtype};
   call_cpu_fallback("aten::_safe_softmax", "", stack);

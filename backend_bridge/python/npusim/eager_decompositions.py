@@ -3,8 +3,9 @@ op by op on the device, so no data leaves it and nothing falls back to the CPU.
 
 Each listed operator is registered for the `PrivateUse1` key and, where differentiating the decomposition gives
 PyTorch's gradients, the `AutogradPrivateUse1` key too, so that autograd differentiates the decomposition itself and
-the gradient runs on the device as well. Elsewhere autograd calls the operator's own backward, which takes the CPU
-fallback: grid_sampler_2d's nearest mode gives the grid no gradient through its decomposition (it rounds), where
+the gradient runs on the device as well. Elsewhere autograd calls the operator's own backward, and npusim computes
+that backward by differentiating the decomposition itself, with zeros for a gradient the decomposition leaves out:
+grid_sampler_2d's nearest mode gives the grid no gradient through its decomposition (it rounds to indices), where
 PyTorch's backward gives it zeros. float16 and bfloat16 operands are decomposed in float32 and the
 results rounded once, as the CPU's kernels compute them (a decomposition run in half precision rounds every step).
 An operator with a kernel of npusim's own is left alone. Their `out=` forms still take the CPU fallback.
@@ -22,14 +23,19 @@ DECOMPOSED = {
     "multi_margin_loss": True,
     "max_pool3d_with_indices": True,
     "max_unpool3d": True,
-    # softmax giving rows that are all -inf zeros, not NaN (attention's masks); its own backward
-    # (_softmax_backward_data) gives those rows zero gradients where the decomposition's would be NaN
-    "_safe_softmax": False,
 }
 # Left out: multilabel_margin_loss_forward, whose decomposition in torch 2.13 gives another loss than the CPU's
 # kernel (2.69 against 1.20 for targets [3, 0, -1, ...]; test_eager_decompositions.py keeps the case).
 
+# Backward operators computed by differentiating their forward's decomposition, and that forward. The backward's
+# arguments are the gradient of the output, the forward's arguments, then which of the forward's leading tensors
+# need a gradient.
+DIFFERENTIATED_BACKWARDS = {"grid_sampler_2d_backward": "grid_sampler_2d"}
+
 HALF_PRECISION = (torch.float16, torch.bfloat16)
+
+# The dispatch keys a backward kernel runs below (excluded while it runs), which differentiating inside it needs back.
+_AUTOGRAD_KEYS = ("AutogradFunctionality", "AutogradOther", "AutogradNestedTensor", "ADInplaceOrView")
 
 _library = None
 
@@ -60,6 +66,29 @@ def _in_float32(decomposition):
     return run
 
 
+def _differentiated(forward):
+    """A backward kernel: the gradients of `forward` (a decomposition) at the arguments, by autograd."""
+
+    def backward(grad_output, *arguments):
+        *forward_arguments, needed = arguments
+        excluded = torch._C._dispatch_tls_local_exclude_set()
+        for key in _AUTOGRAD_KEYS:
+            excluded = excluded.remove(getattr(torch._C.DispatchKey, key))
+        with torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), excluded), torch.enable_grad():
+            tensors = forward_arguments[: len(needed)]
+            leaves = [a.detach().requires_grad_(n) for a, n in zip(tensors, needed, strict=True)]
+            wanted = [leaf for leaf in leaves if leaf.requires_grad]
+            output = forward(*leaves, *forward_arguments[len(needed) :])
+            found = iter(torch.autograd.grad(output, wanted, grad_output, allow_unused=True) if wanted else ())
+        gradients = [next(found) if leaf.requires_grad else None for leaf in leaves]
+        return tuple(
+            torch.zeros_like(leaf) if n and g is None else g
+            for leaf, n, g in zip(leaves, needed, gradients, strict=True)
+        )
+
+    return backward
+
+
 def install():
     """Registers the decompositions once (at `import npusim`, which `import torch` triggers)."""
     global _library
@@ -74,3 +103,6 @@ def install():
         _library.impl(name, kernel, "PrivateUse1")
         if differentiated:
             _library.impl(name, kernel, "AutogradPrivateUse1")
+    for name, forward in DIFFERENTIATED_BACKWARDS.items():
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(_overload(name).name(), "PrivateUse1"):
+            _library.impl(name, _in_float32(_differentiated(decomposition_table[_overload(forward)])), "PrivateUse1")
