@@ -1,7 +1,9 @@
 """Complex64 elementwise functions on the device (complex_functions.cpp), against the CPU with no CPU fallback: the
 exponential and logarithmic, trigonometric and hyperbolic functions, square roots, sigmoid, sgn, powers (of a tensor,
 a scalar, and the exponents the CPU takes shortcuts for), angle, isnan and equality; over values of every size and
-quadrant, zeros of either sign, infinities and NaN; in place, out= and through autograd."""
+quadrant, zeros of either sign, infinities and NaN; in place, out= and through autograd. Also logaddexp and
+logcumsumexp (the CPU's helper), cross, renorm, norms with a complex dtype and scatter sums (composed_functions.cpp,
+prefix_scans.cpp, composed_tensor_ops.cpp, distance_ops.cpp, norm_ops.cpp, scatter_reduce_ops.cpp)."""
 
 import math
 
@@ -129,3 +131,39 @@ def test_gradients_match_the_cpu():
     loss(on_cpu).backward()
     loss(on_device).backward()
     torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_logaddexp_and_logcumsumexp_follow_the_cpus_helper():
+    z = values()
+    w = z.flip(0) * 0.5
+    assert_matches(torch.logaddexp(z.to("npusim"), w.to("npusim")), torch.logaddexp(z, w))
+    inf, nan = math.inf, math.nan  # NaN in either part, both real parts -inf, both +inf, a real operand
+    a = torch.tensor(
+        [complex(nan, 1), complex(1, nan), complex(-inf, 2), complex(inf, 0.5), 3 + 4j], dtype=torch.complex64
+    )
+    b = torch.tensor([1 + 1j, 2 + 0j, complex(-inf, -1), complex(inf, 0.25), complex(-inf, 0)], dtype=torch.complex64)
+    assert_matches(torch.logaddexp(a.to("npusim"), b.to("npusim")), torch.logaddexp(a, b))
+    real = torch.randn(5)
+    assert_matches(torch.logaddexp(a.to("npusim"), real.to("npusim")), torch.logaddexp(a, real))
+    # the running sums' angles are the CPU's: added one after another, not only equal up to whole turns
+    rows = torch.randn(6, 9, dtype=torch.complex64, generator=torch.Generator().manual_seed(5)) * 4
+    for dim in (0, 1):
+        assert_matches(torch.logcumsumexp(rows.to("npusim"), dim), torch.logcumsumexp(rows, dim), atol=1e-5, rtol=1e-5)
+
+
+def test_cross_renorm_norms_and_scatter_sums_of_complex_tensors():
+    generator = torch.Generator().manual_seed(6)
+    a, b = (torch.randn(4, 3, 5, dtype=torch.complex64, generator=generator) for _ in range(2))
+    assert_matches(torch.linalg.cross(a.to("npusim"), b.to("npusim"), dim=1), torch.linalg.cross(a, b, dim=1))
+    assert_matches(torch.renorm(a.to("npusim"), 2, 0, 1.5), torch.renorm(a, 2, 0, 1.5))
+    norm = torch.linalg.vector_norm(a.to("npusim"), 2, (1, 2), dtype=torch.complex64)
+    assert_matches(norm, torch.linalg.vector_norm(a, 2, (1, 2), dtype=torch.complex64))
+    index = torch.randint(0, 4, (3, 5), generator=generator)
+    target, source = (
+        torch.zeros(4, 5, dtype=torch.complex64),
+        torch.randn(3, 5, dtype=torch.complex64, generator=generator),
+    )
+    expected = target.scatter(0, index, source, reduce="add")
+    assert_matches(target.to("npusim").scatter(0, index.to("npusim"), source.to("npusim"), reduce="add"), expected)
+    summed = target.to("npusim").scatter_reduce(0, index.to("npusim"), source.to("npusim"), "sum")
+    assert_matches(summed, target.scatter_reduce(0, index, source, "sum"))

@@ -1,7 +1,8 @@
 """Operators that only move elements, on complex64 and float64 tensors (element_bits.cpp: run by their int64 kernels
 on the same memory reinterpreted), bit for bit against the CPU with no CPU fallback: selection, indexing, gathering,
 flips and rolls, padding by reflection, replication or a value, fills and scatters with values, triangles; out= and
-in place; and the calls that do more than move (index_put with accumulate=True) still computed correctly."""
+in place; the calls that do more than move (index_put with accumulate=True) still computed correctly; and complex128
+copies as their 8-byte halves."""
 
 import math
 
@@ -103,3 +104,17 @@ def test_conjugate_views_are_moved_by_value(no_fallback):
     values = sample(torch.complex64, 4, 6)
     actual = values.to("npusim").conj().index_select(1, INDEX.to("npusim"))
     assert same_bits(actual, values.conj().index_select(1, INDEX))
+
+
+def test_complex128_copies_fills_and_views_move_their_halves(no_fallback):
+    # 16-byte elements, which no DMA element holds, are copied as their two 8-byte halves.
+    values = torch.randn(4, 6, dtype=torch.complex128, generator=torch.Generator().manual_seed(3))
+    on_device = values.to("npusim")
+    assert torch.equal(on_device.cpu(), values)
+    assert torch.equal(on_device.t().contiguous().cpu(), values.t().contiguous())
+    assert torch.equal(on_device[::2, 1:].clone().cpu(), values[::2, 1:])
+    assert torch.equal(torch.zeros(3, 2, dtype=torch.complex128, device="npusim").cpu(), torch.zeros(3, 2).cdouble())
+    # a block-diagonal matrix of a float64 and a complex64 block is complex128, written block by block
+    real, complex_block = torch.randn(1, 5, dtype=torch.float64), torch.randn(2, 3, dtype=torch.complex64)
+    expected = torch.block_diag(real, complex_block)
+    assert torch.equal(torch.block_diag(real.to("npusim"), complex_block.to("npusim")).cpu(), expected)

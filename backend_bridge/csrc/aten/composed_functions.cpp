@@ -1,8 +1,8 @@
 // Functions the CPU computes in one kernel of its own that npusim composes from its native kernels, each step on the
 // device: rsub, equal, isnan, logaddexp, log_sigmoid and its gradient, clamp with tensor bounds. rsub, equal and isnan
-// in whatever dtypes their kernels take; the others in float32 (in half precision the CPU rounds once, so those
-// arguments reach them through the float32 widening of the fallback, float32_compute.cpp). Other dtypes and devices
-// take the CPU fallback, which also raises PyTorch's own errors.
+// in whatever dtypes their kernels take, logaddexp in complex64 too; the others in float32 (in half precision the CPU
+// rounds once, so those arguments reach them through the float32 widening of the fallback, float32_compute.cpp). Other
+// dtypes and devices take the CPU fallback, which also raises PyTorch's own errors.
 #include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/abs.h>
@@ -10,17 +10,23 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/isinf.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/log.h>
 #include <ATen/ops/log1p.h>
 #include <ATen/ops/logical_and.h>
+#include <ATen/ops/lt.h>
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/minimum.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/real.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <initializer_list>
 
 #include "bridge.h"
@@ -73,8 +79,31 @@ at::Tensor npusim_isnan(const at::Tensor& self) {
   return fallback("aten::isnan", "", {self});
 }
 
+// The CPU's complex logaddexp (its _log_add_exp_helper, which logcumsumexp scans with too): of the operand with the
+// smaller real part (`low`) and the other (`high`; a NaN in b, else in a, is both), log1p(exp(low - high)) + high;
+// NaN where low has a NaN part, low where both real parts are -inf, log(exp(low) + exp(high)) where both are +inf.
+at::Tensor complex_log_add_exp(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor nan_a = at::isnan(a), nan_b = at::isnan(b), a_lower = at::lt(at::real(a), at::real(b));
+  const at::Tensor low = at::where(nan_b, b, at::where(nan_a, a, at::where(a_lower, a, b)));
+  const at::Tensor high = at::where(nan_b, b, at::where(nan_a, a, at::where(a_lower, b, a)));
+  const at::Tensor low_real = at::real(low), high_real = at::real(high);
+  const at::Tensor infinite = at::where(at::lt(low_real, 0), low, at::log(at::exp(low) + at::exp(high)));
+  const at::Tensor general = at::log1p(at::exp(low - high)) + high;
+  const at::Tensor nan = at::full({}, c10::complex<float>(NAN, NAN), low.options());
+  const at::Tensor both_infinite = at::logical_and(at::isinf(low_real), at::eq(low_real, high_real));
+  return at::where(at::isnan(low), nan, at::where(both_infinite, infinite, general));
+}
+
 // The CPU's formula: max + log1p(exp(-|a - b|)), and a itself where both are the same infinity.
 at::Tensor& npusim_logaddexp_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  const bool complex64 = out.scalar_type() == at::kComplexFloat && self.device() == out.device() &&
+                         other.device() == out.device() && out.device().is_privateuseone() &&
+                         at::result_type(self, other) == at::kComplexFloat;
+  if (complex64) {
+    const at::Tensor result = complex_log_add_exp(self.to(at::kComplexFloat), other.to(at::kComplexFloat));
+    resize_to_broadcast(out, {self, other});
+    return out.copy_(result);
+  }
   if (!float32_on_device({out, self, other})) {
     torch::jit::Stack stack{self, other, out};
     call_cpu_fallback("aten::logaddexp", "out", stack);

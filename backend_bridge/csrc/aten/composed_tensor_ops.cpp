@@ -31,6 +31,8 @@
 #include <ATen/ops/mm.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/where.h>
 #include <torch/library.h>
@@ -209,6 +211,21 @@ at::Tensor& npusim_linalg_cross_out(const at::Tensor& self, const at::Tensor& ot
             {}, component, [](Formula& f) { return f.x(0) * f.x(1) - f.x(2) * f.x(3); });
       }
       if (done) return out;
+    }
+  }
+  if (on_one_npusim(self, other, out) && self.scalar_type() == at::kComplexFloat &&
+      other.scalar_type() == at::kComplexFloat && out.scalar_type() == at::kComplexFloat && self.dim() == other.dim() &&
+      self.dim() > 0) {  // the same components from complex products
+    const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
+    const int64_t d = at::maybe_wrap_dim(dim, static_cast<int64_t>(shape.size()));
+    if (shape[d] == 3) {
+      const at::Tensor a = self.expand(shape), b = other.expand(shape);
+      std::vector<at::Tensor> components;
+      for (int64_t k = 0; k < 3; ++k)
+        components.push_back(at::sub(at::mul(a.select(d, (k + 1) % 3), b.select(d, (k + 2) % 3)),
+                                     at::mul(a.select(d, (k + 2) % 3), b.select(d, (k + 1) % 3))));
+      at::native::resize_output(out, shape);
+      return out.copy_(at::stack(components, d));
     }
   }
   torch::jit::Stack stack{self, other, dim, out};

@@ -5,7 +5,7 @@
 //   pdist     the vector norm of each pair (i < j) of rows' difference, pairs gathered by host-made index lists
 //   their gradients (_cdist_backward, _pdist_backward) from each pair's difference and distance, at every order
 //   renorm    each slice scaled by maxnorm / (norm + 1e-7) where its norm exceeds maxnorm, as the CPU does
-// float32 on one npusim device; other cases take the CPU fallback.
+// float32 on one npusim device (renorm complex64 too, by its magnitudes' norms); other cases take the CPU fallback.
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/WrapDimUtils.h>
@@ -160,8 +160,9 @@ at::Tensor npusim_cdist_backward(const at::Tensor& grad, const at::Tensor& x1, c
 
 at::Tensor& npusim_renorm_out(const at::Tensor& self, const at::Scalar& p, int64_t dim, const at::Scalar& maxnorm,
                               at::Tensor& out) {
-  if (float32_on_npusim(self) && out.scalar_type() == at::kFloat && self.dim() > 0 && p.toDouble() > 0 &&
-      maxnorm.toDouble() >= 0) {
+  const bool complex64 = self.scalar_type() == at::kComplexFloat && self.device().is_privateuseone();
+  if ((float32_on_npusim(self) || complex64) && out.scalar_type() == self.scalar_type() && self.dim() > 0 &&
+      p.toDouble() > 0 && maxnorm.toDouble() >= 0 && out.device() == self.device()) {
     const int64_t kept = at::maybe_wrap_dim(dim, self.dim());
     std::vector<int64_t> reduced;
     for (int64_t d = 0; d < self.dim(); ++d)

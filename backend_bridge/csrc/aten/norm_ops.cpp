@@ -24,9 +24,9 @@ namespace {
 
 at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  if (self.scalar_type() == at::kComplexFloat && !dtype && out.scalar_type() == at::kFloat &&
-      self.device() == out.device())
-    return vector_norm_out(at::abs(self), ord, dim, keepdim, dtype, out);
+  if (self.scalar_type() == at::kComplexFloat && (!dtype || *dtype == at::kComplexFloat) &&
+      out.scalar_type() == at::kFloat && self.device() == out.device())
+    return vector_norm_out(at::abs(self), ord, dim, keepdim, std::nullopt, out);  // complex64's norm is float32
   if (self.dim() == 0 && self.device() == out.device() && is_float_kind(self.scalar_type()) &&
       is_float_kind(dtype.value_or(self.scalar_type()))) {
     // One element (dimension 0 or -1 names it). Over every dimension the CPU gives its magnitude whatever the
@@ -70,7 +70,7 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::O
 at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                        std::optional<at::ScalarType> dtype) {
   const at::ScalarType real_type = c10::toRealValueType(self.scalar_type());  // a complex tensor's norm is real
-  at::Tensor out = at::empty({0}, self.options().dtype(dtype ? *dtype : real_type));
+  at::Tensor out = at::empty({0}, self.options().dtype(dtype ? c10::toRealValueType(*dtype) : real_type));
   return vector_norm_out(self, ord, dim, keepdim, dtype, out);
 }
 

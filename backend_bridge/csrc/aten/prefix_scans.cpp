@@ -3,7 +3,8 @@
 // tensors at a time), with a combination that is associative, so the result is the sequential scan's:
 //   cummax   the later of two segments wins if it holds a NaN, or neither does and its maximum is >= the earlier's
 //            (so ties and NaN give the last index, as the CPU's loop `x >= best || isnan(x)` does); cummin alike
-//   logcumsumexp  logaddexp (the CPU's formula, same infinities).
+//   logcumsumexp  logaddexp (the CPU's formula, same infinities; complex64 with its complex logaddexp, element by
+//                 element along the dimension as the CPU adds them).
 // float32 and integer tensors on npusim; float16 and bfloat16 ones are scanned in float32 and rounded once, as the
 // CPU's running value is float32 too (for the extrema, exact both ways); other dtypes take the CPU fallback.
 #include <ATen/WrapDimUtils.h>
@@ -80,12 +81,21 @@ void npusim_cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor
 }
 
 at::Tensor& npusim_logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
-  if (self.device().is_privateuseone() && is_float_kind(self.scalar_type()) &&
+  if (self.device().is_privateuseone() &&
+      (is_float_kind(self.scalar_type()) || self.scalar_type() == at::kComplexFloat) &&
       out.scalar_type() == self.scalar_type() && self.numel() > 0) {
     const int64_t wrapped = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
     const at::Tensor source = scanned(self);
     at::Tensor running = source.dim() == 0 ? source.reshape({1}) : source.movedim(wrapped, -1).contiguous();
-    for (int64_t d = 1; d < running.size(-1); d *= 2)
+    if (self.is_complex()) {
+      // One element after another, as the CPU adds them: a complex log-sum-exp's imaginary part is an angle known
+      // only up to whole turns, and another order of additions lands on another turn.
+      std::vector<at::Tensor> sums{running.narrow(-1, 0, 1)};
+      for (int64_t k = 1; k < running.size(-1); ++k)
+        sums.push_back(at::logaddexp(running.narrow(-1, k, 1), sums.back()));
+      running = at::cat(sums, -1);
+    }
+    for (int64_t d = 1; d < running.size(-1) && !self.is_complex(); d *= 2)
       running = step(running, d, [](const at::Tensor& a, const at::Tensor& b) { return at::logaddexp(a, b); });
     at::native::resize_output(out, self.sizes());
     return out.copy_(self.dim() == 0 ? running.reshape({}) : running.movedim(-1, wrapped));

@@ -142,6 +142,14 @@ at::Tensor& npusim_scatter_reduce_out(const at::Tensor& self, int64_t dim, const
       return out;
     if (before.defined()) out.copy_(before);  // self for the fallback, as the caller gave it
   }
+  if (reduce == "sum" && include_self && self.scalar_type() == at::kComplexFloat &&
+      out.scalar_type() == at::kComplexFloat && src.scalar_type() == at::kComplexFloat &&
+      self.device().is_privateuseone() && out.device() == self.device() && src.device() == self.device()) {
+    // A complex sum is its parts' sums: scatter_add, which runs per part (complex_in_parts.cpp).
+    at::native::resize_output(out, self.sizes());
+    if (!out.is_same(self)) out.copy_(self);
+    return out.scatter_add_(dim, index, src);
+  }
   torch::jit::Stack stack{self, dim, index, src, std::string(reduce), include_self, out};
   call_cpu_fallback("aten::scatter_reduce", "two_out", stack);
   return out;

@@ -343,13 +343,24 @@ void copy_on_device(const at::Tensor& source, const at::Tensor& destination) {
     return;
   }
   const auto element_bytes = static_cast<int>(destination.element_size());
+  if (element_bytes == 16 && source.element_size() == 16) {  // complex128, which no DMA element holds: its halves
+    const auto halves = [](const at::Tensor& t) {
+      std::vector<int64_t> sizes = t.sizes().vec(), strides = t.strides().vec();
+      for (int64_t& stride : strides) stride *= 2;
+      sizes.push_back(2);
+      strides.push_back(1);
+      return at::empty({0}, t.options().dtype(at::kLong)).set_(t.storage(), 2 * t.storage_offset(), sizes, strides);
+    };
+    copy_on_device(halves(source), halves(destination));
+    return;
+  }
   emitter::ElementwiseSpec spec{emitter::ElementwiseOp::Copy,
                                 element_bytes,
                                 destination.sizes().vec(),
                                 {destination.strides().vec(), source.strides().vec()}};
   const uint64_t addresses[] = {device_address(destination), device_address(source)};
   if (element_bytes != 1 && element_bytes != 2 && element_bytes != 4 && element_bytes != 8) {
-    copy_through_host(source, destination);  // no DMA element of this size (complex128)
+    copy_through_host(source, destination);  // no DMA element of this size
     return;
   }
   if (launched_natively([&] { launch_elementwise(destination.device().index(), device, spec, addresses); })) return;
