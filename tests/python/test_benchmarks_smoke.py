@@ -22,7 +22,8 @@ PYTHON_BENCHMARKS = {
     "compile_zoo.py": (["--smoke"], r"gpt2 .* PASS .*\n\npass rate: 1/1"),
     "native_coverage.py": (
         ["--smoke"],
-        r"native and equal to the CPU: [1-9]\d* of \d+ \(\d+\.\d %\)\n.*: 1 of 1 \(100 %\)",
+        r"native and equal to the CPU: [1-9]\d* of \d+ \(\d+\.\d %\)\n"
+        r"their gradients .*: [1-9]\d* of \d+ \(\d+\.\d %\)\n.*: 1 of 1 \(100 %\)",
     ),
     "conv_roofline.py": (["--smoke"], r"forward +backward.*\n.*-> 8, 3x3 +\d+\.\d+x +\d+\.\d+x"),
     "emulator_speed.py": (["--smoke"], r"workload +emulator s.*\n64x64x64 fp32 GEMM +\d+\.\d+ +\d+\.\d+ +\d+\.\d+"),

@@ -131,6 +131,11 @@ CPU_LESS_EXACT = {"digamma", "polygamma", "mvlgamma"}
 # make products a few ulps apart, beyond the default 1.3e-6 where they compound.
 COMPOUNDED_ROUNDING_GRADIENTS = {"pow"}
 
+# grid_sample's grid gradients reach ~100 (the unnormalising factor (size - 1) / 2 times up to 16 bicubic taps, summed
+# over the channels); autograd over npusim's composition sums them in another order than the CPU's kernel, tens of
+# units in the last place of that scale apart.
+LARGE_SUMMED_GRADIENTS = {"grid_sampler_2d", "grid_sampler_3d"}
+
 # logcumsumexp's gradient exponentiates differences of inputs of magnitude 1e4 (an OpInfo sample), whose units in the
 # last place (1e-3) are then relative errors of the result: any two summation orders differ there.
 EXPONENTIATED_ROUNDING = {"logcumsumexp"}
@@ -291,11 +296,11 @@ class TestNpusimOpInfo(TestCase):
                 if want is None:
                     self.assertIsNone(got)
                 else:
-                    gradient_tolerance = (
-                        {"atol": 1e-5, "rtol": 5e-6}
-                        if op.name in COMPOUNDED_ROUNDING_GRADIENTS
-                        else tolerance(op, dtype)
-                    )
+                    gradient_tolerance = tolerance(op, dtype)
+                    if op.name in COMPOUNDED_ROUNDING_GRADIENTS:
+                        gradient_tolerance = {"atol": 1e-5, "rtol": 5e-6}
+                    if op.name in LARGE_SUMMED_GRADIENTS:
+                        gradient_tolerance = {"atol": 5e-4, "rtol": 1e-5}
                     self.assertEqual(got, want, exact_device=False, **gradient_tolerance)
 
 

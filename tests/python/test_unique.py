@@ -1,6 +1,7 @@
 """torch.unique, torch._unique and torch.unique_consecutive on npusim (unique_ops.cpp: a stable sort, then runs of
 equal neighbours) against the CPU, without fallback: values, inverse indices and counts, every combination of the
-flags, NaN (each its own group, as on the CPU), signed zeros, empty and 0-dim tensors, every dtype npusim sorts."""
+flags, NaN (each its own group, as on the CPU), signed zeros, empty and 0-dim tensors, every dtype npusim sorts, and
+unique slices along a dimension (lexicographic sorts of the slices); what is not native falls back correctly."""
 
 import pytest
 import torch
@@ -91,10 +92,28 @@ def test_a_long_tensor_sorts_by_merging(device, no_fallback):
                 torch.unique(x, return_inverse=True, return_counts=True))  # fmt: skip
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.int16])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_unique_slices_along_a_dimension_match_the_cpu(device, no_fallback, dtype, dim):
+    x = values_with_repeats(dtype, shape=(6, 4, 3), seed=7)
+    x[3] = x[0]  # repeated slices along dimension 0
+    x[:, 2] = x[:, 1]  # and along 1
+    for kwargs in ({}, {"return_inverse": True, "return_counts": True}):
+        assert_same(torch.unique(x.to(device), dim=dim, **kwargs), torch.unique(x, dim=dim, **kwargs))
+        expected = torch.unique_consecutive(x, dim=dim, **kwargs)
+        actual = torch.unique_consecutive(x.to(device), dim=dim, **kwargs)
+        assert_same(
+            actual if isinstance(actual, tuple) else (actual,), expected if isinstance(expected, tuple) else (expected,)
+        )
+    # the operator itself gives the inverse and counts even when not asked for, as the CPU's does
+    assert_same(torch.ops.aten.unique_dim(x.to(device), dim), torch.ops.aten.unique_dim(x, dim))
+
+
 def test_what_is_not_native_falls_back_with_the_cpus_results(device):
     x = torch.tensor([[1.0, 2.0], [1.0, 2.0], [0.0, 5.0]], dtype=torch.float64)
     assert_same(torch.unique(x.to(device), return_counts=True), torch.unique(x, return_counts=True))
+    wide = torch.randint(0, 2, (4, 300), generator=torch.Generator().manual_seed(8))
+    wide[2] = wide[0]
     assert_same(
-        torch.unique(x.float().to(device), dim=0, return_inverse=True),
-        torch.unique(x.float(), dim=0, return_inverse=True),
+        torch.unique(wide.to(device), dim=0, return_inverse=True), torch.unique(wide, dim=0, return_inverse=True)
     )

@@ -3,13 +3,18 @@
 // sorted=False), a run starts wherever a value differs from the one before it (so each NaN is a group of its own, as
 // on the CPU), the runs' first values are the result, the running count of starts numbers each element's run (the
 // inverse, put back at each element's place by the sort's order) and the distances between starts are the counts.
-// Integers, bool (sorted as int32), float32 and half precision; float64 and unique over a dimension take the CPU
-// fallback.
+// Unique slices along a dimension (unique_dim and its consecutive form) sort the slices as rows, lexicographically,
+// by one stable sort per column. Integers, bool (sorted as int32), float32 and half precision; float64, empty
+// tensors and slices of more than 256 elements take the CPU fallback.
 #include <ATen/TensorOperators.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/diff.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/index_select.h>
 #include <ATen/ops/masked_select.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/nonzero.h>
@@ -94,6 +99,48 @@ std::tuple<at::Tensor, at::Tensor> npusim_unique(const at::Tensor& self, bool so
   return {stack[0].toTensor(), stack[1].toTensor()};
 }
 
+// Lexicographic order of the rows of `rows` ([n, m]): stable sorts by each column, the last first, so that ties in a
+// column keep the order of the columns after it.
+at::Tensor row_order(const at::Tensor& rows) {
+  at::Tensor order = at::arange(rows.size(0), rows.options().dtype(at::kLong));
+  for (int64_t column = rows.size(1) - 1; column >= 0; --column) {
+    const at::Tensor keys = rows.select(1, column).index_select(0, order);
+    order = order.index_select(0, std::get<1>(at::sort(keys, /*stable=*/true, 0, /*descending=*/false)));
+  }
+  return order;
+}
+
+// Unique slices along `dim` (unique_dim, unique_dim_consecutive): the slices as rows, runs of equal neighbouring
+// rows (a row starts a run where any element differs from the row before), in lexicographic order or as they come.
+// The CPU computes the inverse and counts whether or not they are asked for.
+constexpr int64_t kMostSortedColumns = 256;  // one sort per column: wider slices take the CPU fallback
+
+bool takes_slices(const at::Tensor& self, int64_t dim) {
+  if (!takes(self) || self.dim() == 0 || self.numel() == 0) return false;
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  return self.numel() / self.size(wrapped) <= kMostSortedColumns;
+}
+
+Unique unique_slices(const at::Tensor& self, int64_t dim, bool sort_rows) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor moved = self.movedim(dim, 0);
+  const int64_t n = moved.size(0);
+  const at::Tensor rows = moved.reshape({n, -1}).to(*sortable(self.scalar_type()));
+  const at::Tensor order = sort_rows ? row_order(rows) : at::arange(n, rows.options().dtype(at::kLong));
+  const at::Tensor ordered = rows.index_select(0, order);
+  at::Tensor starts = at::ones({n}, rows.options().dtype(at::kBool));
+  if (n > 1) starts.narrow(0, 1, n - 1).copy_(at::ne(ordered.narrow(0, 1, n - 1), ordered.narrow(0, 0, n - 1)).any(1));
+  const at::Tensor run = at::cumsum(starts, 0) - 1;
+  at::Tensor inverse = at::empty({n}, run.options());
+  inverse.scatter_(0, order, run);
+  const at::Tensor positions = at::nonzero(starts).view({-1});
+  const at::Tensor counts = at::diff(positions, 1, 0, std::nullopt, at::scalar_tensor(n, run.options()).view({1}));
+  std::vector<int64_t> shape = moved.sizes().vec();
+  shape[0] = positions.numel();
+  const at::Tensor values = moved.index_select(0, order.index_select(0, positions)).reshape(shape).movedim(0, dim);
+  return {values.contiguous(), inverse, counts};
+}
+
 Unique npusim_unique_consecutive(const at::Tensor& self, bool return_inverse, bool return_counts,
                                  std::optional<int64_t> dim) {
   if (takes(self) && (!dim.has_value() || self.dim() == 1)) {  // along the only dimension: the same runs
@@ -101,14 +148,31 @@ Unique npusim_unique_consecutive(const at::Tensor& self, bool return_inverse, bo
     auto [values, run, counts] = runs_of(flat, self.scalar_type(), return_inverse, return_counts);
     return {values, return_inverse ? run.view(self.sizes()) : run, counts};
   }
+  if (dim.has_value() && takes_slices(self, *dim)) return unique_slices(self, *dim, /*sort_rows=*/false);
   torch::jit::Stack stack{self, return_inverse, return_counts, dim};
   call_cpu_fallback("aten::unique_consecutive", "", stack);
+  return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+}
+
+Unique npusim_unique_dim(const at::Tensor& self, int64_t dim, bool sorted, bool return_inverse, bool return_counts) {
+  if (takes_slices(self, dim)) return unique_slices(self, dim, /*sort_rows=*/true);
+  torch::jit::Stack stack{self, dim, sorted, return_inverse, return_counts};
+  call_cpu_fallback("aten::unique_dim", "", stack);
+  return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+}
+
+Unique npusim_unique_dim_consecutive(const at::Tensor& self, int64_t dim, bool return_inverse, bool return_counts) {
+  if (takes_slices(self, dim)) return unique_slices(self, dim, /*sort_rows=*/false);
+  torch::jit::Stack stack{self, dim, return_inverse, return_counts};
+  call_cpu_fallback("aten::unique_dim_consecutive", "", stack);
   return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("unique_dim", npusim_unique_dim);
+  m.impl("unique_dim_consecutive", npusim_unique_dim_consecutive);
   m.impl("_unique2", npusim_unique2);
   m.impl("_unique", npusim_unique);
   m.impl("unique_consecutive", npusim_unique_consecutive);
