@@ -103,8 +103,9 @@ std::optional<std::pair<int64_t, int64_t>> narrow_integer_range(at::ScalarType t
   }
 }
 
-// random_(from, to) of int64 and int32 tensors natively, with PyTorch's check of the bounds; anything else (other
-// types, no upper bound, bounds outside the type, whose errors PyTorch's kernel raises) through the fallback.
+// random_(from, to) natively: of int64 and int32 tensors with PyTorch's check of the bounds; of bool, 8- and 16-bit
+// integers within the type (to the type's largest value with no upper bound); whole numbers into float32. Anything
+// else (other types, bounds outside the type, whose errors PyTorch's kernel raises) through the fallback.
 at::Tensor& npusim_random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to,
                                 std::optional<at::Generator> generator) {
   const auto dtype = self.scalar_type();
