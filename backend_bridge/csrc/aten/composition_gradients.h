@@ -1,6 +1,7 @@
 // The gradients of a forward operator that npusim composes from native operators, by autograd over that composition:
 // the backward operator of a forward whose composition autograd can differentiate (grid_sampler_3d's gathers,
-// products and sums) needs no formula of its own, and runs on the device like the forward.
+// products and sums) needs no formula of its own, and runs on the device like the forward. (npusim/
+// eager_decompositions.py does the same in Python for the backwards of forwards run as PyTorch's decompositions.)
 #pragma once
 
 #include <ATen/core/Tensor.h>
