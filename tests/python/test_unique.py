@@ -23,6 +23,8 @@ def values_with_repeats(dtype, shape=(6, 7), seed=0):
 
 
 def assert_same(actual, expected):
+    """Equal results, one tensor or a tuple of them, on npusim and on the CPU."""
+    actual, expected = (r if isinstance(r, tuple) else (r,) for r in (actual, expected))
     for got, want in zip(actual, expected, strict=True):
         assert got.device.type == "npusim"
         torch.testing.assert_close(got.cpu(), want, equal_nan=True, rtol=0, atol=0)
@@ -37,9 +39,7 @@ def test_unique_matches_the_cpu(device, no_fallback, dtype, return_inverse, retu
     for sorted_ in (True, False):  # the CPU sorts either way
         expected = torch.unique(x, sorted=sorted_, return_inverse=return_inverse, return_counts=return_counts)
         actual = torch.unique(x.to(device), sorted=sorted_, return_inverse=return_inverse, return_counts=return_counts)
-        assert_same(
-            actual if isinstance(actual, tuple) else (actual,), expected if isinstance(expected, tuple) else (expected,)
-        )
+        assert_same(actual, expected)
     assert_same(
         torch._unique(x.to(device), return_inverse=return_inverse), torch._unique(x, return_inverse=return_inverse)
     )
@@ -52,9 +52,7 @@ def test_unique_consecutive_matches_the_cpu(device, no_fallback, dtype):
     for kwargs in ({}, {"return_inverse": True}, {"return_counts": True}, both, {"return_inverse": True, "dim": 0}):
         expected = torch.unique_consecutive(x, **kwargs)
         actual = torch.unique_consecutive(x.to(device), **kwargs)
-        assert_same(
-            actual if isinstance(actual, tuple) else (actual,), expected if isinstance(expected, tuple) else (expected,)
-        )
+        assert_same(actual, expected)
     grid = x.view(5, 8)  # the inverse takes the input's shape
     assert_same(
         torch.unique_consecutive(grid.to(device), return_inverse=True),
@@ -102,9 +100,7 @@ def test_unique_slices_along_a_dimension_match_the_cpu(device, no_fallback, dtyp
         assert_same(torch.unique(x.to(device), dim=dim, **kwargs), torch.unique(x, dim=dim, **kwargs))
         expected = torch.unique_consecutive(x, dim=dim, **kwargs)
         actual = torch.unique_consecutive(x.to(device), dim=dim, **kwargs)
-        assert_same(
-            actual if isinstance(actual, tuple) else (actual,), expected if isinstance(expected, tuple) else (expected,)
-        )
+        assert_same(actual, expected)
     # the operator itself gives the inverse and counts even when not asked for, as the CPU's does
     assert_same(torch.ops.aten.unique_dim(x.to(device), dim), torch.ops.aten.unique_dim(x, dim))
 
