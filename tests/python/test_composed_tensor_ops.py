@@ -236,9 +236,8 @@ def test_segment_reduce_gradients(reduce, initial, device, no_fallback):
     weights = torch.tensor([[1.0, -2.0, 0.5, 3.0], [-1.0, 2.0, 4.0, -0.5]])
     for bounds in ({"lengths": lengths}, {"offsets": offsets}):
         x = data.clone().requires_grad_()
-        expected = torch.autograd.grad(torch.segment_reduce(x, reduce, axis=1, initial=initial, **bounds), x, weights)[
-            0
-        ]
+        result = torch.segment_reduce(x, reduce, axis=1, initial=initial, **bounds)
+        (expected,) = torch.autograd.grad(result, x, weights)
         on_device = data.to(device).requires_grad_()
         moved = {k: v.to(device) for k, v in bounds.items()}
         result = torch.segment_reduce(on_device, reduce, axis=1, initial=initial, **moved)
