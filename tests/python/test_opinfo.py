@@ -99,6 +99,7 @@ NATIVE_OPS = """
     nn.functional.max_unpool3d nn.functional.max_unpool3d.grad nn.functional.embedding_bag
     nn.functional.interpolate.bicubic _upsample_bilinear2d_aa nn.functional.adaptive_max_pool3d
     _segment_reduce.lengths _segment_reduce.offsets histogram histogramdd hash_tensor grid_sampler_3d
+    unique unique_consecutive nonzero_static torch.ops.aten._safe_softmax.default nn.functional.grid_sample
 """.split()
 
 
@@ -114,7 +115,7 @@ SUMMING_PRODUCTS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "__rmatmul__", "n
                     "nn.functional.conv1d", "nn.functional.conv2d", "dot", "vdot", "mv", "addmv", "addbmm", "cov",
                     "corrcoef", "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d",
                     "nn.functional.conv3d", "nn.functional.conv_transpose3d", "grid_sampler_2d",
-                    "grid_sampler_3d"}  # fmt: skip
+                    "grid_sampler_3d", "nn.functional.grid_sample"}  # fmt: skip
 # (grid_sampler_2d runs as PyTorch's decomposition, eager_decompositions.py, grid_sampler_3d as npusim's composition:
 # their grid gradients sum, over channels, products of the inputs and the weights' derivatives, which autograd over
 # the composition computes in another order than the CPU's kernel.)
@@ -134,7 +135,7 @@ COMPOUNDED_ROUNDING_GRADIENTS = {"pow"}
 # grid_sample's grid gradients reach ~100 (the unnormalising factor (size - 1) / 2 times up to 16 bicubic taps, summed
 # over the channels); autograd over npusim's composition sums them in another order than the CPU's kernel, tens of
 # units in the last place of that scale apart.
-LARGE_SUMMED_GRADIENTS = {"grid_sampler_2d", "grid_sampler_3d"}
+LARGE_SUMMED_GRADIENTS = {"grid_sampler_2d", "grid_sampler_3d", "nn.functional.grid_sample"}
 
 # logcumsumexp's gradient exponentiates differences of inputs of magnitude 1e4 (an OpInfo sample), whose units in the
 # last place (1e-3) are then relative errors of the result: any two summation orders differ there.
@@ -173,7 +174,7 @@ ACCUMULATED_IN_BF16 = {
 # The CPU's half-precision grid_sampler_2d computes its coordinates and weights in half precision (0.025 off the
 # float64 result in float16, 0.31 in bfloat16, on an OpInfo-like sample), and so does grid_sampler_3d; npusim computes
 # in float32 and rounds once (0.0008 and 0.0064), and is compared with the float32 result rounded once, which it equals.
-COMPUTED_IN_HALF = {"grid_sampler_2d", "grid_sampler_3d"}
+COMPUTED_IN_HALF = {"grid_sampler_2d", "grid_sampler_3d", "nn.functional.grid_sample"}
 
 # embedding_bag's max_norm renormalises the weight's rows in place (embedding_renorm_): the CPU's float16 kernel
 # computes the norms and the scale in float16, npusim in float32 (the row rounded once), up to 2 units of float16 apart
