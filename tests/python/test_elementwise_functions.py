@@ -1,5 +1,6 @@
 """sub, div and the unary functions and activations on npusim against the same ops on CPU: emitted kernels for
-float32 (no CPU fallback), correct dtypes and fallbacks otherwise."""
+float32 (no CPU fallback; integer inputs of float functions converted to float32 first), correct dtypes and fallbacks
+otherwise."""
 
 import pytest
 import torch
@@ -148,6 +149,20 @@ def test_integer_inputs_promote_like_the_cpu(device):
     assert (ints.to(device) / 2).dtype == torch.float32
     torch.testing.assert_close((ints.to(device) / 4).cpu(), ints / 4)
     assert torch.neg(ints.to(device)).dtype == torch.int64
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8, torch.bool])
+def test_float_functions_of_integers_run_natively_in_float32(device, no_fallback, dtype):
+    # The CPU converts the input to the float result's type first: int64 beyond 2^24 rounds to the nearest float32.
+    values = torch.tensor([-3, 0, 1, 2, 7, 100, 2**25 + 1])
+    ints = (values.clamp(0, 255) if dtype == torch.uint8 else values).to(dtype)  # bool: nonzero; int16: wrapped
+    for function in (torch.exp, torch.cos, torch.tanh, torch.erf, torch.expm1, torch.reciprocal, torch.log, torch.sqrt):
+        result, expected = function(ints.to(device)), function(ints)
+        assert result.dtype == expected.dtype == torch.float32, function
+        torch.testing.assert_close(result.cpu(), expected, equal_nan=True)
+    out = torch.empty(0, device=device)
+    torch.sigmoid(ints.to(device), out=out)
+    torch.testing.assert_close(out.cpu(), torch.sigmoid(ints))
 
 
 def test_special_values_follow_ieee_like_the_cpu(device):

@@ -357,8 +357,19 @@ std::optional<ComplexFunction> complex_function_of(ElementwiseOp op) {
   }
 }
 
+// Functions that give an integer or bool input's own dtype back; the others give floats.
+bool keeps_dtype(ElementwiseOp op) {
+  return op == ElementwiseOp::NegF32 || op == ElementwiseOp::AbsF32 || rounds_to_integers(op) ||
+         op == ElementwiseOp::FracF32;
+}
+
 at::Tensor& unary_out(ElementwiseOp op, const at::Tensor& self, at::Tensor& out) {
   if (launch_unary(op, self, out)) return out;
+  // An integer or bool input of a float function: converted to float32 first, as the CPU's kernel converts it to the
+  // float result's type before computing (int64 rounded to the nearest float32, as there).
+  if (!keeps_dtype(op) && at::isIntegralType(self.scalar_type(), /*includeBool=*/true) &&
+      out.scalar_type() == at::kFloat && out.device() == self.device() && self.device().is_privateuseone())
+    return unary_out(op, self.to(at::kFloat), out);
   // A complex64 value's magnitude, the hypotenuse of its parts (a spectrogram's).
   if (op == ElementwiseOp::AbsF32 && self.scalar_type() == at::kComplexFloat && out.scalar_type() == at::kFloat &&
       out.device() == self.device()) {
@@ -399,9 +410,7 @@ class UnaryFunction final : public c10::OperatorKernel {
     } else if (schema.is_mutable()) {
       out = self;
     } else {
-      const bool keeps_dtype = op_ == ElementwiseOp::NegF32 || op_ == ElementwiseOp::AbsF32 ||
-                               rounds_to_integers(op_) || op_ == ElementwiseOp::FracF32;
-      const bool promotes = !keeps_dtype && at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
+      const bool promotes = !keeps_dtype(op_) && at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
       at::ScalarType type = promotes ? c10::typeMetaToScalarType(c10::get_default_dtype()) : self.scalar_type();
       if (op_ == ElementwiseOp::AbsF32 && self.is_complex()) type = c10::toRealValueType(type);  // a magnitude
       out = at::empty({0}, self.options().dtype(type));
