@@ -1,6 +1,6 @@
 """Maxima, minima, their indices, variance and standard deviation, logsumexp and masked_fill on npusim against the
 same ops on the CPU, bit for bit where the CPU's result is exact (extrema and indices), to float32 tolerance where
-it is computed (variance)."""
+it is computed (variance); histc and bincount."""
 
 import pytest
 import torch
@@ -439,3 +439,23 @@ def test_reductions_of_empty_tensors_run_natively(no_fallback):
         torch.testing.assert_close(actual.cpu(), expected)
     values, indices = torch.topk(torch.tensor(2.5).to("npusim"), 1)
     assert values.dim() == 0 and values.item() == 2.5 and indices.item() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.int16])
+def test_bincount_counts_natively_as_the_cpu_does(dtype, device, no_fallback):
+    values = torch.randint(0, 12, (500,), generator=torch.Generator().manual_seed(3)).to(dtype)
+    for minlength in (0, 5, 20):
+        counts = torch.bincount(values.to(device), minlength=minlength)
+        assert counts.dtype == torch.int64 and torch.equal(counts.cpu(), torch.bincount(values, minlength=minlength))
+    assert torch.equal(torch.bincount(values[:0].to(device), minlength=3).cpu(), torch.zeros(3, dtype=torch.long))
+
+
+def test_bincount_refuses_what_the_cpu_refuses(device):
+    for bad in (torch.tensor([[1, 2]]), torch.tensor([3, -1])):
+        with pytest.raises(RuntimeError, match="bincount only supports 1-d non-negative integral inputs"):
+            torch.bincount(bad.to(device))
+    with pytest.raises(RuntimeError, match="minlength should be >= 0"):
+        torch.bincount(torch.tensor([1], device=device), minlength=-1)
+    weights = torch.tensor([0.5, 2.0, 1.0])  # weighted counts (float64 sums) take the fallback, with the CPU's result
+    index = torch.tensor([0, 2, 2])
+    assert torch.equal(torch.bincount(index.to(device), weights.to(device)).cpu(), torch.bincount(index, weights))

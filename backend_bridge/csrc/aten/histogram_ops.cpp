@@ -4,6 +4,7 @@
 // computes it; the counts come from comparing the bins with 0..bins-1 (a bool sum per bin), in the input's dtype.
 // float32 histc as the CPU computes it; other float dtypes take the CPU fallback (the CPU counts in the input's
 // dtype, so half and bfloat16 counts stop growing where that dtype runs out of integers: not worth mimicking).
+// bincount of integers without weights as one accumulating index_add.
 #include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/aminmax.h>
@@ -11,6 +12,8 @@
 #include <ATen/ops/clamp.h>
 #include <ATen/ops/floor_divide.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/index_add.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
@@ -92,9 +95,31 @@ at::Tensor& npusim_histc_out(const at::Tensor& self, int64_t bins, const at::Sca
   return out.copy_(counts);
 }
 
+// bincount without weights: each value's count, one accumulating index_add of ones into max + 1 (or minlength) zeros.
+// The CPU reads the extremes first too (one wait here). Weighted counts, which PyTorch sums in float64, take the
+// fallback.
+at::Tensor npusim_bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights, int64_t minlength) {
+  const bool weighted = weights.has_value() && weights->defined();
+  if (!weighted && self.device().is_privateuseone() && at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) {
+    TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+    TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
+    const at::TensorOptions longs = self.options().dtype(at::kLong);
+    if (self.numel() == 0) return at::zeros({minlength}, longs);
+    const at::Tensor values = self.to(at::kLong);
+    const auto [smallest, largest] = at::aminmax(values);
+    TORCH_CHECK(smallest.item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
+    at::Tensor counts = at::zeros({std::max(largest.item<int64_t>() + 1, minlength)}, longs);
+    return counts.index_add_(0, values, at::ones_like(values));
+  }
+  torch::jit::Stack stack{self, weights, minlength};
+  call_cpu_fallback("aten::bincount", "", stack);
+  return stack[0].toTensor();
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("bincount", npusim_bincount);
   m.impl("histc", npusim_histc);
   m.impl("histc.out", npusim_histc_out);
 }
