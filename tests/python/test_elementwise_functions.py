@@ -500,6 +500,10 @@ def test_integer_neg_abs_maximum_minimum_and_clamp_run_natively_and_wrap_like_th
         assert torch.equal(function(grid.to(device), row.to(device)).cpu(), function(grid, row))
     for low, high in ((-3, 4), (None, 2), (-5, None), (4, -3)):  # low above high gives high, as on the CPU
         assert torch.equal(grid.to(device).clamp(low, high).cpu(), grid.clamp(low, high))
+    if dtype != torch.int8:  # tensor bounds: int64 and int32
+        low, high = grid[0].clone(), grid[3].flip(0)  # some rows' low bound above the high one
+        assert torch.equal(grid.to(device).clamp(low.to(device), high.to(device)).cpu(), grid.clamp(low, high))
+        assert torch.equal(torch.clamp_min(grid.to(device), low.to(device)).cpu(), torch.clamp_min(grid, low))
     in_place, out = grid.to(device), torch.empty(0, dtype=dtype, device=device)
     in_place.neg_().clamp_(-6, 6)
     torch.maximum(grid.to(device), grid.flip(0).to(device), out=out)

@@ -1,8 +1,9 @@
 // Functions the CPU computes in one kernel of its own that npusim composes from its native kernels, each step on the
 // device: rsub, equal, isnan, logaddexp, log_sigmoid and its gradient, clamp with tensor bounds. rsub, equal and isnan
-// in whatever dtypes their kernels take, logaddexp in complex64 too; the others in float32 (in half precision the CPU
-// rounds once, so those arguments reach them through the float32 widening of the fallback, float32_compute.cpp). Other
-// dtypes and devices take the CPU fallback, which also raises PyTorch's own errors.
+// in whatever dtypes their kernels take, logaddexp in complex64 too, clamp in int64 and int32 too; the others in
+// float32 (in half precision the CPU rounds once, so those arguments reach them through the float32 widening of the
+// fallback, float32_compute.cpp). Other dtypes and devices take the CPU fallback, which also raises PyTorch's own
+// errors.
 #include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/abs.h>
@@ -28,6 +29,7 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <vector>
 
 #include "bridge.h"
 #include "complex_functions.h"
@@ -141,11 +143,24 @@ at::Tensor npusim_log_sigmoid_backward(const at::Tensor& grad_output, const at::
   return grad_output * at::where(self < 0, 1 - ratio, ratio);
 }
 
-// clamp with tensor bounds: max(x, min), then min(that, max); both propagate NaN, as the CPU's clamp does.
+// Tensors of one dtype whose maximum and minimum npusim computes natively (float32, int64, int32), on one device.
+bool comparable_on_device(const std::vector<at::Tensor>& tensors) {
+  const at::ScalarType type = tensors.front().scalar_type();
+  if (type != at::kFloat && type != at::kLong && type != at::kInt) return false;
+  for (const at::Tensor& t : tensors)
+    if (t.scalar_type() != type || !t.device().is_privateuseone() || t.device() != tensors.front().device())
+      return false;
+  return true;
+}
+
+// clamp with tensor bounds: max(x, min), then min(that, max); both propagate NaN, as the CPU's clamp does. float32
+// and integers, all of one dtype.
 at::Tensor& npusim_clamp_tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
                                     const std::optional<at::Tensor>& max, at::Tensor& out) {
-  const bool native = float32_on_device({out, self}) && (!min || float32_on_device({self, *min})) &&
-                      (!max || float32_on_device({self, *max})) && (min || max);
+  std::vector<at::Tensor> operands{out, self};
+  if (min) operands.push_back(*min);
+  if (max) operands.push_back(*max);
+  const bool native = comparable_on_device(operands) && (min || max);
   if (!native) {
     torch::jit::Stack stack{self, min, max, out};
     call_cpu_fallback("aten::clamp", "Tensor_out", stack);
