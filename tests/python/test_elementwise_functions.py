@@ -370,7 +370,7 @@ def test_rotary_position_embedding_runs_natively(device):
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
-def test_integer_remainder_and_floor_division_follow_python(dtype, device):
+def test_integer_remainder_floor_and_truncating_division_follow_python(dtype, device):
     a = torch.arange(-20, 21, dtype=dtype)
     b = torch.tensor([3, -3, 7, -7, 1, -1, 5, 2], dtype=dtype).repeat(6)[:41]
     npusim._C.reset_fallback_counts()
@@ -382,6 +382,19 @@ def test_integer_remainder_and_floor_division_follow_python(dtype, device):
     with pytest.raises(RuntimeError, match="division by zero"):
         (a.to(device) % torch.zeros_like(a).to(device)).cpu()
     assert torch.equal((a.to(device) % 3).cpu(), a % 3), "the device stays usable"
+    # The type's ends: no step may overflow (a - a % b wrapped for the most negative a), and rounding toward zero.
+    info = torch.iinfo(dtype)
+    ends = torch.tensor([info.min, info.max, info.min, info.max, info.min + 1, -7, 7], dtype=dtype)
+    divisors = torch.tensor([3, 7, info.max, info.max, -3, 2, -2], dtype=dtype)
+    npusim._C.reset_fallback_counts()
+    for mode in ("floor", "trunc"):
+        quotient = torch.div(ends.to(device), divisors.to(device), rounding_mode=mode)
+        assert torch.equal(quotient.cpu(), torch.div(ends, divisors, rounding_mode=mode)), mode
+    assert torch.equal(torch.remainder(ends.to(device), divisors.to(device)).cpu(), torch.remainder(ends, divisors))
+    assert torch.equal(
+        torch.div(a.to(device), -4, rounding_mode="trunc").cpu(), torch.div(a, -4, rounding_mode="trunc")
+    )
+    assert npusim._C.fallback_counts() == {}
 
 
 def test_composed_functions_run_natively_and_match_cpu(device):

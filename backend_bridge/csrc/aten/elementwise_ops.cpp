@@ -9,11 +9,14 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/floor_divide.h>
+#include <ATen/ops/fmod.h>
 #include <ATen/ops/hypot.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/sub.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
@@ -283,7 +286,7 @@ at::Tensor npusim_xlogy(const at::Tensor& self, const at::Tensor& other) {
 
 // div with a rounding mode. "floor" is floor_divide. "trunc" of floats is the quotient rounded to the result's type,
 // then truncated: two kernels, as the CPU computes it in every float type (in half precision too it rounds first).
-// Integer "trunc" takes the fallback.
+// "trunc" of int64 or int32 is the floor quotient of the dividend less its C remainder (fmod), which divides exactly.
 at::Tensor& npusim_div_mode_out(const at::Tensor& self, const at::Tensor& other,
                                 std::optional<c10::string_view> rounding_mode, at::Tensor& out) {
   if (!rounding_mode) return binary_out<ElementwiseOp::DivF32>(self, other, out);
@@ -293,6 +296,15 @@ at::Tensor& npusim_div_mode_out(const at::Tensor& self, const at::Tensor& other,
   if (is_float_kind(out.scalar_type()) && runs_natively(self, other, out) &&
       launch_binary(ElementwiseOp::DivF32, self, other, out) && launch_unary(ElementwiseOp::TruncF32, out, out, {}))
     return out;
+  const at::ScalarType type = out.scalar_type();
+  const bool number = other.dim() == 0 && other.is_cpu() && at::isIntegralType(other.scalar_type(), false);
+  const at::Tensor divisor = number ? other.to(out.device(), type) : other;  // a Python number, in the result's type
+  if ((type == at::kLong || type == at::kInt) && self.scalar_type() == type && divisor.scalar_type() == type &&
+      self.device() == out.device() && divisor.device() == out.device() && out.device().is_privateuseone()) {
+    const at::Tensor quotient = at::floor_divide(at::sub(self, at::fmod(self, divisor)), divisor);
+    resize_to_broadcast(out, {self, divisor});
+    return out.copy_(quotient);
+  }
   torch::jit::Stack stack{self, other, std::string(*rounding_mode), out};
   call_cpu_fallback("aten::div", "out_mode", stack);
   return out;

@@ -40,17 +40,28 @@ constexpr float kInvSqrt2pi = std::bit_cast<float>(0x3ecc422au);   // 1 / sqrt(2
 constexpr float kThreeGeluCubic =
     std::bit_cast<float>(0x3e095d4eu);  // 3 * 0.044715 rounded, as the CPU's 3.0f * kKappa
 
-// Python's integer a % b from truncating division: r = a - trunc(a / b) b, then the same of r + b, which gives r the
-// divisor's sign.
+// Where C's remainder r of a / b (fmod: the dividend's sign) is not zero and its sign is not the divisor's: there
+// Python's a % b is r + b and a // b is trunc(a / b) - 1, as the CPU's kernels correct them. Nothing overflows (a
+// first version computed a - a % b, which wraps for the most negative a).
+int crosses_zero(Graph& g, int r, int b) {
+  const int zero = g.sub(b, b);  // the integer type's 0 (the graph's constants are f32)
+  const int opposite_signs = g.node(Op::Xor, g.node(Op::Lt, r, zero), g.node(Op::Lt, b, zero));
+  return g.node(Op::And, g.node(Op::Ne, r, zero), opposite_signs);
+}
+
+// Python's integer a % b: the divisor's sign.
 int integer_remainder(Graph& g, int a, int b) {
-  const int r = g.sub(a, g.mul(g.div(a, b), b));
-  const int shifted = g.add(r, b);
-  return g.sub(shifted, g.mul(g.div(shifted, b), b));
+  const int r = g.node(Op::Fmod, a, b);
+  return g.where(crosses_zero(g, r, b), g.add(r, b), r);
 }
 
 int python_remainder(Graph& g, In x) { return integer_remainder(g, x[0], x[1]); }
-// a // b = (a - a % b) / b, exact.
-int floor_divide(Graph& g, In x) { return g.div(g.sub(x[0], integer_remainder(g, x[0], x[1])), x[1]); }
+// a // b: the truncated quotient, one less where the remainder crosses zero.
+int floor_divide(Graph& g, In x) {
+  const int quotient = g.div(x[0], x[1]);
+  const int one = g.div(x[1], x[1]);  // 1 wherever the quotient exists (a zero divisor traps in both)
+  return g.where(crosses_zero(g, g.node(Op::Fmod, x[0], x[1]), x[1]), g.sub(quotient, one), quotient);
+}
 // Inputs other, condition, self: self where the condition holds.
 int select(Graph& g, In x) { return g.where(x[1], x[2], x[0]); }
 
