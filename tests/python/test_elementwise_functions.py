@@ -165,6 +165,18 @@ def test_float_functions_of_integers_run_natively_in_float32(device, no_fallback
     torch.testing.assert_close(out.cpu(), torch.sigmoid(ints))
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool])
+def test_sign_of_integers_keeps_their_dtype(device, no_fallback, dtype):
+    values = torch.tensor([-128, -3, 0, 1, 5, 127])
+    x = (values.clamp(0, 255) if dtype == torch.uint8 else values).to(dtype)
+    for function in (torch.sign, torch.sgn):
+        result = function(x.to(device))
+        assert result.dtype == dtype and torch.equal(result.cpu(), function(x)), function
+    in_place = x.to(device)
+    in_place.sign_()
+    assert torch.equal(in_place.cpu(), torch.sign(x))
+
+
 def test_special_values_follow_ieee_like_the_cpu(device):
     x = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), -1.0, 1e-40])
     for function in (torch.exp, torch.log, torch.sqrt, torch.rsqrt, torch.reciprocal, torch.tanh, torch.sigmoid):

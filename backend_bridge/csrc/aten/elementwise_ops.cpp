@@ -11,8 +11,10 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/floor_divide.h>
 #include <ATen/ops/fmod.h>
+#include <ATen/ops/gt.h>
 #include <ATen/ops/hypot.h>
 #include <ATen/ops/logical_and.h>
+#include <ATen/ops/lt.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/scalar_tensor.h>
@@ -372,7 +374,22 @@ std::optional<ComplexFunction> complex_function_of(ElementwiseOp op) {
 // Functions that give an integer or bool input's own dtype back; the others give floats.
 bool keeps_dtype(ElementwiseOp op) {
   return op == ElementwiseOp::NegF32 || op == ElementwiseOp::AbsF32 || rounds_to_integers(op) ||
-         op == ElementwiseOp::FracF32;
+         op == ElementwiseOp::FracF32 || op == ElementwiseOp::SignF32;
+}
+
+// The sign of integers, in their type: (x > 0) - (x < 0); a bool is its own sign.
+bool integer_sign(const at::Tensor& self, at::Tensor& out) {
+  if (!at::isIntegralType(self.scalar_type(), /*includeBool=*/true) || out.scalar_type() != self.scalar_type() ||
+      out.device() != self.device() || !self.device().is_privateuseone())
+    return false;
+  at::native::resize_output(out, self.sizes());
+  if (self.scalar_type() == at::kBool) {
+    if (!out.is_same(self)) out.copy_(self);
+    return true;
+  }
+  const at::Tensor values = self.scalar_type() == at::kLong ? self : self.to(at::kInt);  // compared as int32 or int64
+  out.copy_(at::sub(at::gt(values, 0).to(at::kInt), at::lt(values, 0).to(at::kInt)));    // -1, 0 or 1: any type holds
+  return true;
 }
 
 at::Tensor& unary_out(ElementwiseOp op, const at::Tensor& self, at::Tensor& out) {
@@ -395,6 +412,7 @@ at::Tensor& unary_out(ElementwiseOp op, const at::Tensor& self, at::Tensor& out)
       launch_integer_unary(op == ElementwiseOp::NegF32 ? emitter::FusedOpcode::Neg : emitter::FusedOpcode::Abs, self,
                            out))
     return out;
+  if (op == ElementwiseOp::SignF32 && integer_sign(self, out)) return out;
   if (rounds_to_integers(op) && at::isIntegralType(self.scalar_type(), /*includeBool=*/false) &&
       out.scalar_type() == self.scalar_type() && out.device() == self.device()) {
     at::native::resize_output(out, self.sizes());
@@ -438,7 +456,7 @@ class UnaryFunction final : public c10::OperatorKernel {
 
 // sgn of real floats is their sign (abs's gradient uses it), of complex ones z / |z|.
 at::Tensor& npusim_sgn_out(const at::Tensor& self, at::Tensor& out) {
-  if (launch_unary(ElementwiseOp::SignF32, self, out)) return out;
+  if (launch_unary(ElementwiseOp::SignF32, self, out) || integer_sign(self, out)) return out;
   if (self.is_complex() && complex_function(ComplexFunction::Sgn, self, out)) return out;
   torch::jit::Stack stack{self, out};
   call_cpu_fallback("aten::sgn", "out", stack);
