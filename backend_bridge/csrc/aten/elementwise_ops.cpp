@@ -1,7 +1,8 @@
 // Native elementwise kernels on float32, float16 and bfloat16 tensors (computing in float32) — add, sub, mul, div,
 // maximum, minimum, relu and the unary functions and activations of the emitter's ElementwiseOp, and the backward of
-// relu and gelu — and fill_/zero_ on any dtype, run as emitted ISA programs. Other dtypes and variants take the CPU
-// fallback (counted and reported).
+// relu and gelu — and fill_/zero_ on any dtype, run as emitted ISA programs. Integer and bool inputs of the float
+// functions run from a float32 copy, integer floor and truncating division and sign in their own type; other dtypes
+// and variants take the CPU fallback (counted and reported).
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorOperators.h>
