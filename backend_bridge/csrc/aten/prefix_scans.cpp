@@ -94,9 +94,10 @@ at::Tensor& npusim_logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Ten
       for (int64_t k = 1; k < running.size(-1); ++k)
         sums.push_back(at::logaddexp(running.narrow(-1, k, 1), sums.back()));
       running = at::cat(sums, -1);
+    } else {
+      for (int64_t d = 1; d < running.size(-1); d *= 2)
+        running = step(running, d, [](const at::Tensor& a, const at::Tensor& b) { return at::logaddexp(a, b); });
     }
-    for (int64_t d = 1; d < running.size(-1) && !self.is_complex(); d *= 2)
-      running = step(running, d, [](const at::Tensor& a, const at::Tensor& b) { return at::logaddexp(a, b); });
     at::native::resize_output(out, self.sizes());
     return out.copy_(self.dim() == 0 ? running.reshape({}) : running.movedim(-1, wrapped));
   }
