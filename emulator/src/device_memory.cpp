@@ -56,7 +56,9 @@ std::byte* DeviceMemory::page(uint64_t page_index, bool create) const {
 }
 
 std::byte* DeviceMemory::page_for_write(uint64_t page_index) {
-  if (pages_[page_index].holds_code.load(std::memory_order_relaxed)) code_version_.fetch_add(1);
+  Page& entry = pages_[page_index];
+  if (entry.holds_code.load(std::memory_order_relaxed)) code_version_.fetch_add(1);
+  if (!entry.written.load(std::memory_order_relaxed)) entry.written.store(true, std::memory_order_relaxed);
   return page(page_index, true);
 }
 
@@ -109,7 +111,8 @@ void DeviceMemory::fill(uint64_t address, uint8_t value, uint64_t bytes) {
 
 void DeviceMemory::clear() {
   for (Page& entry : pages_)
-    if (std::byte* bytes = entry.bytes.load(std::memory_order_acquire)) std::memset(bytes, 0, kPageBytes);
+    if (entry.written.exchange(false, std::memory_order_relaxed))
+      std::memset(entry.bytes.load(std::memory_order_acquire), 0, kPageBytes);
   code_version_.fetch_add(1);
 }
 

@@ -62,6 +62,28 @@ TEST(DeviceMemory, RowsOfNoBytesTouchNothingWhateverTheStride) {
   EXPECT_EQ(memory.resident_bytes(), 0u);
 }
 
+// clear() zeroes only the pages written since the last clear: whatever wrote them (write, fill, write_rows), and in
+// every round, not only the first.
+TEST(DeviceMemory, ClearZeroesEveryPageWrittenSinceTheLastClear) {
+  DeviceMemory memory(uint64_t{1} << 20);
+  const uint64_t page = DeviceMemory::kPageBytes;
+  const auto reads_zero = [&](uint64_t address, uint64_t bytes) {
+    std::vector<uint8_t> back(bytes, 0xff);
+    memory.read(address, back.data(), bytes);
+    return back == std::vector<uint8_t>(bytes, 0);
+  };
+  const std::vector<uint8_t> ones(3 * page, 1);
+  for (int round = 0; round < 3; ++round) {
+    memory.write(page - 8, ones.data(), 16);                                     // across two pages
+    memory.fill(4 * page + 100, 7, 10);                                          // one page
+    memory.write_rows(8 * page, static_cast<int64_t>(page), 4, 3, ones.data());  // a row on each of three pages
+    EXPECT_FALSE(reads_zero(page - 8, 16));
+    memory.clear();
+    EXPECT_TRUE(reads_zero(0, uint64_t{1} << 20)) << "round " << round;
+  }
+  EXPECT_EQ(memory.resident_bytes(), 6 * page);  // the pages stay allocated
+}
+
 TEST_F(Emulator, ATileOfNoColumnsWithAHugeStrideMovesNothing) {
   EXPECT_FALSE(
       run("li r2, 10\n li r3, 0x100000\n dma.ld2.b16 r0, r0, r0, r3, 209723906\n"

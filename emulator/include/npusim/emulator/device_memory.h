@@ -32,8 +32,9 @@ class DeviceMemory {
   void read(uint64_t address, void* destination, uint64_t bytes) const;
   void write(uint64_t address, const void* source, uint64_t bytes);
   void fill(uint64_t address, uint8_t value, uint64_t bytes);
-  // Every byte reads as zero again, as in a fresh device. Pages stay allocated (zeroed), so pointers into them held
-  // by the timed model stay valid; not to be called while a core runs.
+  // Every byte reads as zero again, as in a fresh device; not to be called while a core runs. Pages stay allocated,
+  // and only those written since the last clear are zeroed: a fuzz target clears between inputs, and zeroing every
+  // page a wild copy once touched (64 MiB each time) took most of its time.
   void clear();
   // `rows` runs of `row_bytes`, `stride` bytes apart in device memory, packed in host memory: one range check for
   // the whole tile (2-D DMA moves many short rows).
@@ -63,6 +64,7 @@ class DeviceMemory {
   struct Page {
     std::atomic<std::byte*> bytes{nullptr};  // owned; allocated on first write
     std::atomic<bool> holds_code{false};
+    std::atomic<bool> written{false};  // since the last clear()
   };
   // The page's bytes; nullptr for a page never written unless `create`.
   std::byte* page(uint64_t page_index, bool create) const;
