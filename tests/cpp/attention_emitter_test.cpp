@@ -104,6 +104,26 @@ TEST(EmittedAttention, TallQueryBlocksSpanSeveralKeyBlocks) {
   }
 }
 
+// Up to eight key blocks, every one is held at once and the softmax is exact (the row maximum over all keys first);
+// beyond that, the online softmax. Both against the reference, causal or not, with ragged blocks.
+TEST(EmittedAttention, ShortKeysHoldEveryKeyBlockAndLongOnesGoOnline) {
+  const auto description = [](const emitter::AttentionSpec& s) {
+    return emitter::emit_attention(s, tiny_config()).description;
+  };
+  const std::string held = "every key block held (exact softmax)";
+  EXPECT_NE(description({2, 11, 9, 6, 5, false, 0.4f}).find(held), std::string::npos);
+  EXPECT_NE(description({1, 40, 32, 6, 5, true, 0.4f}).find(held), std::string::npos);  // 8 key blocks
+  EXPECT_EQ(description({1, 40, 33, 6, 5, true, 0.4f}).find(held), std::string::npos);  // 9: online
+  for (bool causal : {false, true}) {
+    expect_matches_reference({2, 40, 32, 6, 5, causal, 0.4f});
+    expect_matches_reference({2, 40, 33, 6, 5, causal, 0.4f});
+    expect_matches_reference({3, 21, 30, 6, 5, causal, 0.9f});  // a ragged key block and a ragged query block
+  }
+  emitter::AttentionSpec half{2, 11, 9, 6, 5, false, 0.4f};
+  half.type = isa::ElementType::F16;  // half precision stages its tiles: the online kernel
+  EXPECT_EQ(description(half).find(held), std::string::npos);
+}
+
 TEST(EmittedAttention, RefusesBlocksThatDoNotFit) {
   config::ChipConfig config = tiny_config();
   config.core_scratchpad_kib = 1;

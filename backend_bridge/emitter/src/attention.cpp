@@ -9,6 +9,11 @@
 // a multiple of Bk, such a block starts at or after the query block's first row). Each row's arithmetic is the same
 // whatever Bq. The builder orders the engines by the tiles they touch; the kernel reads no DRAM it writes, so it
 // needs no fence.
+//
+// Short keys (float32, at most kMostWholeKeyBlocks key blocks, and room for all of them): a query block holds every
+// key block's K, V and S at once (K and V loaded in one move per chunk), and the softmax is exact, in passes over the
+// key blocks: the row maximum over all keys, then the exponentials and their row sums, then P V summed over the key
+// blocks in the accumulator. The online softmax's rescaling of O at every key block, most of its vector work, is gone.
 #include "npusim/emitter/attention.h"
 
 #include <fmt/format.h>
@@ -38,8 +43,11 @@ int32_t float_bits(float value) { return std::bit_cast<int32_t>(value); }
 struct AttentionTiling {
   static constexpr int64_t kMostQueryBlockRows = 256;  // beyond this, fewer and larger blocks gain little
 
+  static constexpr int64_t kMostWholeKeyBlocks = 8;  // short keys: the kernel unrolls its passes per key block
+
   bool half;  // f16 or bf16 in DRAM, staged in the scratchpad
   int64_t d_chunk, v_chunk, d_chunks, v_chunks, block_k = 0, block_q = 0;
+  bool whole_keys = false;  // every key block held at once (the header explains)
 
   AttentionTiling(const AttentionSpec& s, const config::ChipConfig& config)
       : half(s.type != ElementType::F32),
@@ -58,11 +66,23 @@ struct AttentionTiling {
     if (block_k == 0) return;
     // Bq: whole key blocks' worth of rows, no more than the queries need, enough blocks for every core.
     const int64_t most = std::min(ceil_div(s.q_len, block_k), std::max<int64_t>(1, kMostQueryBlockRows / block_k));
+    const auto busy = [&](int64_t blocks) {
+      return blocks == 1 || s.heads * ceil_div(s.q_len, blocks * block_k) >= config.chip_cores;
+    };
+    if (!half && ceil_div(s.k_len, block_k) <= kMostWholeKeyBlocks) {
+      const auto fits_whole = [&](int64_t bq) {
+        return whole_keys_spad_bytes(bq, s.k_len) <= static_cast<int64_t>(config.scratchpad_bytes()) &&
+               padded(bq * block_k * kFloat) + bq * v_chunk * kFloat <=
+                   static_cast<int64_t>(config.accumulator_bytes());
+      };
+      for (int64_t blocks = most; blocks >= 1 && block_q == 0; --blocks)
+        if (fits_whole(blocks * block_k) && busy(blocks)) block_q = blocks * block_k;
+      whole_keys = block_q > 0;
+    }
     for (int64_t blocks = most; blocks >= 1 && block_q == 0; --blocks)
-      if (fits(blocks * block_k, block_k) &&
-          (blocks == 1 || s.heads * ceil_div(s.q_len, blocks * block_k) >= config.chip_cores))
-        block_q = blocks * block_k;
+      if (fits(blocks * block_k, block_k) && busy(blocks)) block_q = blocks * block_k;
   }
+  int64_t key_blocks(int64_t k_len) const { return ceil_div(k_len, block_k); }
   // Bytes of scratchpad the tiles of Bq x Bk blocks take: Q, O and P V of Bq rows, K and V of Bk rows, S, five per-row
   // vectors, two constants, the mask; for half precision, Q, K, V and O staged in 2-byte elements too.
   int64_t spad_bytes(int64_t bq, int64_t bk) const {
@@ -73,6 +93,14 @@ struct AttentionTiling {
     const int64_t staged = half ? staged_q_or_k(bq) + staged_q_or_k(bk) + staged_values(bk) + staged_values(bq) : 0;
     return q_or_k(bq) + q_or_k(bk) + values(bk) + 2 * values(bq) + padded(bq * bk * kFloat) + 5 * padded(bq * kFloat) +
            padded(2 * kFloat) + padded(bq * bk) + staged;
+  }
+  // With whole keys (float32): Q and O of Bq rows, K and V of every key, an S of Bq x Bk per key block, the per-row
+  // vectors, the constants and the mask.
+  int64_t whole_keys_spad_bytes(int64_t bq, int64_t k_len) const {
+    const int64_t q_or_k = d_chunks * padded(bq * d_chunk * kFloat) + d_chunks * padded(k_len * d_chunk * kFloat);
+    const int64_t values = v_chunks * padded(k_len * v_chunk * kFloat) + v_chunks * padded(bq * v_chunk * kFloat);
+    return q_or_k + values + key_blocks(k_len) * padded(bq * block_k * kFloat) + 5 * padded(bq * kFloat) +
+           padded(2 * kFloat) + padded(bq * block_k);
   }
 };
 
@@ -85,15 +113,21 @@ class AttentionEmitter {
         bytes_(static_cast<int64_t>(isa::element_bytes(spec.type))),
         block_q_(tiling.block_q),
         block_k_(tiling.block_k),
+        whole_keys_(tiling.whole_keys),
         b_(name, config) {
     using attention_rows::chunked_rows;
-    const int64_t hpb = s_.heads_per_batch;
+    const int64_t hpb = s_.heads_per_batch, keys_held = whole_keys_ ? s_.k_len : block_k_;
     q_ = chunked_rows(b_, s_.q_len, s_.head_dim, tiling.d_chunk, block_q_, s_.query, hpb, "Q");
-    k_ = chunked_rows(b_, s_.k_len, s_.head_dim, tiling.d_chunk, block_k_, s_.key, hpb, "K");
-    v_ = chunked_rows(b_, s_.k_len, s_.value_dim, tiling.v_chunk, block_k_, s_.value, hpb, "V");
-    scores_ = b_.tile(Space::Scratchpad, block_q_ * block_k_ * kFloat, "S");
+    k_ = chunked_rows(b_, s_.k_len, s_.head_dim, tiling.d_chunk, keys_held, s_.key, hpb, "K");
+    v_ = chunked_rows(b_, s_.k_len, s_.value_dim, tiling.v_chunk, keys_held, s_.value, hpb, "V");
     o_ = chunked_rows(b_, s_.q_len, s_.value_dim, tiling.v_chunk, block_q_, s_.output, hpb, "O");
-    product_ = chunked_rows(b_, s_.q_len, s_.value_dim, tiling.v_chunk, block_q_, {}, hpb, "P V");
+    if (whole_keys_) {
+      for (int64_t j = 0; j < tiling.key_blocks(s_.k_len); ++j)
+        block_scores_.push_back(b_.tile(Space::Scratchpad, block_q_ * block_k_ * kFloat, fmt::format("S {}", j)));
+    } else {
+      scores_ = b_.tile(Space::Scratchpad, block_q_ * block_k_ * kFloat, "S");
+      product_ = chunked_rows(b_, s_.q_len, s_.value_dim, tiling.v_chunk, block_q_, {}, hpb, "P V");
+    }
     max_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "row maximum");
     new_max_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "new row maximum");
     sum_ = b_.tile(Space::Scratchpad, block_q_ * kFloat, "row sum");
@@ -111,9 +145,9 @@ class AttentionEmitter {
 
   Kernel emit() {
     b_.describe(fmt::format(
-        "attention_{}: {} heads, {} queries x {} keys, head dim {}, value dim {}{}, blocks of {} queries and {} keys",
+        "attention_{}: {} heads, {} queries x {} keys, head dim {}, value dim {}{}, blocks of {} queries and {} keys{}",
         isa::type_name(s_.type), s_.heads, s_.q_len, s_.k_len, s_.head_dim, s_.value_dim, s_.causal ? ", causal" : "",
-        block_q_, block_k_));
+        block_q_, block_k_, whole_keys_ ? ", every key block held (exact softmax)" : ""));
     const int64_t q_blocks = ceil_div(s_.q_len, block_q_), full_k_blocks = s_.k_len / block_k_;
     output_ = b_.reg("output");
     lse_ = b_.reg("log-sum-exp");
@@ -141,8 +175,12 @@ class AttentionEmitter {
       attention_rows::block_rows(b_, first_query_, rows_, q_block_, block_q_, s_.q_len);
       load_rows(query_, q_, q_block_, rows_);
       if (half_) widen_rows(q_, rows_);
-      start_rows();
-      key_blocks(full_k_blocks);
+      if (whole_keys_) {
+        whole_key_blocks();
+      } else {
+        start_rows();
+        key_blocks(full_k_blocks);
+      }
       finish_rows();
     });
     b_.Halt();
@@ -168,6 +206,116 @@ class AttentionEmitter {
       b_.point(at, o_.tiles[c]);
       b_.Vfill(kF32, at, n, 0);
     }
+  }
+
+  // Short keys: every key's K and V loaded at once; then S of each key block (scaled, masked) and the row maximum
+  // over all of them; P = exp(S - m) and the row sums; O = the sum over the key blocks of P V, accumulated in the
+  // accumulator. When causal, a key block right of the query block's last row is skipped in every pass (block 0
+  // never is: each row sees key 0).
+  void whole_key_blocks() {
+    keys_ = b_.reg("keys");
+    {
+      Reg first_block = b_.reg("key block 0");
+      b_.li(first_block, 0);
+      b_.li(keys_, s_.k_len);
+      load_rows(key_, k_, first_block, keys_);
+      load_rows(value_, v_, first_block, keys_);
+    }
+    Reg max = b_.reg("row maximum"), partial = b_.reg("block row maximum or sum"),
+        end = b_.reg("queries up to the block's end");
+    b_.point(max, max_);
+    b_.Vfill(kF32, max, rows_, float_bits(-std::numeric_limits<float>::infinity()));
+    b_.point(partial, partial_);
+    b_.Add(end, first_query_, rows_);
+    const int64_t blocks = static_cast<int64_t>(block_scores_.size());
+    const auto keys_in = [&](int64_t j) { return std::min(block_k_, s_.k_len - j * block_k_); };
+    // Runs `body` for each key block, skipping (when causal) those starting at or right of `end`.
+    const auto each_block = [&](const auto& body) {
+      for (int64_t j = 0; j < blocks; ++j) {
+        const Label skipped = b_.label();
+        if (s_.causal && j > 0) {
+          Reg first_key = b_.reg("first key");
+          b_.li(first_key, j * block_k_);
+          b_.Bgeu(first_key, end, skipped);
+        }
+        b_.li(keys_, keys_in(j));
+        body(j, keys_in(j));
+        b_.bind(skipped);
+      }
+    };
+    each_block([&](int64_t j, int64_t keys) {
+      block_scores(j, keys);
+      Reg scores = b_.reg("S");
+      b_.point(scores, block_scores_[j]);
+      b_.Vrmax(kF32, partial, scores, rows_, keys_);
+      b_.Vmax(kF32, max, max, partial, rows_);
+    });
+    Reg n = b_.reg("element count"), at = b_.reg("operand"), sum = b_.reg("row sum");
+    b_.point(sum, sum_);
+    b_.Vfill(kF32, sum, rows_, 0);
+    each_block([&](int64_t j, int64_t keys) {
+      count(n, keys);
+      b_.point(at, block_scores_[j]);
+      b_.Vsub(kF32, at, at, max, n, static_cast<int>((keys << 2) | 3));
+      b_.Vexp(kF32, at, at, n);
+      b_.Vrsum(kF32, partial, at, rows_, keys_);
+      b_.Vadd(kF32, sum, sum, partial, rows_);
+    });
+    Reg acc = b_.reg("accumulator"), width = b_.reg("chunk width"), p = b_.reg("P");
+    for (size_t c = 0; c < v_.tiles.size(); ++c) {
+      b_.point(acc, product_acc_);
+      each_block([&](int64_t j, int64_t) {
+        b_.li(width, v_.width(c));
+        b_.point(at, v_.tiles[c], j * block_k_ * v_.width(c) * kFloat);
+        b_.MatrixLoadWeights(kF32, at, keys_, width);
+        b_.point(p, block_scores_[j]);
+        b_.MatrixMultiply(kF32, acc, p, rows_, j == 0 ? 0 : 1);
+      });
+      count(n, v_.width(c));
+      b_.point(at, o_.tiles[c]);
+      b_.MatrixStore(kF32, at, acc, n);
+    }
+  }
+
+  // S of held key block j (`keys` keys, keys_ holding them) into its tile: Q K^T, scaled, masked when causal.
+  void block_scores(int64_t j, int64_t keys) {
+    Reg acc = b_.reg("accumulator"), at = b_.reg("operand"), width = b_.reg("chunk width"), n = b_.reg("element count"),
+        scores = b_.reg("S");
+    b_.point(acc, scores_acc_);
+    for (size_t c = 0; c < k_.tiles.size(); ++c) {
+      b_.li(width, k_.width(c));
+      b_.point(at, k_.tiles[c], j * block_k_ * k_.width(c) * kFloat);
+      b_.MatrixLoadWeightsTransposed(kF32, at, width, keys_);
+      b_.point(at, q_.tiles[c]);
+      b_.MatrixMultiply(kF32, acc, at, rows_, c == 0 ? 0 : 1);
+    }
+    count(n, keys);
+    b_.point(scores, block_scores_[j]);
+    b_.MatrixStore(kF32, scores, acc, n);
+    b_.point(at, constants_);  // the scale
+    b_.Vmul(kF32, scores, scores, at, n, 1);
+    if (s_.causal) {
+      Reg first_key = b_.reg("first key");
+      b_.li(first_key, j * block_k_);
+      mask_scores(scores, first_key, n, keys);
+    }
+  }
+
+  // Causal masking of a key block's scaled S (`n` elements, `keys` keys a row) whose first key is in `first_key`
+  // (clobbered): keys at or right of the query block's first row (the block starts there or after it, Bq being a
+  // multiple of Bk) take the triangle's window from column k0 - q0.
+  void mask_scores(R scores, R first_key, R n, int64_t keys) {
+    const Label unmasked = b_.label();
+    b_.Bltu(first_key, first_query_, unmasked);
+    b_.Sub(first_key, first_key, first_query_);
+    b_.Add(first_key, first_key, mask_);
+    Reg mask = b_.reg("mask tile"), width = b_.reg("keys"), at = b_.reg("minus infinity");
+    b_.li(width, keys);
+    b_.point(mask, mask_tile_);
+    b_.DmaLoad2d8(mask, first_key, width, rows_, mask_row_bytes());
+    b_.point(at, constants_, kFloat);
+    b_.Vsel(kF32, scores, mask, at, n, 1);
+    b_.bind(unmasked);
   }
 
   // Full key blocks 0 .. limit - 1 (all of them, or, when causal, those starting at or left of the query block's
@@ -259,22 +407,10 @@ class AttentionEmitter {
     b_.point(at, constants_);  // the scale
     b_.Vmul(kF32, scores, scores, at, n, 1);
     if (s_.causal) {
-      // Keys at or right of the query block's first row (the block starts there or after it, Bq being a multiple of
-      // Bk): the triangle's window from column k0 - q0.
-      const Label unmasked = b_.label();
-      Reg window = b_.reg("mask window");
-      b_.li(window, block_k_);
-      b_.Mul(window, key_block_, window);
-      b_.Bltu(window, first_query_, unmasked);
-      b_.Sub(window, window, first_query_);
-      b_.Add(window, window, mask_);
-      Reg mask = b_.reg("mask tile");
-      b_.li(width, keys);
-      b_.point(mask, mask_tile_);
-      b_.DmaLoad2d8(mask, window, width, rows_, mask_row_bytes());
-      b_.point(at, constants_, kFloat);  // minus infinity
-      b_.Vsel(kF32, scores, mask, at, n, 1);
-      b_.bind(unmasked);
+      Reg first_key = b_.reg("first key");
+      b_.li(first_key, block_k_);
+      b_.Mul(first_key, key_block_, first_key);
+      mask_scores(scores, first_key, n, keys);
     }
     // The online softmax: the new row maximum, the old sums' correction exp(m - m'), P = exp(S - m').
     Reg partial = b_.reg("block row maximum or sum"), new_max = b_.reg("new row maximum"), max = b_.reg("row maximum"),
@@ -362,9 +498,11 @@ class AttentionEmitter {
   AttentionSpec s_;
   bool half_;
   int64_t bytes_, block_q_, block_k_;
+  bool whole_keys_;
   KernelBuilder b_;
-  ChunkedRows q_, k_, v_, o_, product_;
+  ChunkedRows q_, k_, v_, o_, product_;  // product_: the online softmax's P V (not with whole keys)
   Tile scores_, max_, new_max_, sum_, correction_, partial_, constants_, mask_tile_, scores_acc_, product_acc_;
+  std::vector<Tile> block_scores_;  // with whole keys: each key block's S
   // Held for the whole kernel: the argument pointers, the mask's address; per query block: its head, index, first
   // row and rows; per key block: its index and keys.
   Reg output_, lse_, query_, key_, value_, mask_, head_, q_block_, first_query_, rows_, key_block_, keys_;
