@@ -191,8 +191,9 @@ def test_cross_entropy_with_targets_forward_and_backward_is_fused():
     assert ROUTES and all(route == "fused" for route in ROUTES.values()), ROUTES
 
 
-def test_cat_of_three_tensors_is_one_fused_kernel():
-    """cat reads each input under a mask of its columns: one kernel, the same bits as eager."""
+def test_cat_of_three_tensors_is_one_fused_kernel_run_in_a_part_per_input():
+    """cat reads each input under a mask of its columns: one kernel, launched as one part per input, each reading
+    only its input (segments.py); the same bits as eager."""
     a, b, c = torch.randn(5, 3, 4), torch.randn(5, 6, 4), torch.randn(5, 2, 4)
 
     def f(x, y, z):
@@ -201,12 +202,53 @@ def test_cat_of_three_tensors_is_one_fused_kernel():
     result, kernels = compiled(f, a, b, c)
     assert torch.equal(result.cpu(), f(a.to("npusim"), b.to("npusim"), c.to("npusim")).cpu())
     assert torch.equal(result.cpu(), f(a, b, c))
-    assert len(kernels) == 1 and ROUTES[kernels[0]] == "fused", ROUTES
+    assert len(kernels) == 1 and ROUTES[kernels[0]] == "fused, in 3 parts", ROUTES
+
+
+def test_a_sum_of_select_scatters_runs_in_parts_with_the_cpus_bits():
+    """nn.MultiheadAttention's backward sums the q, k and v gradients scattered into zeros: a kernel whose every point
+    loads all three. Its parts load one each and still add the zeros, so a -0 comes out +0 as on the CPU; and as one
+    reduction (the in-projection bias's gradient) it is split likewise."""
+
+    def stacked(a, b, c):
+        zeros = torch.zeros(3, *a.shape, device=a.device)
+        parts = [torch.select_scatter(zeros, t, 0, k) for k, t in enumerate((a, b, c))]
+        return parts[0] + parts[1] + parts[2]
+
+    def bias_gradient(a, b, c):
+        return stacked(a, b, c).sum(1)
+
+    a, b, c = (torch.randn(64, 48) for _ in range(3))
+    a[0, :5] = -0.0
+    result, kernels = compiled(stacked, a, b, c)
+    assert torch.equal(result.cpu().view(torch.int32), stacked(a, b, c).view(torch.int32))
+    assert (result.cpu()[0, 0, :5].view(torch.int32) == 0).all()  # +0
+    assert [ROUTES[k] for k in kernels] == ["fused, in 3 parts"], ROUTES
+    ROUTES.clear()
+    torch._dynamo.reset()
+    result, kernels = compiled(bias_gradient, a, b, c)
+    assert_close(result, bias_gradient(a, b, c), atol=1e-5, rtol=1e-5)
+    assert [ROUTES[k] for k in kernels] == ["fused, in 3 parts"], ROUTES
+
+
+def test_a_compiled_multihead_attention_step_splits_its_in_projection_gradient():
+    """The packed in-projection's gradient of a compiled nn.MultiheadAttention: its kernels run in parts, and the
+    gradients equal the CPU's."""
+    torch.manual_seed(0)
+    attention = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+    x = torch.randn(2, 16, 32)
+    on_device = copy.deepcopy(attention).to("npusim")
+    compiled_attention = torch.compile(lambda t: on_device(t, t, t, need_weights=False)[0].square().sum())
+    compiled_attention(x.to("npusim")).backward()
+    attention(x, x, x, need_weights=False)[0].square().sum().backward()
+    for name, parameter in attention.named_parameters():
+        assert_close(dict(on_device.named_parameters())[name].grad, parameter.grad, atol=1e-4, rtol=1e-4)
+    assert "fused, in 3 parts" in ROUTES.values(), ROUTES
 
 
 def test_cat_of_equal_parts_reads_strided_views(tmp_path):
     """Each part of a cat of equal widths is a strided view where its mask holds (the column modulo the width): no
-    load by index. Parts of other widths are loaded by index (dma.ldx), the masked points at element 0."""
+    load by index. Parts of other widths are loaded by index (dma.ldx). Each kernel runs as a part per input."""
     code = """
         import torch, npusim
         a, b, c, d = torch.randn(4, 6, 8), torch.randn(4, 6, 8), torch.randn(4, 6, 8), torch.randn(4, 6, 5)
@@ -218,13 +260,18 @@ def test_cat_of_equal_parts_reads_strided_views(tmp_path):
         assert torch.equal(torch.compile(equal)(*on[:3]).cpu(), equal(a, b, c))
         assert torch.equal(torch.compile(unequal)(on[0], on[3]).cpu(), unequal(a, d))
         from npusim.inductor.runtime import ROUTES
-        assert sorted(ROUTES.values()) == ["fused", "fused"], ROUTES
+        assert sorted(ROUTES.values()) == ["fused, in 2 parts", "fused, in 3 parts"], ROUTES
     """
     process = run_python(code, NPUSIM_DUMP_KERNELS=tmp_path, TORCHINDUCTOR_FORCE_DISABLE_CACHES=1)
     assert process.returncode == 0, process.stderr[-3000:]
-    dumps = {path.name.split("_")[1]: path.read_text() for path in tmp_path.iterdir() if path.name.startswith("fused_")}
-    assert set(dumps) == {"add", "cat"}, list(tmp_path.iterdir())  # fused_add_cat_..., fused_cat_mul_...
-    assert "dma.ldx" not in dumps["add"] and "dma.ldx" in dumps["cat"]
+    dumps = {}  # fused_add_cat_..., fused_cat_mul_...: each part's program
+    for path in tmp_path.iterdir():
+        if path.name.startswith("fused_"):
+            dumps.setdefault(path.name.split("_")[1], []).append(path.read_text())
+    assert sorted(dumps) == ["add", "cat"] and [len(dumps["add"]), len(dumps["cat"])] == [3, 2], list(
+        tmp_path.iterdir()
+    )
+    assert all("dma.ldx" not in dump for dump in dumps["add"]) and all("dma.ldx" in dump for dump in dumps["cat"])
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ import torch
 from torch._inductor import config as inductor_config
 
 from .. import _C
-from . import interpreter
+from . import interpreter, segments
 from .lowering import NotLowered, lower
 from .program import build
 
@@ -57,7 +57,11 @@ class CompiledKernel:
                     program, host_arguments, dict(zip(self.arguments, extents, strict=True))
                 )
                 spec = _C.FusedSpec(description)
-                fused = (description, spec, tables, host_scalars, host_tables, _arguments_read(description), staged)
+                first_host_table = len(self.arguments) + len(tables)
+                parts = segments.split(description, host_tables, first_host_table)
+                parts = [_C.FusedSpec(part) for part in parts] if parts else [spec]
+                read = _arguments_read(description)
+                fused = (description, spec, tables, host_scalars, host_tables, read, staged, parts)
             except NotLowered as why:
                 ROUTES[self.name] = f"interpreted: {why}"
                 log.info("npusim: compiled kernel %s runs op by op: %s", self.name, why)
@@ -106,7 +110,7 @@ class CompiledKernel:
     def argument_block(self, launch):
         """The fused kernel's argument block for a resolved call, and the tensors it passes for the program's
         arguments (a host tensor the kernel writes is copied back by :meth:`copy_back` after the launch)."""
-        program, (_, _, tables, (host_nodes, hoisted, as_arguments), host_tables, read, staged) = (
+        program, (_, _, tables, (host_nodes, hoisted, as_arguments), host_tables, read, staged, _) = (
             launch.program,
             launch.fused,
         )
@@ -140,10 +144,13 @@ class CompiledKernel:
         """Launches the fused kernel; False when the kernel builder cannot express it."""
         arguments, tensors = self.argument_block(launch)
         _C.set_op(self.name, launch.device.index or 0)  # again: a staged copy is an aten operator of its own
-        if not _C.launch_fused(launch.fused[1], arguments):
-            ROUTES[self.name] = "interpreted: the kernel builder cannot express it"
-            return False
-        ROUTES[self.name] = "fused"
+        # A kernel split by its masks (segments.py) is its parts, one after another; none writes what the kernel
+        # reads, so a part the builder cannot express leaves the interpreter the inputs it needs.
+        for part in launch.fused[7]:
+            if not _C.launch_fused(part, arguments):
+                ROUTES[self.name] = "interpreted: the kernel builder cannot express it"
+                return False
+        ROUTES[self.name] = "fused" if len(launch.fused[7]) == 1 else f"fused, in {len(launch.fused[7])} parts"
         self.copy_back(launch, tensors)
         return True
 
