@@ -419,7 +419,7 @@ def run_in_subprocess(name, timeout_s, eager_only=False):
 
 
 def report_line(result):
-    routes = Counter("fused" if route == "fused" else "interpreted" for route in result["routes"].values())
+    routes = Counter("fused" if route.startswith("fused") else "interpreted" for route in result["routes"].values())
     breaks = result.get("graph_breaks", "?")
     return (
         f"{result['name']:<10} {result['family']:<16} {result['verdict']:<4}  fused {routes['fused']:>3}  "
@@ -453,7 +453,7 @@ def main():
         passed += result["verdict"] == "PASS"
         print(report_line(result), flush=True)
         if arguments.verbose:
-            reasons = Counter(route for route in result["routes"].values() if route != "fused")
+            reasons = Counter(route for route in result["routes"].values() if not route.startswith("fused"))
             for why, count in reasons.most_common():
                 print(f"    {count} x {why}")
     print(f"\npass rate: {passed}/{len(names)} ({100 * passed / len(names):.0f}%)")
