@@ -101,6 +101,18 @@ def _without_round_trip(nodes, operand, to):
     return None
 
 
+def _times_one(nodes, op, operands, result_type):
+    """The spec node a product with the constant 1 equals exactly (x * 1 is x, -0 and infinities included), so that
+    the kernel does not compute it: Inductor's lerp multiplies its weight by 1.0, in every Adam step. Else None."""
+    if op != "mul" or min(operands) < 0:  # (negative: a value the kernel does not compute as a node)
+        return None
+    a, b = operands
+    for constant, other in ((a, b), (b, a)):
+        if nodes[constant][0] == "Constant" and nodes[constant][6] == 1.0 and nodes[other][1] == result_type:
+            return other
+    return None
+
+
 class NotLowered(Exception):
     """Why a program is not one fused kernel."""
 
@@ -285,7 +297,9 @@ def lower(program: Program, host_arguments=frozenset(), extents=None):
         elif node.op in _UNARY:
             ids[number] = emit(_UNARY[node.op], node.dtype, operands)
         elif node.op in _BINARY:
-            ids[number] = emit(_BINARY[node.op], node.dtype, _same_type(program, node, operands, emit))
+            same = _same_type(program, node, operands, emit)
+            once = _times_one(nodes, node.op, same, _TYPES.get(node.dtype))
+            ids[number] = once if once is not None else emit(_BINARY[node.op], node.dtype, same)
         elif node.op == "where":
             condition, a, b = operands
             a, b = _same_type(program, node, [a, b], emit, inputs=node.inputs[1:])

@@ -1,4 +1,5 @@
-"""segments.split: a fused kernel's spec split along the dimension its point masks select on (docs/compile.md)."""
+"""The lowering's rewrites of a fused kernel's spec: segments.split along the dimension its point masks select on
+(docs/compile.md), and products with one left out."""
 
 import torch
 
@@ -45,3 +46,19 @@ def test_kernels_the_split_would_change_are_left_whole():
     assert segments.split(cat_of_two(mask_strides=(5, 1)), two_dims, FIRST_HOST_TABLE) is None
     everywhere = [torch.tensor([True, True])]
     assert segments.split(cat_of_two(), everywhere, FIRST_HOST_TABLE) is None  # one run: nothing to split
+
+
+def test_a_product_with_one_is_not_computed():
+    """Inductor's lerp multiplies by 1.0 in every Adam step; x * 1 is x exactly, so the lowering reads x instead."""
+    from npusim.inductor.lowering import lower
+    from npusim.inductor.program import build
+
+    def program(k):
+        k.tree("x", 64)
+        k.range("x0", "x", 1, 64)
+        loaded = k.load("in_ptr0", "x0", torch.float32)
+        product = k.op("mul", k.constant(1.0, torch.float32), loaded)
+        k.store("out_ptr0", "x0", k.op("mul", product, k.constant(2.0, torch.float32)), torch.float32, mode=None)
+
+    description = lower(build("times_one", program, ["in_ptr0", "out_ptr0"], ()))[0]
+    assert [node[0] for node in description[6] if node[0] != "Constant"] == ["Load", "Mul", "Store"]
