@@ -124,6 +124,17 @@ TEST(EmittedAttention, ShortKeysHoldEveryKeyBlockAndLongOnesGoOnline) {
   EXPECT_EQ(description(half).find(held), std::string::npos);
 }
 
+// Every alignment of short keys against the 4-key blocks and the query blocks, one key to eight blocks, causal or not:
+// the held blocks' passes (a ragged last block, a causal query block that skips blocks) against the reference.
+TEST(EmittedAttention, HeldKeyBlocksInEveryAlignment) {
+  for (int64_t k_len : {1, 3, 4, 5, 8, 15, 17, 29, 32})
+    for (int64_t q_len : {1, 4, 7, 30})
+      for (bool causal : {false, true}) {
+        SCOPED_TRACE(testing::Message() << q_len << " queries, " << k_len << " keys, causal " << causal);
+        expect_matches_reference({2, q_len, k_len, 6, 5, causal, 0.5f});
+      }
+}
+
 TEST(EmittedAttention, RefusesBlocksThatDoNotFit) {
   config::ChipConfig config = tiny_config();
   config.core_scratchpad_kib = 1;
