@@ -104,24 +104,30 @@ TEST(EmittedAttention, TallQueryBlocksSpanSeveralKeyBlocks) {
   }
 }
 
-// Up to eight key blocks, every one is held at once and the softmax is exact (the row maximum over all keys first);
-// beyond that, the online softmax. Both against the reference, causal or not, with ragged blocks.
+// Up to 32 key blocks, with room for query blocks of at least two key blocks' rows, every key block is held at once
+// and the softmax is exact (the row maximum over all keys first); otherwise, the online softmax. Both against the
+// reference, causal or not, with ragged blocks.
 TEST(EmittedAttention, ShortKeysHoldEveryKeyBlockAndLongOnesGoOnline) {
-  const auto description = [](const emitter::AttentionSpec& s) {
-    return emitter::emit_attention(s, tiny_config()).description;
+  const auto held = [](const emitter::AttentionSpec& s, const config::ChipConfig& config) {
+    return emitter::emit_attention(s, config).description.find("every key block held (exact softmax)") !=
+           std::string::npos;
   };
-  const std::string held = "every key block held (exact softmax)";
-  EXPECT_NE(description({2, 11, 9, 6, 5, false, 0.4f}).find(held), std::string::npos);
-  EXPECT_NE(description({1, 40, 32, 6, 5, true, 0.4f}).find(held), std::string::npos);  // 8 key blocks
-  EXPECT_EQ(description({1, 40, 33, 6, 5, true, 0.4f}).find(held), std::string::npos);  // 9: online
+  config::ChipConfig roomy = tiny_config();
+  roomy.core_scratchpad_kib = 256;
+  EXPECT_TRUE(held({2, 11, 9, 6, 5, false, 0.4f}, tiny_config()));
+  EXPECT_TRUE(held({1, 40, 128, 6, 5, true, 0.4f}, roomy));   // 32 key blocks
+  EXPECT_FALSE(held({1, 40, 129, 6, 5, true, 0.4f}, roomy));  // 33: online
+  config::ChipConfig cramped = tiny_config();
+  cramped.core_scratchpad_kib = 8;
+  EXPECT_TRUE(held({1, 40, 80, 6, 5, false, 0.4f}, tiny_config()));
+  EXPECT_FALSE(held({1, 40, 80, 6, 5, false, 0.4f}, cramped));  // room for query blocks of one key block's rows only
   for (bool causal : {false, true}) {
-    expect_matches_reference({2, 40, 32, 6, 5, causal, 0.4f});
-    expect_matches_reference({2, 40, 33, 6, 5, causal, 0.4f});
+    expect_matches_reference({2, 40, 80, 6, 5, causal, 0.4f});
     expect_matches_reference({3, 21, 30, 6, 5, causal, 0.9f});  // a ragged key block and a ragged query block
   }
   emitter::AttentionSpec half{2, 11, 9, 6, 5, false, 0.4f};
   half.type = isa::ElementType::F16;  // half precision stages its tiles: the online kernel
-  EXPECT_EQ(description(half).find(held), std::string::npos);
+  EXPECT_FALSE(held(half, tiny_config()));
 }
 
 // Every alignment of short keys against the 4-key blocks and the query blocks, one key to eight blocks, causal or not:

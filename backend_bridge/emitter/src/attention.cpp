@@ -10,10 +10,11 @@
 // whatever Bq. The builder orders the engines by the tiles they touch; the kernel reads no DRAM it writes, so it
 // needs no fence.
 //
-// Short keys (float32, at most kMostWholeKeyBlocks key blocks, and room for all of them): a query block holds every
-// key block's K, V and S at once (K and V loaded in one move per chunk), and the softmax is exact, in passes over the
-// key blocks: the row maximum over all keys, then the exponentials and their row sums, then P V summed over the key
-// blocks in the accumulator. The online softmax's rescaling of O at every key block, most of its vector work, is gone.
+// Short keys (float32, at most kMostWholeKeyBlocks key blocks, and room for all of them beside query blocks of at
+// least kLeastHeldQueryBlocks key blocks' rows): a query block holds every key block's K, V and S at once (K and V
+// loaded in one move per chunk), and the softmax is exact, in passes over the key blocks: the row maximum over all
+// keys, then the exponentials and their row sums, then P V summed over the key blocks in the accumulator. The online
+// softmax's rescaling of O at every key block, most of its vector work, is gone.
 #include "npusim/emitter/attention.h"
 
 #include <fmt/format.h>
@@ -43,7 +44,12 @@ int32_t float_bits(float value) { return std::bit_cast<int32_t>(value); }
 struct AttentionTiling {
   static constexpr int64_t kMostQueryBlockRows = 256;  // beyond this, fewer and larger blocks gain little
 
-  static constexpr int64_t kMostWholeKeyBlocks = 8;  // short keys: the kernel unrolls its passes per key block
+  static constexpr int64_t kMostWholeKeyBlocks = 32;  // short keys: the kernel unrolls its passes per key block
+  // Holding every key block takes the scratchpad tall query blocks would have: with query blocks of fewer key blocks'
+  // rows than this (unless they hold all the queries), the matrix engine's weight loads serve too few rows and K and V
+  // are loaded too often, and the online softmax's taller blocks win (384 keys of dimension 64 held with 16-row
+  // blocks took 1.3x as long on the default chip).
+  static constexpr int64_t kLeastHeldQueryBlocks = 2;
 
   bool half;  // f16 or bf16 in DRAM, staged in the scratchpad
   int64_t d_chunk, v_chunk, d_chunks, v_chunks, block_k = 0, block_q = 0;
@@ -75,7 +81,8 @@ struct AttentionTiling {
                padded(bq * block_k * kFloat) + bq * v_chunk * kFloat <=
                    static_cast<int64_t>(config.accumulator_bytes());
       };
-      for (int64_t blocks = most; blocks >= 1 && block_q == 0; --blocks)
+      const int64_t least = std::min(most, kLeastHeldQueryBlocks);
+      for (int64_t blocks = most; blocks >= least && block_q == 0; --blocks)
         if (fits_whole(blocks * block_k) && busy(blocks)) block_q = blocks * block_k;
       whole_keys = block_q > 0;
     }
