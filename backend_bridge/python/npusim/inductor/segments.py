@@ -15,7 +15,7 @@ kernel and eager mode's sum of zero-filled tensors do), so the parts write bit f
 
 from __future__ import annotations
 
-MOST_PARTS = 8  # beyond this, the launches cost more than the loads saved
+MOST_PARTS = 8  # the most launches one kernel becomes (a cat of more inputs stays whole)
 _READ = {"Load", "Gather"}  # nodes whose `access` is a load
 _NOT_SPLIT = {"ScatterAdd", "RandomUniform", "RandomNormal", "Product"}  # whose positions the parts would move
 
@@ -31,7 +31,7 @@ def split(description, host_tables, first_host_table):
         return None
     if {access[0] for access in stores} & {access[0] for access in loads}:
         return None
-    masks = {}  # load number -> its values along the dimension, or None
+    masks = {}  # load number of a mask -> its values along the dimension
     dimension = None
     for number, (argument, element_type, offset, strides) in enumerate(loads):
         table = argument - first_host_table
