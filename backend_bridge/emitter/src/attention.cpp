@@ -316,12 +316,7 @@ class AttentionEmitter {
     b_.Bltu(first_key, first_query_, unmasked);
     b_.Sub(first_key, first_key, first_query_);
     b_.Add(first_key, first_key, mask_);
-    Reg mask = b_.reg("mask tile"), width = b_.reg("keys"), at = b_.reg("minus infinity");
-    b_.li(width, keys);
-    b_.point(mask, mask_tile_);
-    b_.DmaLoad2d8(mask, first_key, width, rows_, mask_row_bytes());
-    b_.point(at, constants_, kFloat);
-    b_.Vsel(kF32, scores, mask, at, n, 1);
+    attention_rows::hide_masked_scores(b_, scores, first_key, rows_, keys, mask_row_bytes(), mask_tile_, constants_, n);
     b_.bind(unmasked);
   }
 

@@ -250,25 +250,20 @@ class GradientEmitter {
 
   // The key block's vector work: P = exp(scale S - lse) (masked), dS = P (dP - D).
   void query_vector(int64_t keys) {
-    Reg p = b_.reg("P"), dp = b_.reg("dP"), at = b_.reg("operand"), width = b_.reg("chunk width"),
-        n = b_.reg("element count");
+    Reg p = b_.reg("P"), dp = b_.reg("dP"), at = b_.reg("operand"), n = b_.reg("element count");
     count(n, tall_rows_, keys);
     b_.point(p, sets_[set_].p);
     b_.point(at, constants_);
     b_.Vmul(kF32, p, p, at, n, 1);
     if (s_.causal) {  // keys at or right of the block's first query: the triangle's window from column k0 - q0
       const Label unmasked = b_.label();
-      Reg window = b_.reg("mask window"), mask = b_.reg("mask tile");
+      Reg window = b_.reg("mask window");
       b_.li(window, short_);
       b_.Mul(window, short_block_, window);
       b_.Bltu(window, first_tall_, unmasked);
       b_.Sub(window, window, first_tall_);
       b_.Add(window, window, mask_);
-      b_.li(width, keys);
-      b_.point(mask, mask_tile_);
-      b_.DmaLoad2d8(mask, window, width, tall_rows_, mask_row_bytes());
-      b_.point(at, constants_, kFloat);
-      b_.Vsel(kF32, p, mask, at, n, 1);
+      attention_rows::hide_masked_scores(b_, p, window, tall_rows_, keys, mask_row_bytes(), mask_tile_, constants_, n);
       b_.bind(unmasked);
     }
     b_.point(at, lse_);
@@ -357,8 +352,7 @@ class GradientEmitter {
     within_group(within);
     b_.li(first_query, short_);
     b_.Mul(first_query, short_block_, first_query);
-    Reg p = b_.reg("P^T"), dp = b_.reg("dP^T"), at = b_.reg("operand"), width = b_.reg("chunk width"),
-        n = b_.reg("element count");
+    Reg p = b_.reg("P^T"), dp = b_.reg("dP^T"), at = b_.reg("operand"), n = b_.reg("element count");
     count(n, tall_rows_, queries);
     b_.point(p, sets_[set_].p);
     b_.point(at, constants_);
@@ -366,7 +360,7 @@ class GradientEmitter {
     if (s_.causal) {  // queries q0 - k0 = t < T after the first key: rows T - t .. of the band, key r hidden from
                       // query c where r - c > t
       const Label unmasked = b_.label();
-      Reg window = b_.reg("mask window"), mask = b_.reg("mask tile"), band = b_.reg("band rows");
+      Reg window = b_.reg("mask window"), band = b_.reg("band rows");
       b_.Sub(window, first_query, first_tall_);
       b_.li(band, tall_);
       b_.Bgeu(window, band, unmasked);
@@ -374,11 +368,8 @@ class GradientEmitter {
       b_.li(band, mask_row_bytes());
       b_.Mul(window, window, band);
       b_.Add(window, window, mask_);
-      b_.li(width, queries);
-      b_.point(mask, mask_tile_);
-      b_.DmaLoad2d8(mask, window, width, tall_rows_, mask_row_bytes());
-      b_.point(at, constants_, kFloat);
-      b_.Vsel(kF32, p, mask, at, n, 1);
+      attention_rows::hide_masked_scores(b_, p, window, tall_rows_, queries, mask_row_bytes(), mask_tile_, constants_,
+                                         n);
       b_.bind(unmasked);
     }
     point_within(at, lse_, within, 1);

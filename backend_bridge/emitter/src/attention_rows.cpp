@@ -82,6 +82,16 @@ void move_rows(KernelBuilder& b, bool load, R base, R head, const ChunkedRows& t
   }
 }
 
+void hide_masked_scores(KernelBuilder& b, R scores, R window, R rows, int64_t columns, int64_t row_bytes,
+                        const Tile& mask_tile, const Tile& constants, R n) {
+  Reg mask = b.reg("mask tile"), width = b.reg("mask columns"), minus_infinity = b.reg("minus infinity");
+  b.li(width, columns);
+  b.point(mask, mask_tile);
+  b.DmaLoad2d8(mask, window, width, rows, row_bytes);
+  b.point(minus_infinity, constants, 4);
+  b.Vsel(isa::ElementType::F32, scores, mask, minus_infinity, n, 1);
+}
+
 std::vector<uint64_t> mask_words(int64_t rows, int64_t columns, int64_t row_bytes,
                                  const std::function<bool(int64_t, int64_t)>& hidden) {
   std::vector<uint64_t> words(rows * row_bytes / 8);

@@ -47,6 +47,12 @@ void block_address(KernelBuilder& b, R pointer, R base, R head, const ChunkedRow
 void move_rows(KernelBuilder& b, bool load, R base, R head, const ChunkedRows& tensor, R block, R rows,
                int64_t element_bytes);
 
+// Causal masking of a block of scores (`n` elements in `rows` rows of `columns`): the window of a mask in .data at
+// `window` (rows `row_bytes` apart) is loaded into `mask_tile`, and the scores it hides become minus infinity (the
+// second constant of `constants`, fill_scale_and_minus_infinity's).
+void hide_masked_scores(KernelBuilder& b, R scores, R window, R rows, int64_t columns, int64_t row_bytes,
+                        const Tile& mask_tile, const Tile& constants, R n);
+
 // A mask of bytes, `rows` x `columns`, rows padded to `row_bytes` (a multiple of 8), little-endian in words (for a
 // kernel's .data): element [i][j] is 1 where hidden(i, j), else 0. Causal masks are windows of such triangles.
 std::vector<uint64_t> mask_words(int64_t rows, int64_t columns, int64_t row_bytes,
