@@ -58,8 +58,9 @@ std::byte* DeviceMemory::page(uint64_t page_index, bool create) const {
 std::byte* DeviceMemory::page_for_write(uint64_t page_index) {
   Page& entry = pages_[page_index];
   if (entry.holds_code.load(std::memory_order_relaxed)) code_version_.fetch_add(1);
+  std::byte* bytes = page(page_index, true);
   if (!entry.written.load(std::memory_order_relaxed)) entry.written.store(true, std::memory_order_relaxed);
-  return page(page_index, true);
+  return bytes;
 }
 
 uint64_t DeviceMemory::fetch_word(uint64_t address) {

@@ -29,7 +29,7 @@ bool may_read_cycle_counter(const FuzzProgram& program, const Outcome& outcome) 
   // Most buffer words are no instruction, and decoding one throws: a word whose opcode byte is not csrr's is skipped
   // before it is decoded (the exceptions took a fifth of the target's time).
   const auto reads_cycle = [](uint64_t word) {
-    if ((word & 0xff) != static_cast<uint64_t>(npusim::isa::Opcode::Csrr)) return false;  // the opcode is the code
+    if ((word & 0xff) != static_cast<uint64_t>(npusim::isa::Opcode::Csrr)) return false;  // Opcode values are codes
     try {
       const npusim::isa::Instruction instruction = npusim::isa::decode(word);
       return instruction.opcode == npusim::isa::Opcode::Csrr &&

@@ -4,6 +4,8 @@
 import torch
 
 from npusim.inductor import segments
+from npusim.inductor.lowering import lower
+from npusim.inductor.program import build
 
 # Arguments: 0 and 1 the inputs a and b, 2 the output, 3 the host table of the mask "the first of two halves".
 FIRST_HOST_TABLE = 3
@@ -50,8 +52,6 @@ def test_kernels_the_split_would_change_are_left_whole():
 
 def test_a_product_with_one_is_not_computed():
     """Inductor's lerp multiplies by 1.0 in every Adam step; x * 1 is x exactly, so the lowering reads x instead."""
-    from npusim.inductor.lowering import lower
-    from npusim.inductor.program import build
 
     def program(k):
         k.tree("x", 64)

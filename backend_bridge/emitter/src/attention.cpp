@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <functional>
 #include <limits>
 
 #include "attention_rows.h"
@@ -61,53 +62,53 @@ struct AttentionTiling {
         v_chunk(std::min<int64_t>(s.value_dim, config.core_systolic_cols)),
         d_chunks(ceil_div(s.head_dim, d_chunk)),
         v_chunks(ceil_div(s.value_dim, v_chunk)) {
-    const auto fits = [&](int64_t bq, int64_t bk) {
-      return spad_bytes(bq, bk) <= static_cast<int64_t>(config.scratchpad_bytes()) &&
+    // Whether `spad` bytes of tiles and the accumulators of S and P V for Bq x Bk blocks fit the core.
+    const auto fits = [&](int64_t spad, int64_t bq, int64_t bk) {
+      return spad <= static_cast<int64_t>(config.scratchpad_bytes()) &&
              padded(bq * bk * kFloat) + bq * v_chunk * kFloat <= static_cast<int64_t>(config.accumulator_bytes());
     };
     for (int64_t b =
              std::min<int64_t>({config.core_systolic_rows, config.core_systolic_cols, std::max(s.q_len, s.k_len)});
          b >= 1 && block_k == 0; --b)
-      if (fits(b, b)) block_k = b;
+      if (fits(spad_bytes(b, b), b, b)) block_k = b;
     if (block_k == 0) return;
     // Bq: whole key blocks' worth of rows, no more than the queries need, enough blocks for every core.
     const int64_t most = std::min(ceil_div(s.q_len, block_k), std::max<int64_t>(1, kMostQueryBlockRows / block_k));
     const auto busy = [&](int64_t blocks) {
       return blocks == 1 || s.heads * ceil_div(s.q_len, blocks * block_k) >= config.chip_cores;
     };
-    if (!half && ceil_div(s.k_len, block_k) <= kMostWholeKeyBlocks) {
-      const auto fits_whole = [&](int64_t bq) {
-        return whole_keys_spad_bytes(bq, s.k_len) <= static_cast<int64_t>(config.scratchpad_bytes()) &&
-               padded(bq * block_k * kFloat) + bq * v_chunk * kFloat <=
-                   static_cast<int64_t>(config.accumulator_bytes());
-      };
+    if (!half && key_blocks(s.k_len) <= kMostWholeKeyBlocks) {
       const int64_t least = std::min(most, kLeastHeldQueryBlocks);
       for (int64_t blocks = most; blocks >= least && block_q == 0; --blocks)
-        if (fits_whole(blocks * block_k) && busy(blocks)) block_q = blocks * block_k;
+        if (fits(whole_keys_spad_bytes(blocks * block_k, s.k_len), blocks * block_k, block_k) && busy(blocks))
+          block_q = blocks * block_k;
       whole_keys = block_q > 0;
     }
     for (int64_t blocks = most; blocks >= 1 && block_q == 0; --blocks)
-      if (fits(blocks * block_k, block_k) && busy(blocks)) block_q = blocks * block_k;
+      if (fits(spad_bytes(blocks * block_k, block_k), blocks * block_k, block_k) && busy(blocks))
+        block_q = blocks * block_k;
   }
   int64_t key_blocks(int64_t k_len) const { return ceil_div(k_len, block_k); }
-  // Bytes of scratchpad the tiles of Bq x Bk blocks take: Q, O and P V of Bq rows, K and V of Bk rows, S, five per-row
-  // vectors, two constants, the mask; for half precision, Q, K, V and O staged in 2-byte elements too.
+  // Bytes of scratchpad the tiles of Bq x Bk blocks take: Q, O and P V of Bq rows, K and V of Bk rows, S, and the rest
+  // (rest_bytes); for half precision, Q, K, V and O staged in 2-byte elements too.
   int64_t spad_bytes(int64_t bq, int64_t bk) const {
-    const auto q_or_k = [&](int64_t rows) { return d_chunks * padded(rows * d_chunk * kFloat); };
-    const auto values = [&](int64_t rows) { return v_chunks * padded(rows * v_chunk * kFloat); };
     const auto staged_q_or_k = [&](int64_t rows) { return d_chunks * padded(rows * d_chunk * 2); };
     const auto staged_values = [&](int64_t rows) { return v_chunks * padded(rows * v_chunk * 2); };
     const int64_t staged = half ? staged_q_or_k(bq) + staged_q_or_k(bk) + staged_values(bk) + staged_values(bq) : 0;
-    return q_or_k(bq) + q_or_k(bk) + values(bk) + 2 * values(bq) + padded(bq * bk * kFloat) + 5 * padded(bq * kFloat) +
-           padded(2 * kFloat) + padded(bq * bk) + staged;
+    return q_or_k_bytes(bq) + q_or_k_bytes(bk) + values_bytes(bk) + 2 * values_bytes(bq) + padded(bq * bk * kFloat) +
+           rest_bytes(bq, bk) + staged;
   }
-  // With whole keys (float32): Q and O of Bq rows, K and V of every key, an S of Bq x Bk per key block, the per-row
-  // vectors, the constants and the mask.
+  // With whole keys (float32): Q and O of Bq rows, K and V of every key, an S of Bq x Bk per key block, and the rest.
   int64_t whole_keys_spad_bytes(int64_t bq, int64_t k_len) const {
-    const int64_t q_or_k = d_chunks * padded(bq * d_chunk * kFloat) + d_chunks * padded(k_len * d_chunk * kFloat);
-    const int64_t values = v_chunks * padded(k_len * v_chunk * kFloat) + v_chunks * padded(bq * v_chunk * kFloat);
-    return q_or_k + values + key_blocks(k_len) * padded(bq * block_k * kFloat) + 5 * padded(bq * kFloat) +
-           padded(2 * kFloat) + padded(bq * block_k);
+    return q_or_k_bytes(bq) + q_or_k_bytes(k_len) + values_bytes(k_len) + values_bytes(bq) +
+           key_blocks(k_len) * padded(bq * block_k * kFloat) + rest_bytes(bq, block_k);
+  }
+  // The f32 chunk tiles of `rows` rows of Q or K, of V or O.
+  int64_t q_or_k_bytes(int64_t rows) const { return d_chunks * padded(rows * d_chunk * kFloat); }
+  int64_t values_bytes(int64_t rows) const { return v_chunks * padded(rows * v_chunk * kFloat); }
+  // Five per-row vectors, two constants and the mask.
+  int64_t rest_bytes(int64_t bq, int64_t bk) const {
+    return 5 * padded(bq * kFloat) + padded(2 * kFloat) + padded(bq * bk);
   }
 };
 
@@ -251,9 +252,9 @@ class AttentionEmitter {
       }
     };
     each_block([&](int64_t j, int64_t keys) {
-      block_scores(j, keys);
-      Reg scores = b_.reg("S");
-      b_.point(scores, block_scores_[j]);
+      Reg scores = b_.reg("S"), n = b_.reg("element count");
+      scaled_scores(scores, n, block_scores_[j], j * block_k_, keys,
+                    [&](R first_key) { b_.li(first_key, j * block_k_); });
       b_.Vrmax(kF32, partial, scores, rows_, keys_);
       b_.Vmax(kF32, max, max, partial, rows_);
     });
@@ -284,39 +285,35 @@ class AttentionEmitter {
     }
   }
 
-  // S of held key block j (`keys` keys, keys_ holding them) into its tile: Q K^T, scaled, masked when causal.
-  void block_scores(int64_t j, int64_t keys) {
-    Reg acc = b_.reg("accumulator"), at = b_.reg("operand"), width = b_.reg("chunk width"), n = b_.reg("element count"),
-        scores = b_.reg("S");
+  // S of a key block (`keys` keys, keys_ holding them) whose K rows start at row `first_row` of the K tiles, into
+  // `tile`: Q K^T (the head dimension in chunks accumulated in the accumulator), scaled, and when causal masked. Leaves
+  // `scores` pointing at the tile and `n` holding its element count. `first_key` puts the block's first key in the
+  // register it is given: keys at or right of the query block's first row (the block starts there or after it, Bq
+  // being a multiple of Bk) take the triangle's window from column k0 - q0.
+  void scaled_scores(R scores, R n, const Tile& tile, int64_t first_row, int64_t keys,
+                     const std::function<void(R)>& first_key) {
+    Reg acc = b_.reg("accumulator"), at = b_.reg("operand"), width = b_.reg("chunk width");
     b_.point(acc, scores_acc_);
     for (size_t c = 0; c < k_.tiles.size(); ++c) {
       b_.li(width, k_.width(c));
-      b_.point(at, k_.tiles[c], j * block_k_ * k_.width(c) * kFloat);
+      b_.point(at, k_.tiles[c], first_row * k_.width(c) * kFloat);
       b_.MatrixLoadWeightsTransposed(kF32, at, width, keys_);
       b_.point(at, q_.tiles[c]);
       b_.MatrixMultiply(kF32, acc, at, rows_, c == 0 ? 0 : 1);
     }
     count(n, keys);
-    b_.point(scores, block_scores_[j]);
+    b_.point(scores, tile);
     b_.MatrixStore(kF32, scores, acc, n);
     b_.point(at, constants_);  // the scale
     b_.Vmul(kF32, scores, scores, at, n, 1);
-    if (s_.causal) {
-      Reg first_key = b_.reg("first key");
-      b_.li(first_key, j * block_k_);
-      mask_scores(scores, first_key, n, keys);
-    }
-  }
-
-  // Causal masking of a key block's scaled S (`n` elements, `keys` keys a row) whose first key is in `first_key`
-  // (clobbered): keys at or right of the query block's first row (the block starts there or after it, Bq being a
-  // multiple of Bk) take the triangle's window from column k0 - q0.
-  void mask_scores(R scores, R first_key, R n, int64_t keys) {
+    if (!s_.causal) return;
     const Label unmasked = b_.label();
-    b_.Bltu(first_key, first_query_, unmasked);
-    b_.Sub(first_key, first_key, first_query_);
-    b_.Add(first_key, first_key, mask_);
-    attention_rows::hide_masked_scores(b_, scores, first_key, rows_, keys, mask_row_bytes(), mask_tile_, constants_, n);
+    Reg window = b_.reg("mask window");
+    first_key(window);
+    b_.Bltu(window, first_query_, unmasked);
+    b_.Sub(window, window, first_query_);
+    b_.Add(window, window, mask_);
+    attention_rows::hide_masked_scores(b_, scores, window, rows_, keys, mask_row_bytes(), mask_tile_, constants_, n);
     b_.bind(unmasked);
   }
 
@@ -392,28 +389,11 @@ class AttentionEmitter {
       widen_rows(k_, keys_);
       widen_rows(v_, keys_);
     }
-    Reg scores = b_.reg("S"), n = b_.reg("element count"), acc = b_.reg("accumulator"), at = b_.reg("operand"),
-        width = b_.reg("chunk width");
-    // S = Q K^T, the head dimension in chunks accumulated in the accumulator.
-    b_.point(acc, scores_acc_);
-    for (size_t c = 0; c < k_.tiles.size(); ++c) {
-      b_.li(width, k_.width(c));
-      b_.point(at, k_.tiles[c]);
-      b_.MatrixLoadWeightsTransposed(kF32, at, width, keys_);
-      b_.point(at, q_.tiles[c]);
-      b_.MatrixMultiply(kF32, acc, at, rows_, c == 0 ? 0 : 1);
-    }
-    count(n, keys);
-    b_.point(scores, scores_);
-    b_.MatrixStore(kF32, scores, acc, n);
-    b_.point(at, constants_);  // the scale
-    b_.Vmul(kF32, scores, scores, at, n, 1);
-    if (s_.causal) {
-      Reg first_key = b_.reg("first key");
+    Reg scores = b_.reg("S"), n = b_.reg("element count");
+    scaled_scores(scores, n, scores_, 0, keys, [&](R first_key) {
       b_.li(first_key, block_k_);
       b_.Mul(first_key, key_block_, first_key);
-      mask_scores(scores, first_key, n, keys);
-    }
+    });
     // The online softmax: the new row maximum, the old sums' correction exp(m - m'), P = exp(S - m').
     Reg partial = b_.reg("block row maximum or sum"), new_max = b_.reg("new row maximum"), max = b_.reg("row maximum"),
         correction = b_.reg("correction"), sum = b_.reg("row sum");
@@ -434,6 +414,7 @@ class AttentionEmitter {
     b_.Vadd(kF32, sum, sum, partial, rows_);
     b_.Vmov(kF32, max, new_max, rows_);
     // O = O * correction + P V, per value chunk.
+    Reg acc = b_.reg("accumulator"), at = b_.reg("operand"), width = b_.reg("chunk width");
     b_.point(acc, product_acc_);
     for (size_t c = 0; c < v_.tiles.size(); ++c) {
       b_.li(width, v_.width(c));

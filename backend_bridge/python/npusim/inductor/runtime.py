@@ -36,8 +36,9 @@ class CompiledKernel:
         self.source = source
         self.function = namespace["program"]
         self.arguments = namespace["ARGUMENTS"]
-        # (sizes, names of host tensor arguments, extents) -> (program, (the spec's description, FusedSpec, index
-        # tables, host scalars, host index tables, the argument entries its accesses use) or None)
+        # (sizes, names of host tensor arguments, extents) -> (program, (the spec's description, its FusedSpecs (the
+        # kernel, or its parts), index tables, host scalars, host index tables, the argument entries its accesses use,
+        # the staged loads) or None)
         self._prepared = {}
         self._interpreter_caches = {}  # (sizes, device) -> what the interpreter keeps between launches
         self._device_tables = {}  # (device, id of a host index table) -> (the table, its copy on the device)
@@ -56,12 +57,10 @@ class CompiledKernel:
                 description, tables, host_scalars, host_tables, staged = lower(
                     program, host_arguments, dict(zip(self.arguments, extents, strict=True))
                 )
-                spec = _C.FusedSpec(description)
-                first_host_table = len(self.arguments) + len(tables)
-                parts = segments.split(description, host_tables, first_host_table)
-                parts = [_C.FusedSpec(part) for part in parts] if parts else [spec]
-                read = _arguments_read(description)
-                fused = (description, spec, tables, host_scalars, host_tables, read, staged, parts)
+                # The kernel, or its parts when its masks split it (segments.py): launched one after another.
+                parts = segments.split(description, host_tables, len(self.arguments) + len(tables)) or [description]
+                specs = [_C.FusedSpec(part) for part in parts]
+                fused = (description, specs, tables, host_scalars, host_tables, _arguments_read(description), staged)
             except NotLowered as why:
                 ROUTES[self.name] = f"interpreted: {why}"
                 log.info("npusim: compiled kernel %s runs op by op: %s", self.name, why)
@@ -110,7 +109,7 @@ class CompiledKernel:
     def argument_block(self, launch):
         """The fused kernel's argument block for a resolved call, and the tensors it passes for the program's
         arguments (a host tensor the kernel writes is copied back by :meth:`copy_back` after the launch)."""
-        program, (_, _, tables, (host_nodes, hoisted, as_arguments), host_tables, read, staged, _) = (
+        program, (_, _, tables, (host_nodes, hoisted, as_arguments), host_tables, read, staged) = (
             launch.program,
             launch.fused,
         )
@@ -144,13 +143,14 @@ class CompiledKernel:
         """Launches the fused kernel; False when the kernel builder cannot express it."""
         arguments, tensors = self.argument_block(launch)
         _C.set_op(self.name, launch.device.index or 0)  # again: a staged copy is an aten operator of its own
-        # A kernel split by its masks (segments.py) is its parts, one after another; none writes what the kernel
-        # reads, so a part the builder cannot express leaves the interpreter the inputs it needs.
-        for part in launch.fused[7]:
-            if not _C.launch_fused(part, arguments):
+        # No part writes what the kernel reads (segments.py), so a part the builder cannot express leaves the
+        # interpreter the inputs it needs.
+        specs = launch.fused[1]
+        for spec in specs:
+            if not _C.launch_fused(spec, arguments):
                 ROUTES[self.name] = "interpreted: the kernel builder cannot express it"
                 return False
-        ROUTES[self.name] = "fused" if len(launch.fused[7]) == 1 else f"fused, in {len(launch.fused[7])} parts"
+        ROUTES[self.name] = "fused" if len(specs) == 1 else f"fused, in {len(specs)} parts"
         self.copy_back(launch, tensors)
         return True
 
