@@ -27,8 +27,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import npusim  # noqa: E402
 
-# (batch, channels in, height = width, channels out, kernel size)
-SHAPES = [(8, 64, 32, 64, 3), (8, 128, 16, 128, 3), (4, 256, 14, 256, 3), (8, 64, 56, 64, 1)]
+# (batch, channels in, height = width, channels out, kernel size); the first is the ResNet example's (examples/)
+SHAPES = [(8, 16, 32, 16, 3), (8, 64, 32, 64, 3), (8, 128, 16, 128, 3), (4, 256, 14, 256, 3), (8, 64, 56, 64, 1)]
 SMOKE_SHAPES = [(1, 8, 6, 8, 3)]
 
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <regex>
+#include <string>
 
 #include "npusim/emitter/matmul.h"
 #include "npusim/runtime/device.h"
@@ -20,6 +22,13 @@ config::ChipConfig small_config() {
   config.core_systolic_cols = 4;
   config.core_scratchpad_kib = 4;  // small M tiles too, so every loop runs with edges
   config.core_accumulator_kib = 1;
+  return config;
+}
+
+// With room in the scratchpad for loads of several K steps (gemm_loop.cpp's choose_steps) beside the blocks.
+config::ChipConfig roomy_config() {
+  config::ChipConfig config = small_config();
+  config.core_scratchpad_kib = 16;
   return config;
 }
 
@@ -87,40 +96,75 @@ TEST_P(EmittedMatmul, MatchesTiledReferenceWhenCoresShareTheTiles) {
   expect_matches_reference(GetParam().spec, config);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, EmittedMatmul,
-    ::testing::Values(
-        MatmulCase{"OneTile", {4, 8, 4, 8, 1, 4, 1, 4, 1}},
-        MatmulCase{"RaggedEdgesEverywhere", {37, 21, 11, 21, 1, 11, 1, 11, 1}},
-        MatmulCase{"TransposedWeightsLikeLinear", {9, 19, 7, 19, 1, 1, 19, 7, 1}},
-        MatmulCase{"TransposedInputAndStridedOutput", {6, 5, 9, 1, 6, 9, 1, 20, 2}},
-        MatmulCase{"SingleElement", {1, 1, 1, 1, 1, 1, 1, 1, 1}},
-        // 16-column blocks: three full ones and one of two columns
-        MatmulCase{"ManyBlocksAndANarrowLastOne", {70, 9, 50, 9, 1, 50, 1, 50, 1}},
-        MatmulCase{"TransposedWeightsAcrossBlocks", {40, 12, 30, 12, 1, 1, 12, 30, 1}},
-        // X^T @ dY, a weight gradient: A read in columns and transposed in the
-        // kernel, over many blocks and K steps with ragged edges
-        MatmulCase{"TransposedInputAcrossBlocksAndKSteps", {45, 27, 19, 1, 45, 19, 1, 19, 1}},
-        MatmulCase{"TransposedInputAndTransposedWeights", {45, 27, 19, 1, 45, 1, 27, 19, 1}},
-        MatmulCase{"BatchOfTransposedInputs",
-                   {13, 9, 11, 1, 13, 11, 1, 11, 1, isa::ElementType::F32, std::nullopt, 3, 13 * 9, 9 * 11, 13 * 11}},
-        // bmm: 5 entries of 13 x 9 @ 9 x 11, ragged blocks in every entry
-        MatmulCase{"BatchOfProducts",
-                   {13, 9, 11, 9, 1, 11, 1, 11, 1, isa::ElementType::F32, std::nullopt, 5, 13 * 9, 9 * 11, 13 * 11}},
-        // one A (a 1 x 1 convolution's weights) against a batch of B
-        MatmulCase{"BatchSharingItsFirstOperand",
-                   {6, 10, 21, 10, 1, 21, 1, 21, 1, isa::ElementType::F32, std::nullopt, 4, 0, 10 * 21, 6 * 21}},
-        // An implicit GEMM: a 3 x 3 convolution of 8 channels-last channels over 2 padded images of 7 x 9 pixels,
-        // output rows as wide as the padded image (5 x 9, the last two columns of each discarded by the caller):
-        // A[m][(i, j, c)] at image + m * 8 + i * 9 * 8 + j * 8 + c, runs of 3 x 8 (three K steps each) 72 apart.
-        MatmulCase{"ImplicitConvolution", in_runs({5 * 9, 72, 6, 8, 1, 6, 1, 6, 1, isa::ElementType::F32, std::nullopt,
-                                                   2, 7 * 9 * 8, 0, 5 * 9 * 6},
-                                                  24, 9 * 8)},
-        // A weight gradient's product for one kernel row, patches^T @ dY: A [(j, c)][(image, position)] read in
-        // columns (a transposed A), K in runs of an image's positions: 2 images of 48 positions, the positions 8
-        // channels apart, the images 512 elements apart.
-        MatmulCase{"ImplicitConvolutionWeightGradient", in_runs({24, 96, 6, 1, 8, 6, 1, 6, 1}, 48, 512)}),
-    [](const ::testing::TestParamInfo<MatmulCase>& info) { return std::string(info.param.name); });
+TEST_P(EmittedMatmul, MatchesTiledReferenceLoadingSeveralKStepsAtOnce) {
+  config::ChipConfig config = roomy_config();
+  config.chip_cores = 2;
+  expect_matches_reference(GetParam().spec, config);
+}
+
+const MatmulCase kShapes[] = {
+    MatmulCase{"OneTile", {4, 8, 4, 8, 1, 4, 1, 4, 1}},
+    MatmulCase{"RaggedEdgesEverywhere", {37, 21, 11, 21, 1, 11, 1, 11, 1}},
+    MatmulCase{"TransposedWeightsLikeLinear", {9, 19, 7, 19, 1, 1, 19, 7, 1}},
+    MatmulCase{"TransposedInputAndStridedOutput", {6, 5, 9, 1, 6, 9, 1, 20, 2}},
+    MatmulCase{"SingleElement", {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    // 16-column blocks: three full ones and one of two columns
+    MatmulCase{"ManyBlocksAndANarrowLastOne", {70, 9, 50, 9, 1, 50, 1, 50, 1}},
+    MatmulCase{"TransposedWeightsAcrossBlocks", {40, 12, 30, 12, 1, 1, 12, 30, 1}},
+    // X^T @ dY, a weight gradient: A read in columns and transposed in the
+    // kernel, over many blocks and K steps with ragged edges
+    MatmulCase{"TransposedInputAcrossBlocksAndKSteps", {45, 27, 19, 1, 45, 19, 1, 19, 1}},
+    MatmulCase{"TransposedInputAndTransposedWeights", {45, 27, 19, 1, 45, 1, 27, 19, 1}},
+    MatmulCase{"BatchOfTransposedInputs",
+               {13, 9, 11, 1, 13, 11, 1, 11, 1, isa::ElementType::F32, std::nullopt, 3, 13 * 9, 9 * 11, 13 * 11}},
+    // bmm: 5 entries of 13 x 9 @ 9 x 11, ragged blocks in every entry
+    MatmulCase{"BatchOfProducts",
+               {13, 9, 11, 9, 1, 11, 1, 11, 1, isa::ElementType::F32, std::nullopt, 5, 13 * 9, 9 * 11, 13 * 11}},
+    // one A (a 1 x 1 convolution's weights) against a batch of B
+    MatmulCase{"BatchSharingItsFirstOperand",
+               {6, 10, 21, 10, 1, 21, 1, 21, 1, isa::ElementType::F32, std::nullopt, 4, 0, 10 * 21, 6 * 21}},
+    // An implicit GEMM: a 3 x 3 convolution of 8 channels-last channels over 2 padded images of 7 x 9 pixels,
+    // output rows as wide as the padded image (5 x 9, the last two columns of each discarded by the caller):
+    // A[m][(i, j, c)] at image + m * 8 + i * 9 * 8 + j * 8 + c, runs of 3 x 8 (three K steps each) 72 apart.
+    MatmulCase{"ImplicitConvolution", in_runs({5 * 9, 72, 6, 8, 1, 6, 1, 6, 1, isa::ElementType::F32, std::nullopt, 2,
+                                               7 * 9 * 8, 0, 5 * 9 * 6},
+                                              24, 9 * 8)},
+    // A weight gradient's product for one kernel row, patches^T @ dY: A [(j, c)][(image, position)] read in
+    // columns (a transposed A), K in runs of an image's positions: 2 images of 48 positions, the positions 8
+    // channels apart, the images 512 elements apart.
+    MatmulCase{"ImplicitConvolutionWeightGradient", in_runs({24, 96, 6, 1, 8, 6, 1, 6, 1}, 48, 512)},
+    // K a multiple of the K step (8): loads of several K steps (ThinProductsLoadSeveralKStepsAtOnce), the last
+    // one shorter, with ragged blocks, transposed operands and a batch.
+    MatmulCase{"KStepsLoadedTogether", {10, 40, 6, 40, 1, 6, 1, 6, 1}},
+    MatmulCase{"TransposedInputInKStepsLoadedTogether", {12, 48, 7, 1, 12, 7, 1, 7, 1}},
+    MatmulCase{"TransposedWeightsInKStepsLoadedTogether", {9, 56, 10, 56, 1, 1, 56, 10, 1}},
+    MatmulCase{"BothTransposedInKStepsLoadedTogether", {11, 40, 5, 1, 11, 1, 40, 5, 1}},
+    MatmulCase{"BatchInKStepsLoadedTogether",
+               {5, 32, 6, 32, 1, 6, 1, 6, 1, isa::ElementType::F32, std::nullopt, 3, 5 * 32, 32 * 6, 5 * 6}}};
+INSTANTIATE_TEST_SUITE_P(Shapes, EmittedMatmul, ::testing::ValuesIn(kShapes),
+                         [](const ::testing::TestParamInfo<MatmulCase>& info) { return std::string(info.param.name); });
+
+// How many K steps each load of the kernel brings, from its description (gemm_loop.cpp).
+int64_t k_steps_per_load(const emitter::Kernel& kernel) {
+  std::smatch found;
+  EXPECT_TRUE(std::regex_search(kernel.description, found, std::regex(R"(\((\d+) a load\))"))) << kernel.description;
+  return found.empty() ? 0 : std::stoll(found[1]);
+}
+
+// A product whose K steps' loads would take longer than their products (few rows or columns: here every one, on a
+// small array with the DRAM's latency) loads several K steps at once where the scratchpad has room, never across a
+// run of A's columns; one whose K is not a whole number of steps loads one at a time.
+TEST(EmittedMatmul, ThinProductsLoadSeveralKStepsAtOnce) {
+  const config::ChipConfig config = roomy_config();
+  for (const MatmulCase& c : kShapes) {
+    const std::string name = c.name;
+    const int64_t steps = k_steps_per_load(emitter::emit_matmul(c.spec, config));
+    if (name.find("LoadedTogether") != std::string::npos) EXPECT_GT(steps, 1) << name;
+    if (name == "ImplicitConvolution") EXPECT_EQ(steps, 3) << name;  // its runs: 24 of K, 3 steps
+    if (name == "ImplicitConvolutionWeightGradient") EXPECT_TRUE(steps == 2 || steps == 3 || steps == 6) << name;
+    if (c.spec.k % config.core_systolic_rows != 0) EXPECT_EQ(steps, 1) << name;
+  }
+}
 
 // bfloat16 as the upper half of a float32, rounded to nearest-even (no NaNs here).
 uint16_t to_bfloat16(float value) {

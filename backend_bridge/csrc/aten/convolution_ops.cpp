@@ -253,8 +253,9 @@ std::optional<at::Tensor> implicit_convolution(const at::Tensor& input, const at
 // Only for products of at least kWeightGradientRows rows (KW x C): each K step of a transposed A loads a weight tile
 // and turns its block on the vector engine for those rows alone. In the ResNet example (16 channels, 48 rows) the
 // implicit products took several times the cycles of the gathered ones, far more than the copies they save (its
-// training step 3.57 -> 4.45 ms); with 64 channels (192 rows, bench/conv_roofline.py's first layer) the backward went
-// from 1.52x to 1.39x its roofline.
+// training step 3.57 -> 4.45 ms; since the GEMM loop loads several K steps at once, 3.20 -> 3.22 ms, still no gain);
+// with 64 channels (192 rows, bench/conv_roofline.py's 64-channel 3x3 layer) the backward went from 1.52x to 1.39x
+// its roofline.
 constexpr int64_t kWeightGradientRows = 128;
 std::optional<at::Tensor> implicit_weight_gradient(const at::Tensor& input, const at::Tensor& grad_output,
                                                    const Geometry& g) {
