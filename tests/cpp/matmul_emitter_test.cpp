@@ -2,6 +2,8 @@
 // accumulates its products in k order by fused multiply-adds, across K tiles as within one.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -162,8 +164,40 @@ TEST(EmittedMatmul, ThinProductsLoadSeveralKStepsAtOnce) {
     if (name.find("LoadedTogether") != std::string::npos) EXPECT_GT(steps, 1) << name;
     if (name == "ImplicitConvolution") EXPECT_EQ(steps, 3) << name;  // its runs: 24 of K, 3 steps
     if (name == "ImplicitConvolutionWeightGradient") EXPECT_TRUE(steps == 2 || steps == 3 || steps == 6) << name;
-    if (c.spec.k % config.core_systolic_rows != 0) EXPECT_EQ(steps, 1) << name;
+    if (c.spec.k % config.core_systolic_rows != 0) EXPECT_EQ(steps, 1) << name;  // a ragged K step: one at a time
   }
+}
+
+// Loads of several K steps keep every operand form's registers within the register file, with the epilogue's too
+// (a scaled bias, a batch): each of these builds, grouping its K steps.
+TEST(EmittedMatmul, LoadsOfSeveralKStepsBuildForEveryOperandFormAndEpilogue) {
+  const config::ChipConfig config = roomy_config();
+  for (const bool a_transposed : {false, true})
+    for (const bool b_transposed : {false, true})
+      for (const int64_t batch : {1, 3}) {
+        const int64_t m = 9, k = 48, n = 7;
+        emitter::MatmulSpec s{m,
+                              k,
+                              n,
+                              a_transposed ? 1 : k,
+                              a_transposed ? m : 1,
+                              b_transposed ? 1 : n,
+                              b_transposed ? k : 1,
+                              n,
+                              1,
+                              isa::ElementType::F32,
+                              std::nullopt,
+                              batch,
+                              m * k,
+                              k * n,
+                              m * n};
+        s.epilogue = {.alpha = 0.5f, .bias = true, .beta = 2.0f, .bias_row = n, .bias_col = 1, .bias_batch = m * n};
+        const std::string name =
+            fmt::format("A{} B{} batch {}", a_transposed ? "^T" : "", b_transposed ? "^T" : "", batch);
+        emitter::Kernel kernel;
+        ASSERT_NO_THROW(kernel = emitter::emit_matmul(s, config)) << name;
+        EXPECT_GT(k_steps_per_load(kernel), 1) << name;
+      }
 }
 
 // bfloat16 as the upper half of a float32, rounded to nearest-even (no NaNs here).

@@ -141,8 +141,8 @@ class Loop::Emitter {
   // cycles, and a [27 x 8192] @ [8192 x 16] 12.5x (its K step's A rows, 32 KiB apart, all in one DRAM channel). A load
   // of several K steps, up to kLoadBytes within the scratchpad the blocks leave, waits once for all of them and reads
   // longer runs: 1.36x and 6.9x faster. Where the products take longer, one step a load keeps the pipeline's start
-  // short (grouping there cost GPT-2's step 0.8 %). Only whole K steps are grouped (K a multiple of kt), and a group
-  // never straddles two of A's runs.
+  // short (grouping there cost GPT-2's step 0.8 %). Only whole K steps are grouped (K a multiple of kt: a ragged step
+  // would need DMAs of its own, which took back what grouping saves), and a load never straddles two of A's runs.
   static constexpr int64_t kLoadBytes = 64 * 1024;
   void choose_steps(const config::ChipConfig& config) {
     steps_ = 1;
@@ -381,6 +381,19 @@ class Loop::Emitter {
       b_.emit(dma_4d(false, bytes), {dram, spad, inner, element_stride * bytes});
   }
 
+  // A load's K of `kl` elements (k_stride apart) in `rows` rows (row_stride apart) into the scratchpad at `spad` as
+  // planes [K step][rows][kt], one DMA (a load of one step: one plane of kl, which may be short).
+  void move_k_planes(R spad, R dram, R kl, int64_t k_stride, R rows, int64_t row_stride) {
+    if (steps_ == 1) {
+      move(true, spad, dram, kl, k_stride, rows, row_stride, one_, 0, bytes_);
+      return;
+    }
+    Reg kt = b_.reg("K step size"), planes = b_.reg("K steps");
+    b_.li(kt, tile_k_);
+    b_.Divu(planes, kl, kt);
+    move(true, spad, dram, kt, k_stride, rows, row_stride, planes, tile_k_ * k_stride, bytes_);
+  }
+
   // The sub-tile-major tile of `rows` x nb between DRAM at `dram` (rows row_stride apart, columns column_stride
   // apart) and the scratchpad tile `tile` from `spad`: the full sub-tiles as one DMA, the ragged one as another. May
   // move `dram` on.
@@ -421,23 +434,20 @@ class Loop::Emitter {
     {
       Reg mt = b_.reg("loaded block rows"), nb = b_.reg("loaded block columns"), kl = b_.reg("loaded K");
       BlockPosition p = locate_block(load_block_, mt, nb);
+      // B's DMA needs the block's width as a register when B is transposed, else as full sub-tiles and ragged columns.
+      if (b_transposed_) {
+        p.full_sub_tiles = Reg();
+        p.ragged_columns = Reg();
+      } else {
+        nb = Reg();
+      }
       clamp(kl, load_k_, spec_.k, load_k0_);
       b_.SemWaitDma(free_);
-      Reg a_arrival, kt, planes;
+      Reg a_arrival;
       {
         Reg dram = b_.reg("DRAM");
         point_at_a(dram, p.m0);
         p.m0 = Reg();  // B needs the block's columns only: one register more for its ragged sub-tile
-        // A load of several steps moves them as planes of kt (a load of one step: one plane of kl, maybe short).
-        kt = b_.reg("loaded K step");
-        planes = b_.reg("loaded K steps");
-        if (steps_ > 1) {
-          b_.li(kt, tile_k_);
-          b_.Divu(planes, kl, kt);
-        } else {
-          b_.move(kt, kl);
-          b_.li(planes, 1);
-        }
         b_.bind(load_slot_, slots_);
         if (a_transposed_) {
           a_arrival = b_.reg("A arrival");
@@ -446,7 +456,7 @@ class Loop::Emitter {
           b_.bind(a_arrival, slots_);
           move(true, a_arrival, dram, mt, spec_.a_row, kl, spec_.a_col, one_, 0, bytes_);
         } else {
-          move(true, load_slot_, dram, kt, spec_.a_col, mt, spec_.a_row, planes, tile_k_ * spec_.a_col, bytes_);
+          move_k_planes(load_slot_, dram, kl, spec_.a_col, mt, spec_.a_row);
         }
         Reg b_block = b_.reg("B block");
         b_.li(b_block, b_part());
@@ -454,7 +464,7 @@ class Loop::Emitter {
         b_.bind(b_block, slots_);
         point_at(dram, bm_, load_k0_, spec_.b_row, p.n0, spec_.b_col, bytes_, load_block_, spec_.b_batch);
         if (b_transposed_)
-          move(true, b_block, dram, kt, spec_.b_row, nb, spec_.b_col, planes, tile_k_ * spec_.b_row, bytes_);
+          move_k_planes(b_block, dram, kl, spec_.b_row, nb, spec_.b_col);
         else
           move_sub_tiles(true, b_block, slots_, dram, p.full_sub_tiles, p.ragged_columns, kl, spec_.b_row, spec_.b_col,
                          bytes_);
@@ -465,21 +475,25 @@ class Loop::Emitter {
         // has queued.
         b_.SemPostDma(arrived_);
         b_.SemWaitVector(arrived_);
-        Reg offset = b_.reg("step offset"), to = b_.reg("A step"), from = b_.reg("arrived step");
-        const Label step = b_.label();
-        b_.li(offset, 0);
-        b_.bind(step);
-        b_.Add(to, load_slot_, offset);
-        b_.Add(from, a_arrival, offset);
-        b_.bind(to, slots_);
-        b_.bind(from, slots_);
-        b_.Vtr(spec_.type, to, from, kt, mt);
-        Reg step_bytes = b_.reg("step bytes");
-        b_.Mul(step_bytes, kt, mt);
-        b_.Slli(step_bytes, step_bytes, std::countr_zero(static_cast<uint64_t>(bytes_)));
-        b_.Add(offset, offset, step_bytes);
-        b_.Sub(planes, planes, one_);
-        b_.Bne(planes, kZero, step);
+        if (steps_ > 1) {
+          Reg step_k = b_.reg("K in the load"), kt = b_.reg("K step size"), to = b_.reg("A step"),
+              from = b_.reg("arrived step");
+          const Label step = b_.label();
+          b_.li(step_k, 0);
+          b_.bind(step);
+          clamp_to(kt, tile_k_, kl, step_k);
+          b_.Mul(to, step_k, mt);
+          b_.Slli(to, to, std::countr_zero(static_cast<uint64_t>(bytes_)));
+          b_.Add(from, a_arrival, to);
+          b_.Add(to, load_slot_, to);
+          b_.bind(to, slots_);
+          b_.bind(from, slots_);
+          b_.Vtr(spec_.type, to, from, kt, mt);
+          b_.add_constant(step_k, tile_k_);
+          b_.Bltu(step_k, kl, step);
+        } else {
+          b_.Vtr(spec_.type, load_slot_, a_arrival, kl, mt);
+        }
         b_.SemPostVector(loaded_);
       } else {
         b_.SemPostDma(loaded_);
@@ -511,13 +525,10 @@ class Loop::Emitter {
     Reg block_b = b_.reg("B block"), kt = b_.reg("K step size"), step_k = b_.reg("K in the load");
     b_.li(block_b, b_part());
     b_.Add(block_b, slot_, block_b);
-    if (steps_ > 1)
-      b_.li(kt, tile_k_);
-    else
-      b_.move(kt, kl);
     const Label step = b_.label(), sub_tile = b_.label(), accumulate = b_.label(), multiplied = b_.label();
     b_.li(step_k, 0);
     b_.bind(step);
+    clamp_to(kt, tile_k_, kl, step_k);  // a load of one step may be short
     {
       Reg a_block = b_.reg("A block"), column = b_.reg("column"), columns = b_.reg("columns");
       Reg weights = b_.reg("weights"), acc = b_.reg("accumulator"), first = b_.reg("first K step");
@@ -587,14 +598,17 @@ class Loop::Emitter {
     };
     around(true);
     {
-      Reg k0 = b_.reg("load's K"), kl = b_.reg("load size"), mt = b_.reg("block rows"), nb = b_.reg("block columns");
+      Reg k0 = b_.reg("load's K"), mt = b_.reg("block rows"), nb = b_.reg("block columns");
       locate_block(block_, mt, nb);  // for the block's size
       const Label k_step = b_.label();
       b_.li(k0, 0);
       b_.bind(k_step);
-      clamp(kl, load_k_, spec_.k, k0);
       emit_load_next_step();
-      emit_multiply_sub_tiles(k0, kl, mt, nb);
+      {
+        Reg kl = b_.reg("load size");  // after the next load, which needs every register it can have
+        clamp(kl, load_k_, spec_.k, k0);
+        emit_multiply_sub_tiles(k0, kl, mt, nb);
+      }
       b_.add_constant(k0, load_k_);
       Reg total = b_.reg("K");
       b_.li(total, spec_.k);
